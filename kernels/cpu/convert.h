@@ -1,0 +1,43 @@
+// Weight elements (BF16/F16/F32) as float32, for kernels that widen a row at a time.
+#pragma once
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "core/dtype.h"
+#include "kernels/cpu/aligned.h"
+
+#include "kernels/cpu/x86.h"
+
+namespace qmpi::cpu {
+
+inline float half_to_f32(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return f16_to_f32(h);
+#endif
+}
+
+// Element i of a BF16, F16 or F32 array.
+inline float load_as_f32(const void* data, DType t, int64_t i) {
+  switch (t) {
+    case DType::BF16:
+      return bf16_to_f32(static_cast<const uint16_t*>(data)[i]);
+    case DType::F16:
+      return half_to_f32(static_cast<const uint16_t*>(data)[i]);
+    default:
+      return static_cast<const float*>(data)[i];
+  }
+}
+
+// dst[0, count) = src as float32; src is BF16, F16 or F32.
+void convert_to_f32(const void* src, DType t, int64_t count, float* dst);
+
+// A bias (or any 1-D weight) as a float32 array; null when `v` is null.
+AlignedArray<float> widen(const WeightView* v);
+
+// dst = src rounded to the nearest bf16 (ties to even), kept as float32: what a bf16
+// dot product sees of an activation.
+void round_to_bf16(const float* src, int64_t count, float* dst);
+
+}  // namespace qmpi::cpu

@@ -1,0 +1,33 @@
+#include "kernels/cpu/embedding.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/parallel.h"
+
+namespace qmpi::cpu {
+
+void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
+               float* out, int threads) {
+  const int64_t width = table.cols;
+  const size_t row_bytes = size_t(width) * dtype_size(table.dtype);
+#pragma omp parallel for num_threads(threads_for(threads, n * width, 1 << 16)) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = int64_t(ids[i]) - row_offset;
+    float* o = out + i * width;
+    if (r < 0 || r >= table.rows)
+      std::fill(o, o + width, 0.0f);
+    else
+      convert_to_f32(static_cast<const char*>(table.data) + size_t(r) * row_bytes, table.dtype,
+                     width, o);
+  }
+}
+
+void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
+                 float* dst) {
+  for (int64_t i = 0; i < count; ++i)
+    std::memcpy(dst + i * width, src + int64_t(rows[i]) * width, size_t(width) * sizeof(float));
+}
+
+}  // namespace qmpi::cpu

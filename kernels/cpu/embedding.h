@@ -1,0 +1,16 @@
+// Row lookups: the (vocab-parallel) embedding and gathering activation rows by index.
+#pragma once
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace qmpi::cpu {
+
+// out[i] = table[ids[i] - row_offset] widened to float32 when that row is in this rank's slice
+// of the vocabulary, else zeros (the TP all-reduce then sums the slices into full rows).
+void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
+               float* out, int threads);
+// dst[i] = src[rows[i]] for rows of `width` floats.
+void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width, float* dst);
+
+}  // namespace qmpi::cpu

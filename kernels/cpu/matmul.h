@@ -1,0 +1,34 @@
+// out[n, N] = x[n, K] . W[N, K]^T (+ bias) with W in BF16, F16 or F32 and x, out in float32.
+//
+// Two paths: a GEMV that streams every weight row once for all rows of x (decode: the op is
+// bound by memory bandwidth), and a blocked GEMM over packed panels (prefill: bound by
+// arithmetic). matmul() picks one by n.
+#pragma once
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace qmpi::cpu {
+
+struct MatmulOptions {
+  int threads = 0;  // 0 = OpenMP default
+  // For BF16 weights, round activations to bf16 and use bf16 dot products (VDPBF16PS where the
+  // CPU has it). Faster prefill, but each product carries the activation's rounding error
+  // (about 2^-9 relative); off = exact float32 activations.
+  bool bf16_activations = false;
+};
+
+// Up to this many rows of x, matmul() uses the GEMV path.
+inline constexpr int64_t kGemvMaxRows = 16;
+
+// Checks shapes and dtypes (raising a qmpi::Error) and runs the path that suits n.
+void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out,
+            const MatmulOptions& opt);
+
+// The two paths, for tests and benchmarks; both assume matmul()'s checks passed.
+void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+                 float* out, const MatmulOptions& opt);
+void matmul_blocked(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+                    float* out, const MatmulOptions& opt);
+
+}  // namespace qmpi::cpu

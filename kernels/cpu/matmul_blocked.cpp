@@ -1,0 +1,261 @@
+// The prefill matmul. Computed as out^T = W . x^T so that the weights need no repacking: x is
+// transposed once into panels of tokens (vectors run over tokens) and each weight element is
+// broadcast straight from its row. A tile is kMR weight rows x one panel of tokens, summed over
+// all of K in registers, then written transposed into out.
+//
+// Exact path: float32 FMAs on weights widened to float32 a block of rows at a time.
+// bf16-activation path (BF16 weights): x rounded to bf16 and packed as (k, k+1) pairs, and
+// VDPBF16PS multiplies a broadcast weight pair straight from the checkpoint's row.
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+
+#include "kernels/cpu/aligned.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/parallel.h"
+
+#include "kernels/cpu/x86.h"
+
+namespace qmpi::cpu {
+namespace {
+
+#if defined(__AVX512F__)
+constexpr int kMR = 12;  // 12 rows x 2 vectors = 24 accumulators of the 32 registers
+constexpr int kNT = 32;  // tokens per panel
+constexpr bool kHalfPanels = true;
+#else
+constexpr int kMR = 4;
+constexpr int kNT = 16;
+constexpr bool kHalfPanels = false;
+#endif
+#if defined(__AVX512BF16__)
+constexpr bool kHaveBf16Dot = true;
+#else
+constexpr bool kHaveBf16Dot = false;
+#endif
+
+// Panel p holds tokens [p * kNT, p * kNT + width) of x transposed: element (k, t) at k * width + t
+// (float32), or pair (kp, t) at kp * width + t (bf16 pairs), zero past the last token.
+// A last panel of at most kNT / 2 tokens is packed at half width.
+struct Panels {
+  int64_t n;
+  int64_t depth;  // K (float32) or ceil(K / 2) (bf16 pairs)
+  int64_t count() const { return (n + kNT - 1) / kNT; }
+  int64_t tokens(int64_t p) const { return std::min<int64_t>(kNT, n - p * kNT); }
+  int width(int64_t p) const { return kHalfPanels && tokens(p) <= kNT / 2 ? kNT / 2 : kNT; }
+  size_t offset(int64_t p) const { return size_t(p) * kNT * size_t(depth); }
+  size_t size() const { return size_t(count()) * kNT * size_t(depth); }
+};
+
+void pack_panel_f32(const float* x, int64_t K, const Panels& pn, int64_t p, float* dst) {
+  const int w = pn.width(p);
+  const int64_t cnt = pn.tokens(p);
+  if (cnt < w) std::fill(dst, dst + size_t(w) * K, 0.0f);
+  for (int64_t t = 0; t < cnt; ++t) {
+    const float* row = x + (p * kNT + t) * K;
+    for (int64_t k = 0; k < K; ++k) dst[k * w + t] = row[k];
+  }
+}
+
+void pack_panel_bf16(const float* x, int64_t K, const Panels& pn, int64_t p, uint32_t* dst) {
+  const int w = pn.width(p);
+  const int64_t cnt = pn.tokens(p);
+  if (cnt < w) std::fill(dst, dst + size_t(w) * pn.depth, 0u);
+  for (int64_t t = 0; t < cnt; ++t) {
+    const float* row = x + (p * kNT + t) * K;
+    for (int64_t kp = 0; kp < pn.depth; ++kp) {
+      uint32_t lo = f32_to_bf16(row[2 * kp]);
+      uint32_t hi = 2 * kp + 1 < K ? f32_to_bf16(row[2 * kp + 1]) : 0u;
+      dst[kp * w + t] = lo | (hi << 16);
+    }
+  }
+}
+
+// A finished tile: tile[i][t] (row stride kNT) is out[token0 + t, row0 + i].
+void store_tile(const float* tile, int mr, int64_t tokens, int64_t row0, int64_t token0,
+                const float* bias, float* out, int64_t N) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    float* o = out + (token0 + t) * N + row0;
+    for (int i = 0; i < mr; ++i) o[i] = tile[i * kNT + t] + (bias ? bias[row0 + i] : 0.0f);
+  }
+}
+
+// Slice `part` of `parts` of [p, p + bytes) into L2.
+void prefetch_slice(const char* p, size_t bytes, int64_t part, int64_t parts) {
+  const size_t lines = (bytes + 63) / 64;
+  for (size_t i = lines * size_t(part) / size_t(parts); i < lines * size_t(part + 1) / size_t(parts);
+       ++i)
+    __builtin_prefetch(p + i * 64, 0, 2);
+}
+
+using TileFn = void (*)(const void* w, int64_t ld, int64_t K, const void* xp, float* tile);
+
+#if defined(__AVX512F__)
+template <int MR, int NV>
+void tile_f32(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile) {
+  const float* w = static_cast<const float*>(wv);
+  const float* xp = static_cast<const float*>(xv);
+  __m512 acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    __m512 xs[NV];
+    for (int v = 0; v < NV; ++v) xs[v] = _mm512_loadu_ps(xp + k * 16 * NV + 16 * v);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 b = _mm512_set1_ps(w[i * ld + k]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(b, xs[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + i * kNT + 16 * v, acc[i][v]);
+}
+
+#if defined(__AVX512BF16__)
+template <int MR, int NV>
+void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile) {
+  const uint16_t* w = static_cast<const uint16_t*>(wv);
+  const uint32_t* xp = static_cast<const uint32_t*>(xv);
+  __m512 acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  const int64_t pairs = K / 2;
+  auto step = [&](int64_t kp, auto pair_of_row) {
+    __m512bh xs[NV];
+    for (int v = 0; v < NV; ++v)
+      xs[v] = (__m512bh)_mm512_loadu_si512(xp + kp * 16 * NV + 16 * v);
+    for (int i = 0; i < MR; ++i) {
+      const __m512bh b = (__m512bh)_mm512_set1_epi32(int(pair_of_row(i)));
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], b, xs[v]);
+    }
+  };
+  for (int64_t kp = 0; kp < pairs; ++kp)
+    step(kp, [&](int i) {
+      uint32_t pr;
+      std::memcpy(&pr, w + i * ld + 2 * kp, 4);
+      return pr;
+    });
+  if (K % 2)  // the last weight pairs with the zero that pads x
+    step(pairs, [&](int i) { return uint32_t(w[i * ld + K - 1]); });
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + i * kNT + 16 * v, acc[i][v]);
+}
+#endif
+
+template <template <int, int> class Kernel, int NV, int... I>
+constexpr std::array<TileFn, kMR> tiles_by_rows(std::integer_sequence<int, I...>) {
+  return {&Kernel<I + 1, NV>::run...};
+}
+template <int MR, int NV>
+struct F32Kernel {
+  static void run(const void* w, int64_t ld, int64_t K, const void* xp, float* tile) {
+    tile_f32<MR, NV>(w, ld, K, xp, tile);
+  }
+};
+#if defined(__AVX512BF16__)
+template <int MR, int NV>
+struct Bf16Kernel {
+  static void run(const void* w, int64_t ld, int64_t K, const void* xp, float* tile) {
+    tile_bf16<MR, NV>(w, ld, K, xp, tile);
+  }
+};
+#endif
+
+// The kernel for mr rows and a panel of `width` tokens.
+TileFn pick_tile(bool bf16, int mr, int width) {
+  using Seq = std::make_integer_sequence<int, kMR>;
+  static constexpr auto f32_half = tiles_by_rows<F32Kernel, 1>(Seq{});
+  static constexpr auto f32_full = tiles_by_rows<F32Kernel, 2>(Seq{});
+#if defined(__AVX512BF16__)
+  static constexpr auto bf16_half = tiles_by_rows<Bf16Kernel, 1>(Seq{});
+  static constexpr auto bf16_full = tiles_by_rows<Bf16Kernel, 2>(Seq{});
+  if (bf16) return (width == kNT ? bf16_full : bf16_half)[mr - 1];
+#endif
+  return (width == kNT ? f32_full : f32_half)[mr - 1];
+}
+
+#else  // portable: the same tiles as plain loops the compiler vectorizes
+
+template <int MR>
+void tile_portable(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile) {
+  const float* w = static_cast<const float*>(wv);
+  const float* xp = static_cast<const float*>(xv);
+  float acc[MR][kNT] = {};
+  for (int64_t k = 0; k < K; ++k)
+    for (int i = 0; i < MR; ++i) {
+      const float b = w[i * ld + k];
+#pragma omp simd
+      for (int t = 0; t < kNT; ++t) acc[i][t] += b * xp[k * kNT + t];
+    }
+  for (int i = 0; i < MR; ++i) std::copy(acc[i], acc[i] + kNT, tile + i * kNT);
+}
+
+TileFn pick_tile(bool, int mr, int) {
+  static constexpr std::array<TileFn, kMR> table{&tile_portable<1>, &tile_portable<2>,
+                                                 &tile_portable<3>, &tile_portable<4>};
+  return table[mr - 1];
+}
+
+#endif
+
+void blocked(const float* x, int64_t n, const WeightView& w, const float* bias, float* out,
+             int nt, bool bf16_dot) {
+  const int64_t K = w.cols, N = w.rows;
+  const Panels pn{n, bf16_dot ? (K + 1) / 2 : K};
+  AlignedArray<uint32_t> xp = make_aligned<uint32_t>(pn.size());
+  const size_t esize = dtype_size(w.dtype);
+#pragma omp parallel num_threads(nt)
+  {
+    const int t = omp_get_thread_num(), tn = omp_get_num_threads();
+    const Range pr = split_range(pn.count(), 1, t, tn);
+    for (int64_t p = pr.begin; p < pr.end; ++p) {
+      if (bf16_dot)
+        pack_panel_bf16(x, K, pn, p, xp.get() + pn.offset(p));
+      else
+        pack_panel_f32(x, K, pn, p, reinterpret_cast<float*>(xp.get()) + pn.offset(p));
+    }
+#pragma omp barrier
+    AlignedArray<float> wide = bf16_dot ? nullptr : make_aligned<float>(size_t(kMR * K));
+    alignas(64) float tile[kMR * kNT];
+    const Range rr = split_range(N, kMR, t, tn);
+    const char* wbytes = static_cast<const char*>(w.data);
+    for (int64_t r0 = rr.begin; r0 < rr.end; r0 += kMR) {
+      const int mr = int(std::min<int64_t>(kMR, rr.end - r0));
+      const void* rows = wbytes + size_t(r0 * K) * esize;
+      if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
+        convert_to_f32(rows, w.dtype, mr * K, wide.get());
+        rows = wide.get();
+      }
+      // The next block's rows come from DRAM: ask for them while this block computes.
+      const int64_t next = std::min<int64_t>(kMR, rr.end - r0 - mr);
+      const size_t next_bytes = size_t(std::max<int64_t>(next, 0) * K) * esize;
+      const char* next_rows = wbytes + size_t((r0 + mr) * K) * esize;
+      for (int64_t p = 0; p < pn.count(); ++p) {
+        prefetch_slice(next_rows, next_bytes, p, pn.count());
+        pick_tile(bf16_dot, mr, pn.width(p))(rows, K, K, xp.get() + pn.offset(p), tile);
+        store_tile(tile, mr, pn.tokens(p), r0, p * kNT, bias, out, N);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_blocked(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+                    float* out, const MatmulOptions& opt) {
+  AlignedArray<float> b = widen(bias);
+  const bool bf16_act = opt.bf16_activations && w.dtype == DType::BF16;
+  AlignedArray<float> rounded;
+  if (bf16_act && !kHaveBf16Dot) {  // same numbers as the bf16 dot products, on float32 FMAs
+    rounded = make_aligned<float>(size_t(n * w.cols));
+    round_to_bf16(x, n * w.cols, rounded.get());
+    x = rounded.get();
+  }
+  const int nt = threads_for(opt.threads, n * w.rows * w.cols, int64_t(1) << 20);
+  blocked(x, n, w, b.get(), out, nt, bf16_act && kHaveBf16Dot);
+}
+
+}  // namespace qmpi::cpu

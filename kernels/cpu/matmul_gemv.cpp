@@ -1,0 +1,187 @@
+// The decode-time matmul: every weight row is read from memory once and multiplied with all n
+// rows of x while it sits in registers/L1, so the op runs at the machine's read bandwidth.
+#include <omp.h>
+
+#include <algorithm>
+
+#include "kernels/cpu/aligned.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/parallel.h"
+
+#include "kernels/cpu/x86.h"
+
+namespace qmpi::cpu {
+namespace {
+
+// Weight rows handled together: 4 rows x 4 x-rows of accumulators fill the register file.
+constexpr int kRows = 4;
+constexpr int kXRows = 4;
+// Below this many weight elements per thread, extra threads cost more than they bring.
+constexpr int64_t kGrain = 32 * 1024;
+
+#if defined(__AVX512F__)
+constexpr int64_t kStep = 32;  // weights per row per inner step
+
+// Each row of x, zero-padded to a multiple of kStep. For BF16 weights every block of 32 is
+// stored as its 16 even then its 16 odd elements: a 64-byte load of 32 bf16 widens to float32
+// by a shift (even elements) and a mask (odd elements), with no shuffles.
+void pack_x(const float* x, int64_t n, int64_t K, DType wt, float* xp, int64_t Kp) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* src = x + i * K;
+    float* dst = xp + i * Kp;
+    std::fill(dst, dst + Kp, 0.0f);
+    if (wt != DType::BF16) {
+      std::copy(src, src + K, dst);
+      continue;
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t block = k / kStep * kStep, j = k - block;
+      dst[block + (j & 1) * 16 + j / 2] = src[k];
+    }
+  }
+}
+
+// Weights [k, k + 32) of one row as two float32 vectors, in pack_x's order.
+template <DType WT>
+inline void load_block(const void* row, int64_t k, __m512& a, __m512& b) {
+  if constexpr (WT == DType::BF16) {
+    __m512i v = _mm512_loadu_si512(static_cast<const uint16_t*>(row) + k);
+    a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+    b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
+  } else if constexpr (WT == DType::F16) {
+    const auto* p = static_cast<const uint16_t*>(row) + k;
+    a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
+  } else {
+    const float* p = static_cast<const float*>(row) + k;
+    a = _mm512_loadu_ps(p);
+    b = _mm512_loadu_ps(p + 16);
+  }
+}
+
+struct GemvArgs {
+  const void* w;
+  int64_t K;
+  int64_t N;
+  const float* xp;  // packed x, row stride Kp
+  int64_t Kp;
+  const float* x;  // unpacked x (for the K % 32 tail), row stride K
+  const float* bias;
+  float* out;
+};
+
+// R weight rows from `row` times XR rows of x from `xrow`.
+template <DType WT, int R, int XR>
+void tile(const GemvArgs& g, int64_t row, int64_t xrow) {
+  const size_t esize = WT == DType::F32 ? 4 : 2;
+  const char* rows[R];
+  for (int r = 0; r < R; ++r)
+    rows[r] = static_cast<const char*>(g.w) + size_t(row + r) * size_t(g.K) * esize;
+  __m512 acc[R][XR];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < XR; ++j) acc[r][j] = _mm512_setzero_ps();
+  const int64_t kmain = g.K / kStep * kStep;
+  const float* xp = g.xp + xrow * g.Kp;
+  for (int64_t k = 0; k < kmain; k += kStep) {
+    __m512 a[R], b[R];
+    for (int r = 0; r < R; ++r) load_block<WT>(rows[r], k, a[r], b[r]);
+    for (int j = 0; j < XR; ++j) {
+      const __m512 xa = _mm512_loadu_ps(xp + j * g.Kp + k);
+      const __m512 xb = _mm512_loadu_ps(xp + j * g.Kp + k + 16);
+      for (int r = 0; r < R; ++r) {
+        acc[r][j] = _mm512_fmadd_ps(a[r], xa, acc[r][j]);
+        acc[r][j] = _mm512_fmadd_ps(b[r], xb, acc[r][j]);
+      }
+    }
+  }
+  for (int j = 0; j < XR; ++j) {
+    const float* xj = g.x + (xrow + j) * g.K;
+    for (int r = 0; r < R; ++r) {
+      float s = _mm512_reduce_add_ps(acc[r][j]);
+      for (int64_t k = kmain; k < g.K; ++k) s += load_as_f32(rows[r], WT, k) * xj[k];
+      if (g.bias) s += g.bias[row + r];
+      g.out[(xrow + j) * g.N + row + r] = s;
+    }
+  }
+}
+
+template <DType WT, int R>
+void tile_rows(const GemvArgs& g, int64_t row, int64_t n) {
+  for (int64_t j = 0; j < n; j += kXRows) {
+    switch (std::min<int64_t>(kXRows, n - j)) {
+      case 4: tile<WT, R, 4>(g, row, j); break;
+      case 3: tile<WT, R, 3>(g, row, j); break;
+      case 2: tile<WT, R, 2>(g, row, j); break;
+      default: tile<WT, R, 1>(g, row, j); break;
+    }
+  }
+}
+
+template <DType WT>
+void rows_range(const GemvArgs& g, int64_t n, int64_t r0, int64_t r1) {
+  int64_t r = r0;
+  for (; r + kRows <= r1; r += kRows) tile_rows<WT, kRows>(g, r, n);
+  for (; r < r1; ++r) tile_rows<WT, 1>(g, r, n);
+}
+
+void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, float* out, int nt) {
+  const int64_t K = w.cols, Kp = (K + kStep - 1) / kStep * kStep;
+  AlignedArray<float> xp = make_aligned<float>(size_t(n * Kp));
+  pack_x(x, n, K, w.dtype, xp.get(), Kp);
+  const GemvArgs g{w.data, K, w.rows, xp.get(), Kp, x, bias, out};
+#pragma omp parallel num_threads(nt)
+  {
+    const Range rr = split_range(w.rows, kRows, omp_get_thread_num(), omp_get_num_threads());
+    switch (w.dtype) {
+      case DType::BF16: rows_range<DType::BF16>(g, n, rr.begin, rr.end); break;
+      case DType::F16: rows_range<DType::F16>(g, n, rr.begin, rr.end); break;
+      default: rows_range<DType::F32>(g, n, rr.begin, rr.end); break;
+    }
+  }
+}
+
+#else  // portable: widen a few weight rows to float32, then plain dot products
+
+void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, float* out, int nt) {
+  const int64_t K = w.cols, N = w.rows;
+  const size_t esize = dtype_size(w.dtype);
+#pragma omp parallel num_threads(nt)
+  {
+    AlignedArray<float> wf = make_aligned<float>(size_t(kRows * K));
+    const Range rr = split_range(N, kRows, omp_get_thread_num(), omp_get_num_threads());
+    for (int64_t r0 = rr.begin; r0 < rr.end; r0 += kRows) {
+      const int64_t rows = std::min<int64_t>(kRows, rr.end - r0);
+      convert_to_f32(static_cast<const char*>(w.data) + size_t(r0 * K) * esize, w.dtype,
+                     rows * K, wf.get());
+      for (int64_t i = 0; i < n; ++i) {
+        const float* xi = x + i * K;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* wr = wf.get() + r * K;
+          float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+          for (int64_t k = 0; k < K; ++k) s += wr[k] * xi[k];
+          out[i * N + r0 + r] = s + (bias ? bias[r0 + r] : 0.0f);
+        }
+      }
+    }
+  }
+}
+
+#endif
+
+}  // namespace
+
+void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+                 float* out, const MatmulOptions& opt) {
+  AlignedArray<float> b = widen(bias);
+  AlignedArray<float> rounded;
+  if (opt.bf16_activations && w.dtype == DType::BF16) {
+    rounded = make_aligned<float>(size_t(n * w.cols));
+    round_to_bf16(x, n * w.cols, rounded.get());
+    x = rounded.get();
+  }
+  gemv(x, n, w, b.get(), out, threads_for(opt.threads, w.rows * w.cols, kGrain));
+}
+
+}  // namespace qmpi::cpu

@@ -1,0 +1,132 @@
+#include "kernels/cpu/reference_ops.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/convert.h"
+
+namespace qmpi::cpu::ref {
+
+void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < w.rows; ++r) {
+      double s = bias ? load_as_f32(bias->data, bias->dtype, r) : 0.0;
+      for (int64_t c = 0; c < w.cols; ++c)
+        s += double(x[i * w.cols + c]) * load_as_f32(w.data, w.dtype, r * w.cols + c);
+      out[i * w.rows + r] = float(s);
+    }
+  }
+}
+
+void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) {
+  const int64_t width = w.cols;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * width;
+    double ss = 0;
+    for (int64_t c = 0; c < width; ++c) ss += double(xi[c]) * xi[c];
+    double inv = 1.0 / std::sqrt(ss / double(width) + eps);
+    for (int64_t c = 0; c < width; ++c)
+      out[i * width + c] = float(xi[c] * inv * load_as_f32(w.data, w.dtype, c));
+  }
+}
+
+void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
+          double theta) {
+  const int32_t half = head_dim / 2;
+  std::vector<float> inv_freq(half);
+  for (int32_t m = 0; m < half; ++m) {
+    float expo = float(2 * m) / float(head_dim);
+    inv_freq[m] = 1.0f / float(std::pow(double(float(theta)), double(expo)));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    for (int32_t h = 0; h < heads; ++h) {
+      float* v = x + (i * heads + h) * head_dim;
+      for (int32_t m = 0; m < half; ++m) {
+        float angle = float(positions[i]) * inv_freq[m];
+        double c = std::cos(double(angle)), s = std::sin(double(angle));
+        double a = v[m], b = v[m + half];
+        v[m] = float(a * c - b * s);
+        v[m + half] = float(b * c + a * s);
+      }
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out) {
+  for (int64_t i = 0; i < n * width; ++i) {
+    double g = gate[i];
+    out[i] = float(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void add(float* x, const float* y, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] = x[i] + y[i];
+}
+
+void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
+               float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t r = int64_t(ids[i]) - row_offset;
+    for (int64_t c = 0; c < table.cols; ++c)
+      out[i * table.cols + c] =
+          (r >= 0 && r < table.rows) ? load_as_f32(table.data, table.dtype, r * table.cols + c)
+                                     : 0.0f;
+  }
+}
+
+void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width, float* dst) {
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t c = 0; c < width; ++c) dst[i * width + c] = src[int64_t(rows[i]) * width + c];
+}
+
+void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
+              const KvLayerView& kv) {
+  const int64_t row = int64_t(kv.num_kv_heads) * kv.head_dim;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < row; ++c) {
+      kv.k[int64_t(slots[i]) * row + c] = k[i * row + c];
+      kv.v[int64_t(slots[i]) * row + c] = v[i * row + c];
+    }
+}
+
+void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, float* out) {
+  const int32_t d = b.head_dim;
+  const int32_t group = b.num_heads / b.num_kv_heads;
+  for (int32_t s = 0; s < b.num_seqs; ++s) {
+    const AttentionSeq& seq = b.seqs[s];
+    const int32_t* table = b.block_tables + seq.table_begin;
+    // Where key t of head kvh of this sequence lives in the pool.
+    auto key_at = [&](const float* pool, int32_t t, int32_t kvh) {
+      int64_t slot = int64_t(table[t / kv.block_size]) * kv.block_size + t % kv.block_size;
+      return pool + (slot * kv.num_kv_heads + kvh) * d;
+    };
+    for (int32_t i = 0; i < seq.q_len; ++i) {
+      const int32_t pos = seq.ctx_len - seq.q_len + i;
+      for (int32_t h = 0; h < b.num_heads; ++h) {
+        const int32_t kvh = h / group;
+        const float* qv = q + (int64_t(seq.q_begin + i) * b.num_heads + h) * d;
+        std::vector<double> score(pos + 1);
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int32_t t = 0; t <= pos; ++t) {
+          const float* kv_k = key_at(kv.k, t, kvh);
+          double dot = 0;
+          for (int32_t c = 0; c < d; ++c) dot += double(qv[c]) * kv_k[c];
+          score[t] = dot * b.scale;
+          mx = std::max(mx, score[t]);
+        }
+        double sum = 0;
+        for (double& sc : score) sum += (sc = std::exp(sc - mx));
+        float* o = out + (int64_t(seq.q_begin + i) * b.num_heads + h) * d;
+        for (int32_t c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int32_t t = 0; t <= pos; ++t) acc += score[t] * key_at(kv.v, t, kvh)[c];
+          o[c] = float(acc / sum);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace qmpi::cpu::ref

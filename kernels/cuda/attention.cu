@@ -1,0 +1,104 @@
+#include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/kv_layout.h"
+#include "kernels/cuda/launchers.h"
+
+namespace qmpi::cuda {
+namespace {
+
+constexpr int kWarps = kAttentionThreads / kWarp;
+constexpr int kPerLane = kAttentionMaxHeadDim / kWarp;
+
+// One block per (query row, query head). Warp w takes keys w, w + 4, ...; each lane holds the
+// dims lane, lane + 32, ... of q and of its running output, so a key's row is read coalesced
+// and its score is one warp sum. Each warp keeps its own online-softmax state (max, sum,
+// output); the four states are merged at the end through shared memory.
+__global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionParams p) {
+  const int64_t row = blockIdx.x;
+  const int32_t head = blockIdx.y;
+  const int32_t s = p.row_seq[row];
+  if (s < 0) return;
+  const AttentionSeqDev seq = p.seqs[s];
+  const int32_t n_keys = query_position(seq.ctx_len, seq.q_len, int32_t(row) - seq.q_begin) + 1;
+  const int32_t kvh = kv_head_of(head, p.heads, p.kv_heads);
+  const int32_t* table = p.block_tables + seq.table_begin;
+  const int32_t hd = p.head_dim;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+
+  const float* q = p.q + (row * p.heads + head) * hd;
+  float qv[kPerLane], acc[kPerLane];
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    const int d = lane + e * kWarp;
+    qv[e] = d < hd ? q[d] * p.scale : 0.0f;
+    acc[e] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+  for (int32_t j = warp; j < n_keys; j += kWarps) {
+    const int64_t off = kv_offset(kv_slot(table, j, p.block_size), kvh, p.kv_heads, hd);
+    const float* kr = p.k_cache + off;
+    const float* vr = p.v_cache + off;
+    float dot = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      const int d = lane + e * kWarp;
+      if (d < hd) dot += qv[e] * kr[d];
+    }
+    dot = warp_sum(dot);
+    const float m_new = fmaxf(m, dot);
+    const float corr = expf(m - m_new);  // 0 for the warp's first key (m = -inf)
+    const float pj = expf(dot - m_new);
+    l = l * corr + pj;
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) {
+      const int d = lane + e * kWarp;
+      if (d < hd) acc[e] = acc[e] * corr + pj * vr[d];
+    }
+    m = m_new;
+  }
+
+  __shared__ float warp_max[kWarps], warp_sum_exp[kWarps];
+  __shared__ float warp_acc[kWarps][kAttentionMaxHeadDim];
+  if (lane == 0) {
+    warp_max[warp] = m;
+    warp_sum_exp[warp] = l;
+  }
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) {
+    const int d = lane + e * kWarp;
+    if (d < hd) warp_acc[warp][d] = acc[e];
+  }
+  __syncthreads();
+
+  float gmax = -INFINITY;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) gmax = fmaxf(gmax, warp_max[w]);
+  float weight[kWarps];
+  float total = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    // A warp that saw no key (fewer keys than warps) has max -inf and contributes nothing.
+    weight[w] = warp_max[w] == -INFINITY ? 0.0f : expf(warp_max[w] - gmax);
+    total += warp_sum_exp[w] * weight[w];
+  }
+  float* out = p.out + (row * p.heads + head) * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float o = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) o += warp_acc[w][d] * weight[w];
+    out[d] = o / total;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
+  if (p.rows <= 0 || p.heads <= 0) return cudaSuccess;
+  if (p.kv_heads <= 0 || p.heads % p.kv_heads != 0 || p.block_size <= 0)
+    return cudaErrorInvalidValue;
+  const LaunchShape s = attention_shape(p.rows, p.heads, p.head_dim);
+  if (s.empty()) return cudaErrorInvalidValue;
+  attention_kernel<<<grid_of(s), s.block, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace qmpi::cuda

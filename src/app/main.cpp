@@ -1,0 +1,70 @@
+// qmpi: a thin main over libqmpi. Dispatches on the subcommand; catalogue errors become their
+// rendered message and exit code.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "app/commands/commands.h"
+#include "core/logging.h"
+#include "plan/errors.h"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(const qmpi::Args&);
+  const char* help;
+};
+
+constexpr Command kCommands[] = {
+    {"run", qmpi::cmd_run, "generate text for one prompt (streams to stdout)"},
+    {"logits", qmpi::cmd_logits, "write the logits of every prompt position to a .npy file"},
+    {"bench", qmpi::cmd_bench, "measure prefill and decode throughput and memory bandwidth"},
+    {"plan", qmpi::cmd_plan, "pre-flight planner: which TP x PP layouts fit, and why"},
+    {"tokenize", qmpi::cmd_tokenize, "JSONL {\"text\"} -> {\"ids\"} with the model's tokenizer"},
+    {"make-model", qmpi::cmd_make_model, "write a random-weight model in the Hugging Face layout"},
+};
+
+void usage(std::FILE* to) {
+  std::fprintf(to,
+               "qmpi %s: Qwen inference across MPI ranks (tensor x pipeline parallel)\n\n"
+               "usage: qmpi <command> [options]      (qmpi <command> --help for its options)\n"
+               "       mpirun -np <tp*pp> qmpi <command> --tp <tp> --pp <pp> ...\n\ncommands:\n",
+               QMPI_VERSION);
+  for (const auto& c : kCommands) std::fprintf(to, "  %-12s %s\n", c.name, c.help);
+  std::fprintf(to, "  %-12s %s\n", "help errors", "list every error qmpi reports, with its fix");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    usage(stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("qmpi %s\n", QMPI_VERSION);
+    return 0;
+  }
+  qmpi::init_logging();
+  const std::string cmd = argv[1];
+  qmpi::Args args(argv + 2, argv + argc);
+  try {
+    if (cmd == "help") {
+      if (!args.empty() && args[0] == "errors") return qmpi::cmd_help_errors({args.begin() + 1, args.end()});
+      usage(stdout);
+      return 0;
+    }
+    for (const auto& c : kCommands)
+      if (cmd == c.name) return c.fn(args);
+    throw qmpi::Error(qmpi::Err::Usage, "unknown command '" + cmd + "'",
+                      "Run `qmpi --help` for the list of commands.");
+  } catch (const qmpi::Error& e) {
+    std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "qmpi: internal error: %s\n", e.what());
+    return qmpi::error_entry(qmpi::Err::Internal).exit_code;
+  }
+}

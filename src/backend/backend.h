@@ -1,0 +1,152 @@
+// The Backend seam: buffers plus the handful of ops a Qwen decoder layer needs. The model is
+// written once over this interface; CPU (kernels/cpu) and CUDA (kernels/cuda) implement it.
+//
+// Conventions:
+// - Activations are float32, row-major, one row per token, in backend memory.
+// - Weights stay in their checkpoint dtype (BF16/F16/F32) in backend memory: bf16 weights
+//   stream half the bytes per token, and compute accumulates in float32.
+// - Small metadata arrays (token ids, positions, KV slots, attention sequences, block tables)
+//   are passed as HOST pointers; a device backend copies them itself.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+#include "core/dtype.h"
+
+namespace qmpi {
+
+class Backend;
+
+// Backend memory, freed by the backend that made it.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend* owner, void* data, size_t bytes) : owner_(owner), data_(data), bytes_(bytes) {}
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  void reset();
+  void* data() const { return data_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(data_); }
+  size_t bytes() const { return bytes_; }
+  explicit operator bool() const { return data_ != nullptr; }
+
+ private:
+  Backend* owner_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A read-only view of a weight: row-major [rows, cols] = nn.Linear's [out_features, in_features];
+// 1-D tensors (norm weights, biases) are rows = 1, cols = n.
+struct WeightView {
+  const void* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  // Backend-specific prepared form (e.g. a packed layout); may be null.
+  const void* prepared = nullptr;
+};
+
+// A weight owned by a backend.
+struct Weight {
+  Buffer storage;
+  DType dtype = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  std::shared_ptr<void> prepared;
+
+  WeightView view() const { return {storage.data(), dtype, rows, cols, prepared.get()}; }
+  explicit operator bool() const { return static_cast<bool>(storage); }
+};
+
+// One sequence of a batched attention call. Rows of q/out for this sequence are
+// [q_begin, q_begin + q_len); its keys are the first ctx_len cache positions (past + new), and
+// new token i sits at position ctx_len - q_len + i (causal: it sees keys 0..that position).
+struct AttentionSeq {
+  int32_t q_begin = 0;
+  int32_t q_len = 0;
+  int32_t ctx_len = 0;
+  int32_t table_begin = 0;  // offset of its block table in AttentionBatch::block_tables
+};
+
+struct AttentionBatch {
+  const AttentionSeq* seqs = nullptr;  // host
+  int32_t num_seqs = 0;
+  const int32_t* block_tables = nullptr;  // host, flat
+  int32_t num_heads = 0;                  // query heads on this rank
+  int32_t num_kv_heads = 0;               // KV heads on this rank
+  int32_t head_dim = 0;
+  float scale = 1.0f;
+};
+
+// The paged KV cache of one layer: K and V pools of [num_blocks, block_size, kv_heads, head_dim]
+// float32. A token's slot is block_id * block_size + offset_in_block.
+struct KvLayerView {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t num_blocks = 0;
+  int32_t block_size = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  // True when buffers are ordinary host memory (the loader then reads straight into them).
+  virtual bool host_memory() const = 0;
+
+  virtual Buffer alloc(size_t bytes) = 0;
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void fill_zero(void* dst, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+
+  // Creates a weight of the given dtype and shape; `fill` writes its bytes into host memory
+  // (directly into the weight on host backends, into a staging buffer on device backends).
+  virtual Weight make_weight(DType dtype, int64_t rows, int64_t cols,
+                             const std::function<void(void* host_dst)>& fill) = 0;
+
+  // out[i, :] = table[ids[i] - row_offset, :] when that row is in this table, else zeros
+  // (vocab-parallel embedding: the TP all-reduce then assembles full rows).
+  virtual void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
+                         float* out) = 0;
+  // out = x * rsqrt(mean(x^2) + eps) * w, per row of width w.cols.
+  virtual void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) = 0;
+  // out[n, w.rows] = x[n, w.cols] . w^T (+ bias). bias may be null.
+  virtual void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+                      float* out) = 0;
+  // Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim] at positions[n] (host).
+  virtual void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
+                    double theta) = 0;
+  // Writes k/v[n, kv_heads, head_dim] into the cache at slots[n] (host).
+  virtual void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
+                        const KvLayerView& kv) = 0;
+  // Causal GQA attention of q[rows, heads, head_dim] over the paged cache; out has q's shape.
+  virtual void attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
+                         float* out) = 0;
+  // out[n, width] = silu(gate) * up
+  virtual void silu_mul(const float* gate, const float* up, int64_t n, int64_t width,
+                        float* out) = 0;
+  // x += y over count elements
+  virtual void add(float* x, const float* y, int64_t count) = 0;
+  // Copies rows (host indices) of src[*, width] into dst[count, width].
+  virtual void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
+                           float* dst) = 0;
+
+  friend class Buffer;
+
+ protected:
+  virtual void release(void* data, size_t bytes) = 0;
+};
+
+}  // namespace qmpi

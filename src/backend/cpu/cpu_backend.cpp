@@ -1,0 +1,105 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/aligned.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/kv_store.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/norm.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+
+CpuBackend::CpuBackend(const CpuBackendOptions& options) : options_(options) {}
+
+Buffer CpuBackend::alloc(size_t bytes) {
+  // Round up to whole cache lines: aligned_alloc wants a multiple of the alignment, and a
+  // zero-byte buffer still gets a distinct, non-null pointer.
+  const size_t rounded = std::max<size_t>(1, (bytes + cpu::kCacheLine - 1) / cpu::kCacheLine) *
+                         cpu::kCacheLine;
+  void* p = std::aligned_alloc(cpu::kCacheLine, rounded);
+  if (!p)
+    raise(Err::WeightsDoNotFit,
+          "could not allocate " + std::to_string(bytes) + " bytes of host memory",
+          "Run `qmpi plan` for a layout that spreads the model over more ranks or hosts.");
+  return Buffer(this, p, bytes);
+}
+
+void CpuBackend::release(void* data, size_t) { std::free(data); }
+
+void CpuBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  std::memcpy(dst, host_src, bytes);
+}
+
+void CpuBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  std::memcpy(host_dst, src, bytes);
+}
+
+void CpuBackend::fill_zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
+
+Weight CpuBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
+                               const std::function<void(void* host_dst)>& fill) {
+  Weight w;
+  w.dtype = dtype;
+  w.rows = rows;
+  w.cols = cols;
+  w.storage = alloc(size_t(rows) * size_t(cols) * dtype_size(dtype));
+  fill(w.storage.data());  // host memory: the loader writes the weight in place
+  return w;
+}
+
+void CpuBackend::embedding(const int32_t* ids, int64_t n, const WeightView& table,
+                           int64_t row_offset, float* out) {
+  cpu::embedding(ids, n, table, row_offset, out, options_.threads);
+}
+
+void CpuBackend::rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) {
+  cpu::rmsnorm(x, n, w, eps, out, options_.threads);
+}
+
+void CpuBackend::matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+                        float* out) {
+  cpu::matmul(x, n, w, bias, out, {options_.threads, options_.bf16_activations});
+}
+
+void CpuBackend::rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
+                      const int32_t* positions, double theta) {
+  if (!rope_ || !rope_->matches(theta, head_dim)) rope_.emplace(theta, head_dim);
+  rope_->apply(x, n, heads, positions, options_.threads);
+}
+
+void CpuBackend::kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
+                          const KvLayerView& kv) {
+  cpu::kv_store(k, v, n, slots, kv);
+}
+
+void CpuBackend::attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
+                           float* out) {
+  cpu::attention(q, batch, kv, out, options_.threads);
+}
+
+void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t width,
+                          float* out) {
+  cpu::silu_mul(gate, up, n, width, out, options_.threads);
+}
+
+void CpuBackend::add(float* x, const float* y, int64_t count) {
+  cpu::add(x, y, count, options_.threads);
+}
+
+void CpuBackend::gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
+                             float* dst) {
+  cpu::gather_rows(src, rows, count, width, dst);
+}
+
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+}  // namespace qmpi

@@ -1,0 +1,174 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include "backend/cuda/attention_plan.h"
+#include "backend/cuda/cuda_errors.h"
+#include "kernels/cuda/launchers.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+
+using namespace qmpi::cuda;
+
+static_assert(sizeof(AttentionSeq) == sizeof(AttentionSeqDev) &&
+                  offsetof(AttentionSeq, q_begin) == offsetof(AttentionSeqDev, q_begin) &&
+                  offsetof(AttentionSeq, q_len) == offsetof(AttentionSeqDev, q_len) &&
+                  offsetof(AttentionSeq, ctx_len) == offsetof(AttentionSeqDev, ctx_len) &&
+                  offsetof(AttentionSeq, table_begin) == offsetof(AttentionSeqDev, table_begin),
+              "the attention kernel reads AttentionSeq arrays as AttentionSeqDev");
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options)
+    : device_(select_cuda_device(options.device)),
+      gemm_(allocator_, stream_.get(), options.cublas_workspace_bytes),
+      ids_(allocator_, "token ids"),
+      positions_(allocator_, "positions"),
+      slots_(allocator_, "KV slots"),
+      seqs_(allocator_, "attention sequences"),
+      row_seq_(allocator_, "attention rows"),
+      tables_(allocator_, "block tables"),
+      rows_(allocator_, "gathered rows") {
+  spdlog::info("cuda: device {} {} (sm_{}{}, {} SMs, {:.1f} GiB), driver CUDA {}, runtime {}",
+               device_.index, device_.name, device_.major, device_.minor,
+               device_.multiprocessors, double(device_.total_bytes) / double(1ull << 30),
+               cuda_version_text(device_.driver_version),
+               cuda_version_text(device_.runtime_version));
+}
+
+Buffer CudaBackend::alloc(size_t bytes) {
+  return Buffer(this, allocator_.allocate(bytes, MemPurpose::Buffers, "a backend buffer"), bytes);
+}
+
+void CudaBackend::release(void* data, size_t) { allocator_.release(data); }
+
+void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_.get()),
+             "cudaMemcpyAsync (host to device)");
+  stream_.synchronize();
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  check_cuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()),
+             "cudaMemcpyAsync (device to host)");
+  stream_.synchronize();
+}
+
+void CudaBackend::fill_zero(void* dst, size_t bytes) {
+  if (bytes == 0) return;
+  check_cuda(cudaMemsetAsync(dst, 0, bytes, stream_.get()), "cudaMemsetAsync");
+}
+
+void CudaBackend::synchronize() { stream_.synchronize(); }
+
+Weight CudaBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
+                                const std::function<void(void* host_dst)>& fill) {
+  const size_t bytes = size_t(rows) * size_t(cols) * dtype_size(dtype);
+  Weight w;
+  w.dtype = dtype;
+  w.rows = rows;
+  w.cols = cols;
+  const std::string what = "a " + std::to_string(rows) + " x " + std::to_string(cols) + " " +
+                           std::string(dtype_name(dtype)) + " weight";
+  w.storage = Buffer(this, allocator_.allocate(bytes, MemPurpose::Weights, what), bytes);
+  if (bytes == 0) return w;
+  void* host = weight_staging_.reserve(bytes);
+  fill(host);
+  check_cuda(cudaMemcpyAsync(w.storage.data(), host, bytes, cudaMemcpyHostToDevice, stream_.get()),
+             "cudaMemcpyAsync (weight upload)");
+  stream_.synchronize();  // the staging memory is reused by the next weight
+  return w;
+}
+
+void CudaBackend::embedding(const int32_t* ids, int64_t n, const WeightView& table,
+                            int64_t row_offset, float* out) {
+  const int32_t* d_ids = ids_.upload_i32(ids, n, stream_.get());
+  check_cuda(launch_embedding(d_ids, n, table.data, table.dtype, table.rows, table.cols,
+                              row_offset, out, stream_.get()),
+             "embedding kernel");
+}
+
+void CudaBackend::rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) {
+  check_cuda(launch_rmsnorm(x, n, w.data, w.dtype, w.cols, eps, out, stream_.get()),
+             "rmsnorm kernel");
+}
+
+void CudaBackend::matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+                         float* out) {
+  gemm_.run(x, n, w, out);
+  if (!bias) return;
+  if (bias->rows * bias->cols != w.rows)
+    raise(Err::Internal, "matmul bias of " + std::to_string(bias->rows * bias->cols) +
+                             " values for a weight of " + std::to_string(w.rows) + " rows");
+  check_cuda(launch_add_bias(out, n, w.rows, bias->data, bias->dtype, stream_.get()),
+             "add_bias kernel");
+}
+
+void CudaBackend::rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
+                       const int32_t* positions, double theta) {
+  const int32_t* d_pos = positions_.upload_i32(positions, n, stream_.get());
+  check_cuda(launch_rope(x, n, heads, head_dim, d_pos, theta, stream_.get()), "rope kernel");
+}
+
+void CudaBackend::kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
+                           const KvLayerView& kv) {
+  const int64_t slots_total = kv.num_blocks * kv.block_size;
+  for (int64_t i = 0; i < n; ++i)
+    if (slots[i] < 0 || slots[i] >= slots_total)
+      raise(Err::Internal, "kv_store slot " + std::to_string(slots[i]) + " for token " +
+                               std::to_string(i) + " is outside the cache's " +
+                               std::to_string(slots_total) + " slots");
+  const int32_t* d_slots = slots_.upload_i32(slots, n, stream_.get());
+  check_cuda(launch_kv_store(k, v, n, d_slots, kv.k, kv.v, kv.num_kv_heads, kv.head_dim,
+                             stream_.get()),
+             "kv_store kernel");
+}
+
+void CudaBackend::attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
+                            float* out) {
+  const AttentionPlan plan = plan_attention(batch, kv);
+  if (plan.rows == 0) return;
+  AttentionParams p;
+  p.q = q;
+  p.out = out;
+  p.k_cache = kv.k;
+  p.v_cache = kv.v;
+  p.seqs = static_cast<const AttentionSeqDev*>(
+      seqs_.upload(batch.seqs, size_t(batch.num_seqs) * sizeof(AttentionSeq), stream_.get()));
+  p.row_seq = row_seq_.upload_i32(plan.row_seq.data(), plan.rows, stream_.get());
+  p.block_tables = tables_.upload_i32(batch.block_tables, plan.table_entries, stream_.get());
+  p.rows = plan.rows;
+  p.heads = batch.num_heads;
+  p.kv_heads = batch.num_kv_heads;
+  p.head_dim = batch.head_dim;
+  p.block_size = kv.block_size;
+  p.scale = batch.scale;
+  check_cuda(launch_attention(p, stream_.get()), "attention kernel");
+}
+
+void CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t width,
+                           float* out) {
+  check_cuda(launch_silu_mul(gate, up, n * width, out, stream_.get()), "silu_mul kernel");
+}
+
+void CudaBackend::add(float* x, const float* y, int64_t count) {
+  check_cuda(launch_add(x, y, count, stream_.get()), "add kernel");
+}
+
+void CudaBackend::gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
+                              float* dst) {
+  const int32_t* d_rows = rows_.upload_i32(rows, count, stream_.get());
+  check_cuda(launch_gather_rows(src, d_rows, count, width, dst, stream_.get()),
+             "gather_rows kernel");
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+}  // namespace qmpi

@@ -1,0 +1,29 @@
+// The Comm seam: the collectives and point-to-point calls the engine needs, on one group.
+// MPI (CPU backend) and NCCL (CUDA backend) implement it. Data pointers are backend memory.
+// Every call is made from the rank's main thread only.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace qmpi {
+
+class Comm {
+ public:
+  virtual ~Comm() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // A short label for logs and timeout messages, e.g. "tp group 1 (world ranks 2,3)".
+  virtual std::string describe() const = 0;
+
+  virtual void all_reduce_sum(float* data, size_t count) = 0;
+  // recv holds size() * bytes_per_rank bytes, rank r's part at offset r * bytes_per_rank.
+  virtual void all_gather(const void* send, void* recv, size_t bytes_per_rank) = 0;
+  virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // peer is a rank of this group.
+  virtual void send(const void* data, size_t bytes, int peer) = 0;
+  virtual void recv(void* data, size_t bytes, int peer) = 0;
+  virtual void barrier() = 0;
+};
+
+}  // namespace qmpi

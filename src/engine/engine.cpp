@@ -1,0 +1,105 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "dist/mesh.h"
+#include "dist/mpi_runtime.h"
+#include "model/synthetic.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+namespace {
+
+ModelConfig load_config(const EngineOptions& o) {
+  if (o.synthetic_weights) {
+    if (!o.model_config.empty()) {
+      const auto path = std::filesystem::path(o.model_config);
+      return ModelConfig::load(std::filesystem::is_directory(path) ? path.string()
+                                                                   : path.parent_path().string());
+    }
+    if (o.model_path.empty())
+      raise(Err::Usage, "--synthetic-weights needs --model-config FILE or --model DIR");
+    return ModelConfig::load(o.model_path);
+  }
+  if (o.model_path.empty()) raise(Err::Usage, "--model is required");
+  return ModelConfig::load(o.model_path);
+}
+
+}  // namespace
+
+Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
+  cfg_ = load_config(opts_);
+  max_model_len_ = opts_.max_model_len > 0 ? opts_.max_model_len
+                                           : std::min<int64_t>(cfg_.max_position_embeddings, 8192);
+
+  MeshOptions mo;
+  mo.layout = opts_.layout;
+  mo.cuda = opts_.cuda;
+  mo.allow_device_sharing = opts_.allow_device_sharing;
+  mo.comm_timeout_s = opts_.comm_timeout_s;
+  mo.allow_tp_across_hosts = opts_.allow_tp_across_hosts;
+  mesh_ = std::make_unique<Mesh>(mpi, cfg_, mo);  // rank 0 logs the mapping table
+  const ShardPlan& plan = mesh_->shard();
+
+  const std::string gen_dir = opts_.synthetic_weights && !opts_.model_config.empty()
+                                  ? std::filesystem::path(opts_.model_config).parent_path().string()
+                                  : opts_.model_path;
+  gen_ = GenerationConfig::load(gen_dir, cfg_);
+
+  backend_ = opts_.make_backend(mesh_->device_index());
+  // NCCL needs the rank's device selected first, so the TP comm is swapped in after.
+  if (opts_.make_tp_comm) mesh_->replace_tp_comm(opts_.make_tp_comm);
+  world_ = std::make_unique<TimedComm>(mesh_->world());
+  tp_ = std::make_unique<TimedComm>(mesh_->tp_group());
+
+  std::unique_ptr<WeightSource> source;
+  if (opts_.synthetic_weights)
+    source = std::make_unique<SyntheticWeights>(cfg_, opts_.synthetic_seed, cfg_.torch_dtype);
+  else
+    source = open_weight_source(opts_.model_path);
+  Qwen2Weights weights = load_qwen2_weights(cfg_, plan, *source, *backend_);
+  weight_bytes_ = weights.bytes;
+  bytes_read_ = source->bytes_read();
+  spdlog::info("[rank {} {}] stage {} tp {}: layers {}-{}, {:.1f} MiB of weights ({} bytes read)",
+               mesh_->rank(), mesh_->host(), plan.stage, plan.tp_rank, plan.layers.begin,
+               plan.layers.end - 1, double(weight_bytes_) / (1 << 20), bytes_read_);
+  model_ = std::make_unique<Qwen2Model>(cfg_, plan, *backend_, *tp_, std::move(weights));
+
+  KvCacheShape kv;
+  kv.num_layers = int(plan.layers.size());
+  kv.block_size = opts_.block_size;
+  kv.kv_heads = int(plan.kv_heads.size());
+  kv.head_dim = int(cfg_.head_dim);
+  kv.num_blocks = opts_.kv_blocks > 0
+                      ? opts_.kv_blocks
+                      : opts_.max_num_seqs * ((max_model_len_ + opts_.block_size - 1) / opts_.block_size);
+  cache_ = std::make_unique<KvCache>(*backend_, kv);
+
+  MeshPosition pos;
+  pos.rank = mesh_->rank();
+  pos.tp_rank = mesh_->tp_rank();
+  pos.stage = mesh_->stage();
+  pos.pp = mesh_->pp();
+  pos.tp = mesh_->tp();
+  pos.prev_stage_rank = mesh_->prev_stage_rank();
+  pos.next_stage_rank = mesh_->next_stage_rank();
+  pos.result_rank = (mesh_->pp() - 1) * mesh_->tp();
+  executor_ = std::make_unique<Executor>(pos, *world_, *tp_, *backend_, *model_, *cache_);
+  if (is_driver()) blocks_ = std::make_unique<BlockManager>(kv.num_blocks, kv.block_size);
+}
+
+Engine::~Engine() = default;
+
+bool Engine::is_driver() const { return mesh_->rank() == 0; }
+
+void Engine::serve() { executor_->serve(); }
+
+void Engine::shutdown() {
+  if (is_driver() && !shut_down_) executor_->shutdown();
+  shut_down_ = true;
+}
+
+}  // namespace qmpi

@@ -1,0 +1,87 @@
+// Everything one rank needs to run a model, built once at start in this order: config ->
+// pre-flight checks -> Mesh (placement, comms) -> Backend -> this rank's weights -> KV cache
+// -> Executor. Rank 0 (the driver) then plans steps; every other rank serves them.
+#pragma once
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <mpi.h>
+
+#include "backend/backend.h"
+#include "dist/comm.h"
+#include "engine/block_manager.h"
+#include "engine/executor.h"
+#include "engine/kv_cache.h"
+#include "engine/timed_comm.h"
+#include "model/config.h"
+#include "model/qwen2.h"
+#include "model/shard_plan.h"
+
+namespace qmpi {
+
+class Mesh;
+class MpiRuntime;
+
+struct EngineOptions {
+  std::string model_path;           // HF folder or .h5
+  bool synthetic_weights = false;   // random weights from the config alone (per-rank slices)
+  std::string model_config;         // config.json for synthetic weights (else model_path's)
+  uint64_t synthetic_seed = 0;
+  Layout layout;
+  bool cuda = false;
+  bool allow_device_sharing = false;  // several ranks per GPU (--comm mpi)
+  bool allow_tp_across_hosts = false;
+  double comm_timeout_s = 300.0;
+  int block_size = 16;
+  int64_t max_model_len = 0;  // 0: min(max_position_embeddings, 8192)
+  int64_t max_num_seqs = 1;
+  int64_t kv_blocks = 0;  // 0: enough for max_num_seqs sequences of max_model_len
+  // Chosen by the app (it links the CUDA backend when built): the backend for this rank and,
+  // optionally, the TP group's comm (NCCL); null means the MPI comm.
+  std::function<std::unique_ptr<Backend>(int device)> make_backend;
+  std::function<std::unique_ptr<Comm>(MPI_Comm group, const std::string& label)> make_tp_comm;
+};
+
+class Engine {
+ public:
+  Engine(MpiRuntime& mpi, const EngineOptions& opts);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  bool is_driver() const;
+  // Non-driver ranks: execute steps until the driver calls shutdown().
+  void serve();
+  void shutdown();
+
+  const ModelConfig& config() const { return cfg_; }
+  const GenerationConfig& generation_config() const { return gen_; }
+  const EngineOptions& options() const { return opts_; }
+  Mesh& mesh() { return *mesh_; }
+  const Layout& mesh_layout() const { return opts_.layout; }
+  Backend& backend() { return *backend_; }
+  Executor& executor() { return *executor_; }
+  BlockManager& blocks() { return *blocks_; }  // driver only
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t bytes_read() const { return bytes_read_; }
+  int64_t max_model_len() const { return max_model_len_; }
+
+ private:
+  EngineOptions opts_;
+  ModelConfig cfg_;
+  GenerationConfig gen_;
+  std::unique_ptr<Mesh> mesh_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<TimedComm> world_, tp_;
+  std::unique_ptr<Qwen2Model> model_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<BlockManager> blocks_;
+  uint64_t weight_bytes_ = 0, bytes_read_ = 0;
+  int64_t max_model_len_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace qmpi

@@ -1,0 +1,45 @@
+// One request at a time on rank 0: prompt logits (qmpi logits) and generation (qmpi run,
+// qmpi bench). The batch scheduler drives the same Executor with many sequences at once.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/executor.h"
+#include "engine/sampling_params.h"
+
+namespace qmpi {
+
+enum class PrefillMode { Whole, Incremental, Chunked };
+
+struct GenerateRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_ids;  // eos ids; ignored with ignore_eos
+  bool ignore_eos = false;
+  PrefillMode prefill = PrefillMode::Whole;
+  int64_t chunk = 0;  // tokens per prefill step in Chunked mode
+};
+
+struct GenerateResult {
+  std::vector<int32_t> output;
+  std::vector<float> logprobs;
+  std::string finish_reason;  // "stop" or "length"
+  double prefill_s = 0.0;     // wall time until the first token
+  double decode_s = 0.0;      // wall time of the remaining tokens
+};
+
+// Streams each token to on_token as it is sampled.
+GenerateResult generate(Executor& ex, BlockManager& blocks, const GenerateRequest& req,
+                        const std::function<void(int32_t)>& on_token = {});
+
+// Logits of every prompt position, [prompt.size(), vocab], computed in one prefill, one token
+// per step (incremental) or in chunks of `chunk` tokens.
+std::vector<float> prompt_logits(Executor& ex, BlockManager& blocks,
+                                 const std::vector<int32_t>& prompt, PrefillMode mode,
+                                 int64_t chunk);
+
+}  // namespace qmpi

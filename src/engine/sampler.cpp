@@ -1,0 +1,143 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+#include <vector>
+
+namespace qmpi {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// HF's repetition penalty (divide positive logits, multiply negative ones) and OpenAI's
+// presence/frequency penalties, each over the tokens the sequence has seen.
+void apply_penalties(std::span<float> logits, const SamplingParams& p,
+                     std::span<const int32_t> history) {
+  if (history.empty() ||
+      (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f))
+    return;
+  std::unordered_map<int32_t, int> counts;
+  for (int32_t t : history)
+    if (t >= 0 && size_t(t) < logits.size()) ++counts[t];
+  for (auto [t, c] : counts) {
+    float& l = logits[size_t(t)];
+    if (p.repetition_penalty != 1.0f) l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+    l -= p.presence_penalty + p.frequency_penalty * float(c);
+  }
+}
+
+// The k largest entries of the raw row, as log-probabilities, most likely first (lowest id on
+// ties, like the greedy pick).
+std::vector<TokenLogprob> top_of(std::span<const float> row, double lse, int32_t k) {
+  const size_t n = std::min<size_t>(size_t(std::max(k, 0)), row.size());
+  std::vector<int32_t> idx(row.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + long(n), idx.end(), [&](int32_t a, int32_t b) {
+    return row[size_t(a)] > row[size_t(b)] || (row[size_t(a)] == row[size_t(b)] && a < b);
+  });
+  std::vector<TokenLogprob> top(n);
+  for (size_t i = 0; i < n; ++i) top[i] = {idx[i], float(double(row[size_t(idx[i])]) - lse)};
+  return top;
+}
+
+}  // namespace
+
+uint64_t choice_seed(uint64_t seed, uint32_t choice) {
+  return choice == 0 ? seed : splitmix64(seed ^ (uint64_t(choice) * 0x9e3779b97f4a7c15ull));
+}
+
+double sampling_uniform(uint64_t seed, uint32_t index) {
+  const uint64_t r = splitmix64(splitmix64(seed) ^ (uint64_t(index) * 0xd1b54a32d192ed03ull));
+  return double(r >> 11) * 0x1.0p-53;
+}
+
+Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const SamplingParams& p,
+                     uint32_t sample_index, std::span<const int32_t> history) {
+  const size_t V = std::min<size_t>(size_t(valid_vocab), logits.size());
+  std::span<float> row = logits.first(V);
+
+  // Raw log-softmax for the reported logprob.
+  const float raw_max = *std::max_element(row.begin(), row.end());
+  double raw_sum = 0.0;
+  for (float l : row) raw_sum += std::exp(double(l - raw_max));
+  const double raw_lse = double(raw_max) + std::log(raw_sum);
+  std::vector<TokenLogprob> alternatives;
+  if (p.top_logprobs > 0) alternatives = top_of(row, raw_lse, p.top_logprobs);
+
+  // Penalties change the row in place; keep the raw values of the tokens they touch.
+  std::unordered_map<int32_t, float> raw;
+  for (int32_t t : history)
+    if (t >= 0 && size_t(t) < V) raw.emplace(t, row[size_t(t)]);
+  apply_penalties(row, p, history);
+  const auto logprob = [&](int32_t tok) {
+    const auto it = raw.find(tok);
+    return float(double(it != raw.end() ? it->second : row[size_t(tok)]) - raw_lse);
+  };
+
+  if (p.greedy() || p.top_k == 1) {
+    const auto it = std::max_element(row.begin(), row.end());  // first maximum on ties
+    const auto tok = int32_t(it - row.begin());
+    return {tok, logprob(tok), std::move(alternatives)};
+  }
+
+  // Candidates sorted by logit, cut by top-k, then probabilities at this temperature.
+  std::vector<int32_t> idx(V);
+  std::iota(idx.begin(), idx.end(), 0);
+  const auto by_logit = [&](int32_t a, int32_t b) {
+    return row[size_t(a)] > row[size_t(b)] || (row[size_t(a)] == row[size_t(b)] && a < b);
+  };
+  size_t keep = V;
+  if (p.top_k > 0 && size_t(p.top_k) < V) {
+    keep = size_t(p.top_k);
+    std::nth_element(idx.begin(), idx.begin() + long(keep), idx.end(), by_logit);
+    idx.resize(keep);
+  }
+  std::sort(idx.begin(), idx.end(), by_logit);
+  const double inv_t = 1.0 / double(p.temperature);
+  const double top = double(row[size_t(idx[0])]);
+  std::vector<double> prob(idx.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < idx.size(); ++i) sum += prob[i] = std::exp((double(row[size_t(idx[i])]) - top) * inv_t);
+  for (auto& q : prob) q /= sum;
+
+  // top-p: the smallest prefix whose mass reaches p (always at least one token).
+  if (p.top_p < 1.0f) {
+    double cum = 0.0;
+    size_t n = 0;
+    while (n < prob.size()) {
+      cum += prob[n++];
+      if (cum >= double(p.top_p)) break;
+    }
+    prob.resize(n);
+  }
+  // min-p: drop tokens below min_p times the most likely one.
+  if (p.min_p > 0.0f) {
+    const double floor = double(p.min_p) * prob[0];
+    size_t n = 1;
+    while (n < prob.size() && prob[n] >= floor) ++n;
+    prob.resize(n);
+  }
+  const double kept = std::accumulate(prob.begin(), prob.end(), 0.0);
+  const double u = sampling_uniform(p.seed, sample_index) * kept;
+  double cum = 0.0;
+  size_t pick = prob.size() - 1;
+  for (size_t i = 0; i < prob.size(); ++i) {
+    cum += prob[i];
+    if (u < cum) {
+      pick = i;
+      break;
+    }
+  }
+  const int32_t tok = idx[pick];
+  return {tok, logprob(tok), std::move(alternatives)};
+}
+
+}  // namespace qmpi

@@ -1,0 +1,261 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <string>
+
+#include "engine/executor.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::None: break;
+  }
+  return "";
+}
+
+StepResult ExecutorRunner::run(const StepPlan& plan) { return ex_.step(plan); }
+
+Scheduler::Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg)
+    : runner_(runner), pool_(blocks, cfg.prefix_caching), cfg_(cfg) {
+  if (cfg_.max_num_seqs < 1) raise(Err::Usage, "--max-num-seqs must be at least 1");
+  if (cfg_.max_batched_tokens < 1) raise(Err::Usage, "--max-batched-tokens must be at least 1");
+}
+
+int64_t Scheduler::add(SequenceSpec spec) {
+  const auto prompt = int64_t(spec.prompt.size());
+  if (prompt == 0) raise(Err::RequestField, "the prompt is empty");
+  if (spec.max_tokens < 1)
+    raise(Err::SamplingInvalid,
+          "max_tokens is " + std::to_string(spec.max_tokens) + "; it must be at least 1");
+  if (prompt + spec.max_tokens > cfg_.max_model_len)
+    raise(Err::PromptTooLong,
+          "the prompt has " + std::to_string(prompt) + " tokens and up to " +
+              std::to_string(spec.max_tokens) + " more are requested, but --max-model-len is " +
+              std::to_string(cfg_.max_model_len));
+  // The last sampled token is never fed back, so the cache holds at most total - 1 tokens.
+  const int64_t need = pool_.blocks_for(prompt + spec.max_tokens - 1);
+  if (need > pool_.num_blocks())
+    raise(Err::PromptTooLong,
+          "the prompt has " + std::to_string(prompt) + " tokens and up to " +
+              std::to_string(spec.max_tokens) + " more are requested: " + std::to_string(need) +
+              " KV blocks, but the whole cache has " + std::to_string(pool_.num_blocks()),
+          "Lower max_tokens or raise --kv-blocks.");
+  auto seq = std::make_unique<Sequence>();
+  seq->id = next_id_++;
+  seq->spec = std::move(spec);
+  waiting_.push_back(seq.get());
+  const int64_t id = seq->id;
+  seqs_.emplace(id, std::move(seq));
+  return id;
+}
+
+const Sequence* Scheduler::find(int64_t id) const {
+  const auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+void Scheduler::preempt(Sequence& s, std::vector<Scheduled>& planned) {
+  planned.erase(std::remove_if(planned.begin(), planned.end(),
+                               [&](const Scheduled& p) { return p.seq == &s; }),
+                planned.end());
+  pool_.release(s.blocks);
+  s.hashes.clear();
+  s.computed = 0;
+  s.fed = false;
+  s.state = SeqState::Waiting;
+  s.preemptions++;
+  running_.erase(std::find(running_.begin(), running_.end(), &s));
+  waiting_.push_front(&s);
+  stats_.preemptions++;
+}
+
+// Makes room for `s` to hold `tokens` positions, preempting the newest running sequences (never
+// an older one than `s`). False when `s` itself had to go.
+bool Scheduler::grow(Sequence& s, int64_t tokens, std::vector<Scheduled>& planned) {
+  while (!pool_.ensure(s.blocks, tokens)) {
+    Sequence* victim = running_.back();
+    preempt(*victim, planned);
+    if (victim == &s) return false;
+  }
+  return true;
+}
+
+bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget) {
+  Sequence& s = *waiting_.front();
+  if (s.blocks.empty() && pool_.prefix_caching()) {
+    // Keep at least one token to compute: the step that samples needs its logits, and a
+    // shared block is never written.
+    const int64_t max_blocks = (s.total() - 1) / pool_.block_size();
+    const auto all = s.tokens(0, s.total());
+    s.computed = pool_.match_prefix(all, max_blocks, s.blocks, s.hashes) * pool_.block_size();
+  }
+  const int64_t n = std::min(s.total() - s.computed, budget);
+  if (!pool_.ensure(s.blocks, s.computed + n)) {
+    pool_.release(s.blocks);
+    s.hashes.clear();
+    s.computed = 0;
+    return false;
+  }
+  stats_.cached_tokens += s.computed;
+  waiting_.pop_front();
+  s.state = SeqState::Running;
+  s.admitted = ++admissions_;
+  running_.push_back(&s);
+  planned.push_back({&s, n});
+  return true;
+}
+
+std::vector<Scheduler::Scheduled> Scheduler::schedule() {
+  std::vector<Scheduled> planned;
+  // Recounted each time: preempting a planned sequence gives its tokens back.
+  const auto budget = [&] {
+    int64_t b = cfg_.max_batched_tokens;
+    for (const auto& p : planned) b -= p.tokens;
+    return b;
+  };
+  const int64_t preempted_before = stats_.preemptions;
+
+  // Decodes first so a long prompt never holds them up, then prompt chunks; each in admission
+  // order, so the oldest sequences get blocks first.
+  std::vector<Sequence*> order;
+  for (Sequence* s : running_)
+    if (s->total() - s->computed == 1) order.push_back(s);
+  for (Sequence* s : running_)
+    if (s->total() - s->computed != 1) order.push_back(s);
+  for (Sequence* s : order) {
+    if (s->state != SeqState::Running) continue;  // preempted for an older one this step
+    const int64_t n = std::min(s->total() - s->computed, budget());
+    if (n == 0) break;
+    if (grow(*s, s->computed + n, planned)) planned.push_back({s, n});
+  }
+
+  // New sequences join only when nothing had to be preempted: the cache is not short.
+  if (stats_.preemptions == preempted_before)
+    while (!waiting_.empty() && int64_t(running_.size()) < cfg_.max_num_seqs && budget() > 0)
+      if (!admit(planned, budget())) break;
+  return planned;
+}
+
+StepSeq Scheduler::to_step(const Scheduled& sc) const {
+  const Sequence& s = *sc.seq;
+  StepSeq st;
+  st.id = s.id;
+  st.start_pos = int32_t(s.computed);
+  st.tokens = s.tokens(s.computed, s.computed + sc.tokens);
+  st.block_table = s.blocks;
+  st.first_chunk = !s.fed;
+  if (st.first_chunk && s.computed > 0) st.cached_prefix = s.tokens(0, s.computed);
+  st.sample = s.computed + sc.tokens == s.total();
+  st.sampling = s.spec.sampling;
+  st.sample_index = uint32_t(s.output.size());
+  return st;
+}
+
+void Scheduler::publish_full_blocks(Sequence& s) {
+  if (!pool_.prefix_caching()) return;
+  const int64_t bs = pool_.block_size();
+  const auto full = size_t(s.computed / bs);
+  while (s.hashes.size() < full) {
+    const size_t i = s.hashes.size();
+    const auto chunk = s.tokens(int64_t(i) * bs, int64_t(i + 1) * bs);
+    const uint64_t h = BlockPool::chain_hash(i == 0 ? 0 : s.hashes[i - 1], chunk);
+    pool_.publish(s.blocks[i], h, chunk);
+    s.hashes.push_back(h);
+  }
+}
+
+void Scheduler::retire(Sequence& s) {
+  pool_.release(s.blocks);
+  const auto it = std::find(running_.begin(), running_.end(), &s);
+  if (it != running_.end()) running_.erase(it);
+  const auto w = std::find(waiting_.begin(), waiting_.end(), &s);
+  if (w != waiting_.end()) waiting_.erase(w);
+  finished_.push_back(s.id);
+  seqs_.erase(s.id);  // `s` is gone from here on
+}
+
+std::vector<TokenEvent> Scheduler::step() {
+  if (idle()) return {};
+  std::vector<Scheduled> planned = schedule();
+  if (planned.empty())
+    raise(Err::Internal, "the scheduler found nothing to run with " +
+                             std::to_string(running_.size()) + " running and " +
+                             std::to_string(waiting_.size()) + " waiting sequences");
+  stats_.peak_blocks = std::max(stats_.peak_blocks, pool_.in_use());
+  stats_.peak_running = std::max(stats_.peak_running, int64_t(running_.size()));
+
+  StepPlan plan;
+  size_t samples = 0, tops = 0;
+  for (const auto& sc : planned) {
+    plan.seqs.push_back(to_step(sc));
+    if (plan.seqs.back().sample) {
+      ++samples;
+      tops += size_t(std::max(sc.seq->spec.sampling.top_logprobs, 0));
+    }
+  }
+  plan.finished = std::move(finished_);
+  finished_.clear();
+  const StepResult r = runner_.run(plan);
+  if (r.tokens.size() != samples || r.logprobs.size() != samples || r.top_tokens.size() != tops ||
+      r.top_logprobs.size() != tops)
+    raise(Err::Internal, "a step returned " + std::to_string(r.tokens.size()) +
+                             " tokens for " + std::to_string(samples) + " sampling sequences");
+  stats_.steps++;
+
+  std::vector<TokenEvent> events;
+  size_t k = 0, t = 0;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    Sequence& s = *planned[i].seq;
+    s.computed += planned[i].tokens;
+    s.fed = true;
+    stats_.computed_tokens += planned[i].tokens;
+    publish_full_blocks(s);
+    if (!plan.seqs[i].sample) continue;
+    TokenEvent ev;
+    ev.seq = s.id;
+    ev.token = r.tokens[k];
+    ev.logprob = r.logprobs[k];
+    ++k;
+    for (int32_t j = 0; j < s.spec.sampling.top_logprobs; ++j, ++t)
+      ev.top.push_back({r.top_tokens[t], r.top_logprobs[t]});
+    s.output.push_back(ev.token);
+    stats_.generated++;
+    const auto& stops = s.spec.stop_ids;
+    if (std::find(stops.begin(), stops.end(), ev.token) != stops.end())
+      ev.finish = FinishReason::Stop;
+    else if (int64_t(s.output.size()) >= s.spec.max_tokens || s.total() >= cfg_.max_model_len)
+      ev.finish = FinishReason::Length;
+    if (ev.finish != FinishReason::None) retire(s);
+    events.push_back(std::move(ev));
+  }
+  return events;
+}
+
+void Scheduler::finish(int64_t id) {
+  const auto it = seqs_.find(id);
+  if (it != seqs_.end()) retire(*it->second);
+}
+
+std::vector<int64_t> Scheduler::drop_waiting() {
+  std::vector<int64_t> dropped;
+  for (Sequence* s : std::vector<Sequence*>(waiting_.begin(), waiting_.end()))
+    if (s->output.empty()) {
+      dropped.push_back(s->id);
+      retire(*s);
+    }
+  return dropped;
+}
+
+void Scheduler::flush_finished() {
+  if (finished_.empty()) return;
+  StepPlan plan;
+  plan.finished = std::move(finished_);
+  finished_.clear();
+  runner_.run(plan);
+}
+
+}  // namespace qmpi

@@ -1,0 +1,121 @@
+// Continuous batching on rank 0. Sequences wait in a queue; every step the running ones advance
+// (decodes first, then prompt chunks) and waiting ones join while --max-num-seqs and the
+// --max-batched-tokens budget allow. A prompt longer than the budget is prefilled in chunks over
+// several steps, so decodes keep going. KV blocks are taken as tokens arrive; when they run
+// out, the most recently admitted sequence is preempted by recompute (its blocks are freed and
+// it waits again with its prompt plus what it generated; the same sample indices give the same
+// tokens). The oldest running sequence is never preempted for a younger one, so every sequence
+// finishes: no deadlock, whatever the cache size, as long as each one fits the cache alone
+// (add() refuses those that do not).
+//
+// The scheduler talks to the mesh through StepRunner, so tests can run it against a fake.
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_pool.h"
+#include "engine/sampler.h"
+#include "engine/sequence.h"
+#include "engine/step_plan.h"
+
+namespace qmpi {
+
+class Executor;
+
+class StepRunner {
+ public:
+  virtual ~StepRunner() = default;
+  virtual StepResult run(const StepPlan& plan) = 0;
+};
+
+// The real mesh: every step goes to Executor::step.
+class ExecutorRunner final : public StepRunner {
+ public:
+  explicit ExecutorRunner(Executor& ex) : ex_(ex) {}
+  StepResult run(const StepPlan& plan) override;
+
+ private:
+  Executor& ex_;
+};
+
+struct SchedulerConfig {
+  int64_t max_num_seqs = 16;
+  int64_t max_batched_tokens = 2048;  // tokens per step, prompt chunks and decodes together
+  int64_t max_model_len = 4096;
+  bool prefix_caching = true;
+};
+
+// One sampled token of one sequence.
+struct TokenEvent {
+  int64_t seq = 0;
+  int32_t token = 0;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;       // spec.sampling.top_logprobs alternatives
+  FinishReason finish = FinishReason::None;
+};
+
+struct SchedulerStats {
+  int64_t steps = 0;
+  int64_t computed_tokens = 0;   // tokens run through the model (recomputed ones included)
+  int64_t cached_tokens = 0;     // tokens served from the prefix cache instead
+  int64_t generated = 0;         // tokens sampled
+  int64_t preemptions = 0;
+  int64_t peak_blocks = 0;       // most KV blocks in use by running sequences at once
+  int64_t peak_running = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg);
+
+  // Queues a sequence and returns its id. Raises PromptTooLong when its prompt plus max_tokens
+  // cannot fit max_model_len or the whole KV cache, SamplingInvalid for max_tokens < 1.
+  int64_t add(SequenceSpec spec);
+  // Runs one step (nothing when idle) and returns the tokens it sampled, in plan order.
+  std::vector<TokenEvent> step();
+  // Ends a sequence now, whatever its state (a stop string matched, its request was dropped).
+  void finish(int64_t id);
+  // Removes the sequences that have not started (nothing generated yet) and returns their ids:
+  // a draining job stops admitting; those requests stay undone for a resumed run.
+  std::vector<int64_t> drop_waiting();
+  // Lets the last stage drop the state of sequences finished since the last step.
+  void flush_finished();
+
+  bool idle() const { return waiting_.empty() && running_.empty(); }
+  size_t num_waiting() const { return waiting_.size(); }
+  size_t num_running() const { return running_.size(); }
+  const Sequence* find(int64_t id) const;
+  const SchedulerStats& stats() const { return stats_; }
+  const BlockPool& pool() const { return pool_; }
+  const SchedulerConfig& config() const { return cfg_; }
+
+ private:
+  struct Scheduled {
+    Sequence* seq;
+    int64_t tokens;  // new tokens this step
+  };
+
+  std::vector<Scheduled> schedule();
+  bool grow(Sequence& s, int64_t tokens, std::vector<Scheduled>& planned);
+  void preempt(Sequence& s, std::vector<Scheduled>& planned);
+  bool admit(std::vector<Scheduled>& planned, int64_t budget);
+  StepSeq to_step(const Scheduled& sc) const;
+  void publish_full_blocks(Sequence& s);
+  void retire(Sequence& s);
+
+  StepRunner& runner_;
+  BlockPool pool_;
+  SchedulerConfig cfg_;
+  std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
+  std::deque<Sequence*> waiting_;
+  std::vector<Sequence*> running_;  // admission order
+  std::vector<int64_t> finished_;   // for the next plan
+  int64_t next_id_ = 1;
+  uint64_t admissions_ = 0;
+  SchedulerStats stats_;
+};
+
+}  // namespace qmpi

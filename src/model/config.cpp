@@ -1,0 +1,227 @@
+#include "model/config.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "plan/errors.h"
+
+namespace qmpi {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kSupportedArch = "Qwen2ForCausalLM";
+
+const json& require(const json& j, const char* key, const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end())
+    raise(Err::ConfigKeyMissing, source + " has no \"" + std::string(key) + "\"",
+          "Add \"" + std::string(key) + "\" from the model's original config.json to " + source +
+              ".");
+  return *it;
+}
+
+int64_t positive_int(const json& j, const char* key, const std::string& source) {
+  const json& v = require(j, key, source);
+  if (!v.is_number_integer() || v.get<int64_t>() <= 0)
+    raise(Err::ConfigInvalid, source + ": \"" + key + "\" must be a positive integer, got " +
+                                  v.dump());
+  return v.get<int64_t>();
+}
+
+double positive_number(const json& j, const char* key, const std::string& source) {
+  const json& v = require(j, key, source);
+  if (!v.is_number() || v.get<double>() <= 0)
+    raise(Err::ConfigInvalid, source + ": \"" + key + "\" must be a positive number, got " +
+                                  v.dump());
+  return v.get<double>();
+}
+
+// eos_token_id is an int in config.json and often a list in generation_config.json.
+std::vector<int64_t> token_ids(const json& v, const char* key, const std::string& source) {
+  std::vector<int64_t> ids;
+  if (v.is_null()) return ids;
+  if (v.is_number_integer()) return {v.get<int64_t>()};
+  if (v.is_array()) {
+    for (const auto& x : v) {
+      if (!x.is_number_integer())
+        raise(Err::ConfigInvalid, source + ": \"" + key + "\" lists a non-integer " + x.dump());
+      ids.push_back(x.get<int64_t>());
+    }
+    return ids;
+  }
+  raise(Err::ConfigInvalid, source + ": \"" + key + "\" must be an integer or a list, got " +
+                                v.dump());
+}
+
+DType parse_torch_dtype(const json& j, const std::string& source) {
+  // transformers >= 4.56 writes "dtype"; older versions "torch_dtype".
+  const json* v = j.contains("torch_dtype") ? &j["torch_dtype"] : j.contains("dtype") ? &j["dtype"] : nullptr;
+  if (!v || v->is_null()) return DType::BF16;
+  if (v->is_string()) {
+    const auto& s = v->get_ref<const std::string&>();
+    if (s == "bfloat16") return DType::BF16;
+    if (s == "float16") return DType::F16;
+    if (s == "float32") return DType::F32;
+  }
+  raise(Err::DTypeUnsupported, source + ": torch_dtype " + v->dump() +
+                                   " is not supported; qmpi runs bfloat16, float16 or float32 "
+                                   "models");
+}
+
+nlohmann::json read_json_file(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) raise(Err::ConfigInvalid, "cannot read " + path.string());
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    raise(Err::ConfigInvalid, path.string() + " is not valid JSON (" + e.what() + ")");
+  }
+}
+
+}  // namespace
+
+ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
+  if (!j.is_object()) raise(Err::ConfigInvalid, source + " is not a JSON object");
+  ModelConfig c;
+  const json& archs = require(j, "architectures", source);
+  if (!archs.is_array() || archs.empty() || !archs[0].is_string())
+    raise(Err::ConfigInvalid, source + ": \"architectures\" must be a list of names, got " +
+                                  archs.dump());
+  c.architecture = archs[0].get<std::string>();
+  if (c.architecture != kSupportedArch)
+    raise(Err::ArchUnsupported,
+          source + ": architecture not supported yet: " + c.architecture + " (qmpi runs " +
+              kSupportedArch + ")");
+  c.model_type = j.value("model_type", std::string("qwen2"));
+
+  c.hidden_size = positive_int(j, "hidden_size", source);
+  c.num_layers = positive_int(j, "num_hidden_layers", source);
+  c.num_heads = positive_int(j, "num_attention_heads", source);
+  c.num_kv_heads = positive_int(j, "num_key_value_heads", source);
+  c.intermediate_size = positive_int(j, "intermediate_size", source);
+  c.vocab_size = positive_int(j, "vocab_size", source);
+  c.max_position_embeddings = positive_int(j, "max_position_embeddings", source);
+  c.rope_theta = positive_number(j, "rope_theta", source);
+  c.rms_norm_eps = positive_number(j, "rms_norm_eps", source);
+  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+    c.head_dim = positive_int(j, "head_dim", source);
+  } else {
+    if (c.hidden_size % c.num_heads != 0)
+      raise(Err::ConfigInvalid, source + ": hidden_size " + std::to_string(c.hidden_size) +
+                                    " is not divisible by num_attention_heads " +
+                                    std::to_string(c.num_heads));
+    c.head_dim = c.hidden_size / c.num_heads;
+  }
+  if (c.head_dim % 2 != 0)
+    raise(Err::ConfigInvalid, source + ": head_dim " + std::to_string(c.head_dim) +
+                                  " is odd, but rotary embeddings pair its halves");
+  if (c.num_heads % c.num_kv_heads != 0)
+    raise(Err::ConfigInvalid, source + ": num_attention_heads " + std::to_string(c.num_heads) +
+                                  " is not a multiple of num_key_value_heads " +
+                                  std::to_string(c.num_kv_heads));
+
+  const auto act = j.value("hidden_act", std::string("silu"));
+  if (act != "silu")
+    raise(Err::ArchUnsupported, source + ": not supported yet: hidden_act \"" + act + "\"");
+  if (j.value("use_sliding_window", false))
+    raise(Err::ArchUnsupported,
+          source + ": not supported yet: use_sliding_window true (qmpi uses full attention)");
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    raise(Err::ArchUnsupported,
+          source + ": not supported yet: rope_scaling " + j["rope_scaling"].dump(),
+          "Remove rope_scaling from config.json to run without long-context scaling.");
+
+  const json tie = j.value("tie_word_embeddings", json(false));
+  if (!tie.is_boolean())
+    raise(Err::ConfigInvalid, source + ": \"tie_word_embeddings\" must be true or false");
+  c.tie_word_embeddings = tie.get<bool>();
+  c.qkv_bias = true;  // Qwen2 always has q/k/v biases and never stores a flag for them
+  c.qk_norm = false;
+  c.torch_dtype = parse_torch_dtype(j, source);
+  const json bos = j.value("bos_token_id", json());
+  if (!bos.is_null() && !bos.is_number_integer())
+    raise(Err::ConfigInvalid, source + ": \"bos_token_id\" must be an integer, got " + bos.dump());
+  c.bos_token_id = bos.is_null() ? -1 : bos.get<int64_t>();
+  c.eos_token_ids = token_ids(j.value("eos_token_id", json()), "eos_token_id", source);
+  c.raw = j;
+  return c;
+}
+
+ModelConfig ModelConfig::load(const std::string& model_path) {
+  const fs::path p(model_path);
+  if (p.extension() == ".h5")
+    raise(Err::H5Format,
+          model_path + ": HDF5 checkpoints are not supported yet; qmpi reads Hugging Face "
+                       "safetensors folders",
+          "Pass the Hugging Face model folder (config.json + *.safetensors) to --model.");
+  if (!fs::exists(p)) raise(Err::ModelDirMissing, "model path " + model_path + " does not exist");
+  // A folder holds config.json; a .json file is taken as the config itself (--model-config).
+  const fs::path file = fs::is_directory(p) ? p / "config.json" : p;
+  if (!fs::exists(file))
+    raise(Err::ConfigInvalid, model_path + " has no config.json",
+          "Copy config.json from the model's repository into " + model_path + ".");
+  return from_json(read_json_file(file), file.string());
+}
+
+std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg) {
+  const int64_t h = cfg.hidden_size, q = cfg.q_width(), kv = cfg.kv_width();
+  const int64_t inter = cfg.intermediate_size, d = cfg.head_dim;
+  std::vector<TensorSpec> t;
+  t.push_back({"model.embed_tokens.weight", {cfg.vocab_size, h}});
+  for (int64_t i = 0; i < cfg.num_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    t.push_back({p + "self_attn.q_proj.weight", {q, h}});
+    if (cfg.qkv_bias) t.push_back({p + "self_attn.q_proj.bias", {q}});
+    t.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+    if (cfg.qkv_bias) t.push_back({p + "self_attn.k_proj.bias", {kv}});
+    t.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    if (cfg.qkv_bias) t.push_back({p + "self_attn.v_proj.bias", {kv}});
+    t.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    if (cfg.qk_norm) {
+      t.push_back({p + "self_attn.q_norm.weight", {d}});
+      t.push_back({p + "self_attn.k_norm.weight", {d}});
+    }
+    t.push_back({p + "mlp.gate_proj.weight", {inter, h}});
+    t.push_back({p + "mlp.up_proj.weight", {inter, h}});
+    t.push_back({p + "mlp.down_proj.weight", {h, inter}});
+    t.push_back({p + "input_layernorm.weight", {h}});
+    t.push_back({p + "post_attention_layernorm.weight", {h}});
+  }
+  t.push_back({"model.norm.weight", {h}});
+  if (!cfg.tie_word_embeddings) t.push_back({"lm_head.weight", {cfg.vocab_size, h}});
+  return t;
+}
+
+GenerationConfig GenerationConfig::load(const std::string& model_path,
+                                        const ModelConfig& config) {
+  GenerationConfig g;
+  g.eos_token_ids = config.eos_token_ids;
+  const fs::path p(model_path);
+  const fs::path file = p / "generation_config.json";
+  if (!fs::is_directory(p) || !fs::exists(file)) return g;
+  const json j = read_json_file(file);
+  const std::string source = file.string();
+  if (!j.is_object()) raise(Err::ConfigInvalid, source + " is not a JSON object");
+  auto number = [&](const char* key, double fallback) {
+    const json v = j.value(key, json());
+    if (v.is_null()) return fallback;
+    if (!v.is_number())
+      raise(Err::ConfigInvalid, source + ": \"" + key + "\" must be a number, got " + v.dump());
+    return v.get<double>();
+  };
+  g.temperature = number("temperature", g.temperature);
+  g.top_p = number("top_p", g.top_p);
+  g.top_k = int64_t(number("top_k", double(g.top_k)));
+  g.repetition_penalty = number("repetition_penalty", g.repetition_penalty);
+  const json sample = j.value("do_sample", json(g.do_sample));
+  if (!sample.is_boolean())
+    raise(Err::ConfigInvalid, source + ": \"do_sample\" must be true or false");
+  g.do_sample = sample.get<bool>();
+  if (j.contains("eos_token_id") && !j["eos_token_id"].is_null())
+    g.eos_token_ids = token_ids(j["eos_token_id"], "eos_token_id", source);
+  return g;
+}
+
+}  // namespace qmpi

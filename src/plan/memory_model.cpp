@@ -1,0 +1,119 @@
+#include "plan/memory_model.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "io/weight_source.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+namespace {
+
+// Decoder linears are what AWQ/GPTQ quantize; embeddings, lm_head, norms and biases stay fp16.
+bool is_quantized_linear(const std::string& name) {
+  return name.starts_with("model.layers.") && name.ends_with("_proj.weight");
+}
+
+DType tensor_dtype(const ModelConfig& cfg, const PlanInputs& in, const std::string& name) {
+  auto it = in.tensor_dtypes.find(name);
+  return it != in.tensor_dtypes.end() ? it->second : cfg.torch_dtype;
+}
+
+uint64_t activation_bytes(const ModelConfig& cfg, const ShardPlan& plan, const PlanInputs& in) {
+  const uint64_t T = uint64_t(std::max(resolved_max_model_len(cfg, in), in.max_num_seqs));
+  const uint64_t h = uint64_t(cfg.hidden_size);
+  const uint64_t q = uint64_t(plan.q_heads.size() * cfg.head_dim);
+  const uint64_t kv = uint64_t(plan.kv_heads.size() * cfg.head_dim);
+  const uint64_t im = uint64_t(plan.intermediate.size());
+  uint64_t floats = T * (3 * h + 2 * q + 2 * kv + 2 * im);
+  if (plan.last_stage) {
+    const uint64_t R = uint64_t(in.max_num_seqs);
+    const uint64_t per_rank = uint64_t((cfg.vocab_size + plan.tp - 1) / plan.tp);
+    floats += R * (h + per_rank * (1 + uint64_t(plan.tp)) + 2 * uint64_t(cfg.vocab_size));
+  }
+  return floats * sizeof(float);
+}
+
+}  // namespace
+
+int64_t resolved_max_model_len(const ModelConfig& cfg, const PlanInputs& in) {
+  return in.max_model_len > 0 ? in.max_model_len
+                              : std::min<int64_t>(cfg.max_position_embeddings, 8192);
+}
+
+int64_t kv_cache_tokens(const ModelConfig& cfg, const PlanInputs& in) {
+  const int64_t bs = std::max(in.block_size, 1);
+  if (in.kv_blocks > 0) return in.kv_blocks * bs;
+  const int64_t len = resolved_max_model_len(cfg, in);
+  return in.max_num_seqs * ((len + bs - 1) / bs) * bs;
+}
+
+uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_dtype) {
+  return 2ull * uint64_t(cfg.num_layers) * uint64_t(cfg.num_kv_heads) * uint64_t(cfg.head_dim) *
+         dtype_size(kv_dtype);
+}
+
+uint64_t runtime_overhead(BackendKind backend) {
+  return backend == BackendKind::Cuda ? kRuntimeOverheadCuda : kRuntimeOverheadCpu;
+}
+
+int ranks_per_host(const PlanInputs& in, int ranks) {
+  const int nodes = std::max(in.nodes, 1);
+  const int per_host = (std::max(in.gpus, 1) + nodes - 1) / nodes;
+  return std::min(per_host, ranks);
+}
+
+uint64_t rank_budget(const PlanInputs& in, int ranks) {
+  if (in.backend == BackendKind::Cuda) return uint64_t(double(in.gpu_mem) * in.gpu_util);
+  return in.host_mem / uint64_t(std::max(ranks_per_host(in, ranks), 1));
+}
+
+uint64_t host_available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("MemAvailable:")) continue;
+    std::istringstream fields(line.substr(13));
+    uint64_t kib = 0;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
+
+uint64_t tensor_bytes(const ModelConfig& cfg, const PlanInputs& in, const std::string& tensor,
+                      int64_t numel) {
+  const uint64_t n = uint64_t(numel);
+  if (!in.int4_weights) return n * dtype_size(tensor_dtype(cfg, in, tensor));
+  if (is_quantized_linear(tensor)) return n * kInt4BytesNum / kInt4BytesDen;
+  return n * 2;
+}
+
+RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const PlanInputs& in,
+                       const std::vector<TensorSpec>& tensors) {
+  RankMemory m;
+  m.stage = plan.stage;
+  m.tp_rank = plan.tp_rank;
+  m.rank = plan.stage * plan.tp + plan.tp_rank;
+  m.layers = plan.layers;
+  for (const auto& t : tensors) {
+    const auto slice = plan.slice_for(cfg, t.name);
+    if (slice) m.weights += tensor_bytes(cfg, in, t.name, slice_numel(t.shape, *slice));
+  }
+  m.kv_per_token = 2ull * uint64_t(plan.layers.size()) * uint64_t(plan.kv_heads.size()) *
+                   uint64_t(cfg.head_dim) * dtype_size(in.kv_dtype);
+  m.kv_cache = m.kv_per_token * uint64_t(kv_cache_tokens(cfg, in));
+  m.activations = activation_bytes(cfg, plan, in);
+  m.overhead = runtime_overhead(in.backend);
+  return m;
+}
+
+uint64_t model_weight_bytes(const ModelConfig& cfg, const PlanInputs& in) {
+  uint64_t total = 0;
+  for (const auto& t : expected_tensors(cfg))
+    total += tensor_bytes(cfg, in, t.name, slice_numel(t.shape, Slice::whole()));
+  return total;
+}
+
+}  // namespace qmpi

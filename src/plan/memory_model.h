@@ -1,0 +1,106 @@
+// Per-rank memory of a layout, before anything is loaded: weights (exact bytes, from the shard
+// plan and the checkpoint's dtypes), KV cache, activations/workspace and runtime overhead,
+// against the rank's budget. The formulas mirror what the engine allocates.
+//
+// Weights:     sum over expected_tensors(cfg) of the slice this rank owns (ShardPlan::slice_for)
+//              x the tensor's dtype size (safetensors header, else config torch_dtype). Tied
+//              models hold the embedding on the first and the last stage.
+// Int4 weights: the same slices, decoder linears (*_proj.weight) at 133/256 bytes per weight
+//              (4-bit value + fp16 scale and 4-bit zero per group of 128: facts §7), every other
+//              tensor at 2 bytes (fp16).
+// KV cache:    2 (K, V) x layers on the stage x KV heads on the rank x head_dim x KV dtype size
+//              x tokens, tokens = max_num_seqs x max_model_len rounded up to whole blocks (or
+//              kv_blocks x block_size when given).
+// Activations: float32 (the Backend convention), T = max(max_model_len, max_num_seqs) tokens
+//              per step (a whole prompt prefilled in one step, or one token per sequence):
+//              T x (3 h + 2 q_local + 2 kv_local + 2 im_local) floats — the step's hidden state,
+//              its normed copy, q, k, v, attention output, projection output, gate and up
+//              (model/qwen2.cpp's scratch slots). The last stage adds, per sequence, the logit
+//              row's hidden state, its vocab slice and the TP gather of the slices
+//              (h + per_rank x (1 + tp) floats) and the host copies (2 x vocab floats).
+//              Attention is computed without a T x T score matrix, so it adds nothing here.
+// Overhead:    a constant per backend, kRuntimeOverheadCuda / kRuntimeOverheadCpu.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/config.h"
+#include "model/shard_plan.h"
+
+namespace qmpi {
+
+enum class BackendKind { Cpu, Cuda };
+
+// CUDA context and loaded kernel modules (~0.5 GiB), cuBLAS/cuBLASLt workspaces, NCCL
+// communicator buffers for the TP group and the pipeline neighbours, and allocator slack.
+inline constexpr uint64_t kRuntimeOverheadCuda = 1ull << 30;
+// MPI shared-memory segments, OpenMP thread stacks, oneDNN scratch, the tokenizer and request
+// state on rank 0, and allocator slack.
+inline constexpr uint64_t kRuntimeOverheadCpu = 256ull << 20;
+// The fraction of a GPU's memory qmpi plans to use unless told otherwise (as vLLM's
+// --gpu-memory-utilization).
+inline constexpr double kDefaultGpuUtil = 0.9;
+// What engine/kv_cache.h stores today (float32 K and V); --kv-dtype asks "what if".
+inline constexpr DType kEngineKvDType = DType::F32;
+// int4-g128 bytes per quantized weight = (1/2 + 1/64 + 1/256) = 133/256 (facts §7).
+inline constexpr uint64_t kInt4BytesNum = 133, kInt4BytesDen = 256;
+
+struct PlanInputs {
+  int gpus = 1;   // devices (CUDA) or ranks (CPU) available for the job
+  int nodes = 1;  // hosts they are spread over, the same number on each
+  BackendKind backend = BackendKind::Cuda;
+  uint64_t gpu_mem = 0;  // bytes per GPU (CUDA)
+  double gpu_util = kDefaultGpuUtil;
+  uint64_t host_mem = 0;       // bytes per host the ranks may share (CPU backend)
+  int64_t max_model_len = 0;   // 0: min(max_position_embeddings, 8192), as the engine
+  int64_t max_num_seqs = 1;
+  int block_size = 16;         // KV cache block (tokens)
+  int64_t kv_blocks = 0;       // 0: max_num_seqs sequences of max_model_len
+  DType kv_dtype = kEngineKvDType;
+  bool int4_weights = false;   // size the weights as an int4-g128 AWQ/GPTQ checkpoint would be
+  // Tensor dtypes from the checkpoint's safetensors headers; tensors not listed (or all, when
+  // empty) take the config's torch_dtype.
+  std::map<std::string, DType> tensor_dtypes;
+  // How suggested commands name the model, e.g. "--model /models/Qwen2.5-72B-Instruct".
+  std::string model_arg = "--model MODEL_DIR";
+};
+
+int64_t resolved_max_model_len(const ModelConfig& cfg, const PlanInputs& in);
+// Tokens the KV cache holds on every rank.
+int64_t kv_cache_tokens(const ModelConfig& cfg, const PlanInputs& in);
+// Whole model: 2 x layers x kv_heads x head_dim x dtype size.
+uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_dtype);
+uint64_t runtime_overhead(BackendKind backend);
+// Ranks of a `ranks`-rank layout on its busiest host (ranks fill hosts in order).
+int ranks_per_host(const PlanInputs& in, int ranks);
+// What one rank may use: gpu_mem x gpu_util on CUDA, host_mem / ranks on its host on CPU.
+uint64_t rank_budget(const PlanInputs& in, int ranks);
+// MemAvailable from /proc/meminfo (0 when unreadable): the CPU backend's default host budget.
+uint64_t host_available_memory();
+
+struct RankMemory {
+  int rank = 0, stage = 0, tp_rank = 0;
+  Range layers;
+  uint64_t weights = 0;       // as they will be held (int4 estimate when in.int4_weights)
+  uint64_t kv_cache = 0;
+  uint64_t kv_per_token = 0;  // this rank's share of one token's K and V
+  uint64_t activations = 0;
+  uint64_t overhead = 0;
+  uint64_t total() const { return weights + kv_cache + activations + overhead; }
+  // Everything but the KV cache: what must fit before the first block is allocated.
+  uint64_t fixed() const { return weights + activations + overhead; }
+};
+
+// Bytes of `tensor` held in memory for its slice `numel` elements (checkpoint dtype or int4).
+uint64_t tensor_bytes(const ModelConfig& cfg, const PlanInputs& in, const std::string& tensor,
+                      int64_t numel);
+// `tensors` is expected_tensors(cfg), passed in so a layout's ranks share one list.
+RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const PlanInputs& in,
+                       const std::vector<TensorSpec>& tensors);
+// The checkpoint as a whole (every tensor once), in its dtypes or as int4.
+uint64_t model_weight_bytes(const ModelConfig& cfg, const PlanInputs& in);
+
+}  // namespace qmpi

@@ -1,0 +1,298 @@
+#include "plan/plan_report.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <set>
+
+#include "plan/byte_size.h"
+
+namespace qmpi {
+namespace {
+
+using nlohmann::json;
+
+std::string printf_string(const char* fmt, ...) {
+  va_list args, again;
+  va_start(args, fmt);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, args);
+  va_end(args);
+  std::string out(size_t(std::max(n, 0)) + 1, '\0');
+  std::vsnprintf(out.data(), out.size(), fmt, again);
+  va_end(again);
+  out.pop_back();
+  return out;
+}
+
+const char* backend_name(BackendKind b) { return b == BackendKind::Cuda ? "cuda" : "cpu"; }
+
+std::string dtype_summary(const ModelConfig& cfg, const PlanInputs& in) {
+  if (in.int4_weights) return "int4-g128 estimate";
+  std::set<std::string> names;
+  for (const auto& t : expected_tensors(cfg)) {
+    auto it = in.tensor_dtypes.find(t.name);
+    names.insert(std::string(dtype_name(it != in.tensor_dtypes.end() ? it->second : cfg.torch_dtype)));
+  }
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : "+") + n;
+  return s + (in.tensor_dtypes.empty() ? " (config torch_dtype)" : " (safetensors headers)");
+}
+
+std::string budget_line(const PlanInputs& in) {
+  const int nodes = std::max(in.nodes, 1);
+  std::string where = std::to_string(in.gpus) + (in.backend == BackendKind::Cuda ? " GPUs" : " ranks") +
+                      " on " + std::to_string(nodes) + (nodes == 1 ? " node" : " nodes");
+  if (in.backend == BackendKind::Cuda)
+    return printf_string("%s GiB per GPU (%s GiB x %.2f), %s, backend cuda",
+                         format_gib(rank_budget(in, in.gpus)).c_str(),
+                         format_gib(in.gpu_mem).c_str(), in.gpu_util, where.c_str());
+  return format_gib(in.host_mem) + " GiB of host memory per host, shared by its ranks (" +
+         format_gib(rank_budget(in, in.gpus)) + " GiB each when all " + std::to_string(in.gpus) +
+         " run), " + where + ", backend cpu";
+}
+
+std::string header(const ModelConfig& cfg, const PlanInputs& in) {
+  PlanInputs as_int4 = in;
+  as_int4.int4_weights = true;
+  const uint64_t weights = model_weight_bytes(cfg, in);
+  const int64_t len = resolved_max_model_len(cfg, in);
+  const int64_t tokens = kv_cache_tokens(cfg, in);
+  const uint64_t per_token = kv_bytes_per_token(cfg, in.kv_dtype);
+  std::string s;
+  s += "model     " + in.model_arg.substr(in.model_arg.find(' ') + 1) + ": " + cfg.architecture +
+       ", " + std::to_string(cfg.num_layers) + " layers, hidden " +
+       std::to_string(cfg.hidden_size) + ", " + std::to_string(cfg.num_heads) + " heads, " +
+       std::to_string(cfg.num_kv_heads) + " KV heads, head_dim " + std::to_string(cfg.head_dim) +
+       ", intermediate " + std::to_string(cfg.intermediate_size) + ", vocab " +
+       std::to_string(cfg.vocab_size) + "\n";
+  s += "weights   " + format_gb(weights) + " (" + format_gib(weights) + " GiB) in " +
+       dtype_summary(cfg, in);
+  if (!in.int4_weights)
+    s += "; an int4-g128 AWQ/GPTQ checkpoint would be about " +
+         format_gb(model_weight_bytes(cfg, as_int4));
+  s += "\n";
+  s += "KV cache  " + format_bytes(per_token) + " per token in " +
+       std::string(dtype_name(in.kv_dtype));
+  if (in.kv_dtype != DType::BF16)
+    s += " (" + format_bytes(kv_bytes_per_token(cfg, DType::BF16)) + " in BF16)";
+  s += "; " + std::to_string(tokens) + " tokens (max-model-len " + std::to_string(len) +
+       " x max-num-seqs " + std::to_string(in.max_num_seqs) + ") = " +
+       format_gib(per_token * uint64_t(tokens)) + " GiB over all ranks\n";
+  s += "budget    " + budget_line(in) + "\n";
+  return s;
+}
+
+std::string note_for(const LayoutVerdict& v, bool best) {
+  if (!v.valid) return error_id(v.code) + " " + v.reason;
+  if (best) return "<- recommended";
+  if (v.fits) return "";
+  return error_id(v.memory_code) + " " + std::string(error_entry(v.memory_code).name);
+}
+
+std::string row(const LayoutVerdict& v, bool best) {
+  if (!v.valid)
+    return printf_string("%3d %3d %5d  no    %8s %8s %8s %8s %8s %8s  %-4s %13s  %s\n",
+                         v.layout.tp, v.layout.pp, v.gpus(), "-", "-", "-", "-", "-", "-", "-",
+                         "-", note_for(v, best).c_str());
+  const RankMemory& m = v.biggest_rank();
+  return printf_string("%3d %3d %5d  yes   %8s %8s %8s %8s %8s %8s  %-4s %13lld  %s\n",
+                       v.layout.tp, v.layout.pp, v.gpus(), format_gib(m.weights).c_str(),
+                       format_gib(m.kv_cache).c_str(), format_gib(m.activations).c_str(),
+                       format_gib(m.overhead).c_str(), format_gib(m.total()).c_str(),
+                       format_gib(v.budget).c_str(), v.fits ? "yes" : "no",
+                       static_cast<long long>(v.kv_room_tokens), note_for(v, best).c_str());
+}
+
+constexpr const char* kTableHead =
+    " TP  PP  GPUs  valid  weights KV cache   activ. overhead    total   budget  fits KV room tok"
+    "  note\n";
+
+json rank_json(const RankMemory& m) {
+  return {{"rank", m.rank},
+          {"stage", m.stage},
+          {"tp_rank", m.tp_rank},
+          {"layers", {m.layers.begin, m.layers.end}},
+          {"weights_bytes", m.weights},
+          {"kv_cache_bytes", m.kv_cache},
+          {"kv_bytes_per_token", m.kv_per_token},
+          {"activations_bytes", m.activations},
+          {"overhead_bytes", m.overhead},
+          {"total_bytes", m.total()}};
+}
+
+json verdict_json(const LayoutVerdict& v, bool all_ranks) {
+  json j = {{"tp", v.layout.tp}, {"pp", v.layout.pp}, {"gpus", v.gpus()}, {"valid", v.valid}};
+  if (!v.valid) {
+    j["code"] = error_id(v.code);
+    j["error"] = std::string(error_entry(v.code).name);
+    j["reason"] = v.reason;
+    j["fix"] = v.fix;
+    return j;
+  }
+  j["fits"] = v.fits;
+  if (!v.fits) {
+    j["code"] = error_id(v.memory_code);
+    j["error"] = std::string(error_entry(v.memory_code).name);
+  }
+  j["budget_bytes"] = v.budget;
+  j["kv_room_tokens"] = v.kv_room_tokens;
+  j["hosts"] = v.hosts;
+  j["cross_host_hops"] = v.cross_host_hops;
+  j["biggest_rank"] = rank_json(v.biggest_rank());
+  if (all_ranks) {
+    j["ranks"] = json::array();
+    for (const auto& m : v.ranks) j["ranks"].push_back(rank_json(m));
+  }
+  return j;
+}
+
+json model_json(const ModelConfig& cfg, const PlanInputs& in) {
+  PlanInputs as_int4 = in;
+  as_int4.int4_weights = true;
+  return {{"architecture", cfg.architecture},
+          {"layers", cfg.num_layers},
+          {"hidden_size", cfg.hidden_size},
+          {"heads", cfg.num_heads},
+          {"kv_heads", cfg.num_kv_heads},
+          {"head_dim", cfg.head_dim},
+          {"intermediate_size", cfg.intermediate_size},
+          {"vocab_size", cfg.vocab_size},
+          {"weights_bytes", model_weight_bytes(cfg, in)},
+          {"int4_weights_bytes", model_weight_bytes(cfg, as_int4)},
+          {"kv_bytes_per_token", kv_bytes_per_token(cfg, in.kv_dtype)},
+          {"kv_dtype", std::string(dtype_name(in.kv_dtype))},
+          {"kv_cache_tokens", kv_cache_tokens(cfg, in)},
+          {"max_model_len", resolved_max_model_len(cfg, in)},
+          {"max_num_seqs", in.max_num_seqs}};
+}
+
+json inputs_json(const PlanInputs& in) {
+  return {{"gpus", in.gpus},
+          {"nodes", in.nodes},
+          {"backend", backend_name(in.backend)},
+          {"gpu_mem_bytes", in.gpu_mem},
+          {"gpu_util", in.gpu_util},
+          {"host_mem_bytes", in.host_mem},
+          {"int4_weights", in.int4_weights}};
+}
+
+}  // namespace
+
+std::string render_plan_text(const ModelConfig& cfg, const PlanResult& plan) {
+  std::string s = header(cfg, plan.inputs) + "\n";
+  s += "Per-rank memory in GiB for the most loaded rank of each layout:\n";
+  s += kTableHead;
+  for (size_t i = 0; i < plan.layouts.size(); ++i)
+    s += row(plan.layouts[i], int(i) == plan.best);
+  s += "\n";
+  if (plan.best >= 0) {
+    s += plan.recommendation + "\n  " + plan.command + "\n";
+    return s;
+  }
+  s += plan.recommendation + "\n";
+  if (!plan.suggestions.empty()) s += "What would fit:\n";
+  for (const auto& sug : plan.suggestions) {
+    s += "  - " + sug.sentence + "\n";
+    if (!sug.command.empty()) s += "      " + sug.command + "\n";
+  }
+  return s;
+}
+
+std::string render_layout_text(const ModelConfig& cfg, const LayoutVerdict& v,
+                               const PlanInputs& in) {
+  std::string s = header(cfg, in) + "\n";
+  s += "layout    --tp " + std::to_string(v.layout.tp) + " --pp " + std::to_string(v.layout.pp) +
+       " on " + std::to_string(v.gpus()) + (v.gpus() == 1 ? " GPU" : " GPUs") + ": ";
+  if (!v.valid) {
+    s += "invalid (" + error_id(v.code) + " " + std::string(error_entry(v.code).name) + ")\n";
+    s += "  " + v.reason + "\n  fix: " + v.fix + "\n";
+    return s;
+  }
+  s += std::string(v.fits ? "valid, fits" : "valid, does not fit") + "; " +
+       std::to_string(v.hosts) + (v.hosts == 1 ? " host" : " hosts") + ", " +
+       std::to_string(v.cross_host_hops) + " cross-host pipeline hops\n\n";
+  s += "Memory per rank in GiB:\n";
+  s += "rank  host stage  tp  layers    weights KV cache   activ. overhead    total   budget  "
+       "fits\n";
+  const int per_host = (std::max(in.gpus, 1) + std::max(in.nodes, 1) - 1) / std::max(in.nodes, 1);
+  for (const auto& m : v.ranks) {
+    const std::string layers =
+        std::to_string(m.layers.begin) + "-" + std::to_string(m.layers.end - 1);
+    s += printf_string("%4d %5d %5d %3d  %-8s %8s %8s %8s %8s %8s %8s  %s\n", m.rank,
+                       m.rank / per_host, m.stage, m.tp_rank, layers.c_str(),
+                       format_gib(m.weights).c_str(), format_gib(m.kv_cache).c_str(),
+                       format_gib(m.activations).c_str(), format_gib(m.overhead).c_str(),
+                       format_gib(m.total()).c_str(), format_gib(v.budget).c_str(),
+                       m.total() <= v.budget ? "yes" : "no");
+  }
+  s += "\n";
+  if (v.fits)
+    s += "KV room: " + std::to_string(v.kv_room_tokens) + " tokens on the tightest rank.\n  " +
+         launch_command(v.layout, in) + "\n";
+  else
+    s += "Does not fit: " + memory_sentence(v, in) + ".\n";
+  return s;
+}
+
+std::string render_moe_text(const MoeModelSize& m, const PlanInputs& in) {
+  const uint64_t kv = m.kv_elements_per_token * dtype_size(in.kv_dtype);
+  return "model     " + in.model_arg.substr(in.model_arg.find(' ') + 1) + ": " + m.architecture +
+         ", " + std::to_string(m.num_layers) + " layers, " + std::to_string(m.num_experts) +
+         " experts (" + std::to_string(m.experts_per_token) + " per token)\n" +
+         printf_string("params    %.3fB in all, %.2fB active per token\n", double(m.params) / 1e9,
+                       double(m.active_params) / 1e9) +
+         "weights   " + format_gb(m.bf16_bytes) + " (" + format_gib(m.bf16_bytes) +
+         " GiB) in BF16; an int4-g128 checkpoint would be about " + format_gb(m.int4_bytes) +
+         "\n" + "KV cache  " + format_bytes(kv) + " per token in " +
+         std::string(dtype_name(in.kv_dtype)) + "\n" +
+         "qmpi cannot run Mixture-of-Experts models yet, so it plans no layout for this one.\n";
+}
+
+json plan_json(const ModelConfig& cfg, const PlanResult& plan) {
+  json j = {{"model", model_json(cfg, plan.inputs)}, {"inputs", inputs_json(plan.inputs)}};
+  j["layouts"] = json::array();
+  for (const auto& v : plan.layouts) j["layouts"].push_back(verdict_json(v, false));
+  j["fits"] = plan.best >= 0;
+  j["sentence"] = plan.recommendation;
+  if (plan.best >= 0) {
+    const Layout& l = plan.layouts[size_t(plan.best)].layout;
+    j["recommended"] = {{"tp", l.tp}, {"pp", l.pp}, {"command", plan.command}};
+  } else {
+    j["recommended"] = nullptr;
+    j["code"] = error_id(plan.failure);
+    j["error"] = std::string(error_entry(plan.failure).name);
+  }
+  j["suggestions"] = json::array();
+  for (const auto& s : plan.suggestions)
+    j["suggestions"].push_back({{"sentence", s.sentence}, {"command", s.command}});
+  return j;
+}
+
+json layout_json(const ModelConfig& cfg, const LayoutVerdict& v, const PlanInputs& in) {
+  json j = {{"model", model_json(cfg, in)},
+            {"inputs", inputs_json(in)},
+            {"layout", verdict_json(v, true)}};
+  if (v.valid && v.fits) j["command"] = launch_command(v.layout, in);
+  if (v.valid && !v.fits) j["sentence"] = memory_sentence(v, in);
+  return j;
+}
+
+json moe_json(const MoeModelSize& m, const PlanInputs& in) {
+  return {{"model",
+           {{"architecture", m.architecture},
+            {"layers", m.num_layers},
+            {"experts", m.num_experts},
+            {"experts_per_token", m.experts_per_token},
+            {"params", m.params},
+            {"active_params", m.active_params},
+            {"weights_bytes", m.bf16_bytes},
+            {"int4_weights_bytes", m.int4_bytes},
+            {"kv_bytes_per_token", m.kv_elements_per_token * dtype_size(in.kv_dtype)},
+            {"kv_dtype", std::string(dtype_name(in.kv_dtype))}}},
+          {"supported", false},
+          {"code", error_id(Err::ArchUnsupported)},
+          {"error", std::string(error_entry(Err::ArchUnsupported).name)}};
+}
+
+}  // namespace qmpi

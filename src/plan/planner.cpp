@@ -1,0 +1,334 @@
+#include "plan/planner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <tuple>
+
+#include "plan/byte_size.h"
+
+namespace qmpi {
+namespace {
+
+int gpus_per_host(const PlanInputs& in) {
+  const int nodes = std::max(in.nodes, 1);
+  return (std::max(in.gpus, 1) + nodes - 1) / nodes;
+}
+
+std::string layout_flags(const Layout& l) {
+  return "--tp " + std::to_string(l.tp) + " --pp " + std::to_string(l.pp);
+}
+
+std::string with_commas(int64_t n) {
+  std::string s = std::to_string(n);
+  for (int i = int(s.size()) - 3; i > 0; i -= 3) s.insert(size_t(i), ",");
+  return s;
+}
+
+// A TP group must stay on one host: ranks are pp-major (rank = stage * tp + tp_rank) and fill
+// hosts in order, so stage s's group is ranks [s*tp, s*tp + tp).
+bool tp_spans_hosts(const Layout& l, int per_host, std::string& reason) {
+  for (int s = 0; s < l.pp; ++s) {
+    const int first = s * l.tp, last = first + l.tp - 1;
+    if (first / per_host == last / per_host) continue;
+    reason = "--tp " + std::to_string(l.tp) + " puts the TP group of stage " + std::to_string(s) +
+             " (ranks " + std::to_string(first) + "-" + std::to_string(last) + ") on hosts " +
+             std::to_string(first / per_host) + " and " + std::to_string(last / per_host) +
+             ", but with " + std::to_string(per_host) +
+             " GPUs per host a TP group must divide them and stay on one host";
+    return true;
+  }
+  return false;
+}
+
+LayoutVerdict evaluate(const ModelConfig& cfg, const Layout& layout, const PlanInputs& in,
+                       const std::vector<TensorSpec>& tensors) {
+  LayoutVerdict v;
+  v.layout = layout;
+  const int per_host = gpus_per_host(in);
+  try {
+    check_layout(cfg, layout);
+  } catch (const Error& e) {
+    v.code = e.code();
+    v.reason = e.message();
+    v.fix = e.fix();
+    return v;
+  }
+  if (tp_spans_hosts(layout, per_host, v.reason)) {
+    v.code = Err::TpSpansHosts;
+    v.fix = "Use a --tp that divides the " + std::to_string(per_host) +
+            " GPUs per host and cover the rest with --pp.";
+    return v;
+  }
+  v.valid = true;
+  const int ranks = layout.tp * layout.pp;
+  v.hosts = (ranks - 1) / per_host + 1;
+  for (int s = 0; s + 1 < layout.pp; ++s)
+    if ((s * layout.tp) / per_host != ((s + 1) * layout.tp) / per_host) ++v.cross_host_hops;
+  v.budget = rank_budget(in, ranks);
+  v.kv_room_tokens = INT64_MAX;
+  bool weights_fit = true;
+  for (int r = 0; r < ranks; ++r) {
+    RankMemory m = rank_memory(cfg, make_shard_plan(cfg, layout, r), in, tensors);
+    if (m.fixed() > v.budget) weights_fit = false;
+    const uint64_t room = m.fixed() < v.budget ? v.budget - m.fixed() : 0;
+    v.kv_room_tokens = std::min(v.kv_room_tokens,
+                                m.kv_per_token ? int64_t(room / m.kv_per_token) : INT64_MAX);
+    v.ranks.push_back(m);
+    if (m.total() > v.ranks[size_t(v.biggest)].total()) v.biggest = int(v.ranks.size()) - 1;
+  }
+  v.fits = v.biggest_rank().total() <= v.budget;
+  if (!v.fits) v.memory_code = weights_fit ? Err::KvCacheDoesNotFit : Err::WeightsDoNotFit;
+  return v;
+}
+
+std::vector<LayoutVerdict> evaluate_all(const ModelConfig& cfg, const PlanInputs& in) {
+  const std::vector<TensorSpec> tensors = expected_tensors(cfg);
+  std::vector<LayoutVerdict> out;
+  for (int tp = 1; tp <= in.gpus; ++tp)
+    for (int pp = 1; tp * pp <= in.gpus; ++pp) out.push_back(evaluate(cfg, {tp, pp, {}}, in, tensors));
+  return out;
+}
+
+int pick_best(const std::vector<LayoutVerdict>& layouts) {
+  int min_hops = INT32_MAX;
+  int64_t max_room = 0;
+  for (const auto& v : layouts)
+    if (v.fits) min_hops = std::min(min_hops, v.cross_host_hops);
+  for (const auto& v : layouts)
+    if (v.fits && v.cross_host_hops == min_hops) max_room = std::max(max_room, v.kv_room_tokens);
+  int best = -1;
+  for (size_t i = 0; i < layouts.size(); ++i) {
+    const LayoutVerdict& v = layouts[i];
+    if (!v.fits || v.cross_host_hops != min_hops ||
+        double(v.kv_room_tokens) < double(max_room) * (1.0 - kKvRoomTolerance))
+      continue;
+    const LayoutVerdict* b = best < 0 ? nullptr : &layouts[size_t(best)];
+    if (!b || std::make_tuple(v.layout.pp, v.gpus(), v.layout.tp) <
+                  std::make_tuple(b->layout.pp, b->gpus(), b->layout.tp))
+      best = int(i);
+  }
+  return best;
+}
+
+bool fits_somewhere(const ModelConfig& cfg, const PlanInputs& in) {
+  return pick_best(evaluate_all(cfg, in)) >= 0;
+}
+
+std::string budget_words(const PlanInputs& in, int ranks) {
+  if (in.backend == BackendKind::Cuda) {
+    char util[16];
+    std::snprintf(util, sizeof util, "%.2f", in.gpu_util);
+    return format_gib(in.gpu_mem) + " GiB x " + util + " per GPU";
+  }
+  return format_gib(in.host_mem) + " GiB of host memory / " +
+         std::to_string(ranks_per_host(in, ranks)) + " ranks on the host";
+}
+
+std::string kv_room_words(const ModelConfig& cfg, const LayoutVerdict& v, const PlanInputs& in) {
+  const int64_t len = resolved_max_model_len(cfg, in);
+  return "room for " + with_commas(v.kv_room_tokens) + " tokens of KV cache (" +
+         with_commas(v.kv_room_tokens / len) + " sequences of " + std::to_string(len) + ")";
+}
+
+std::string memory_breakdown(const RankMemory& m) {
+  return "weights " + format_gib(m.weights) + ", KV cache " + format_gib(m.kv_cache) +
+         ", activations " + format_gib(m.activations) + ", overhead " + format_gib(m.overhead) +
+         " GiB";
+}
+
+std::string gpus_words(int gpus, int nodes) {
+  std::string s = std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs");
+  if (nodes > 1) s += " (" + std::to_string(nodes) + " nodes of " + std::to_string(gpus / nodes) + ")";
+  return s;
+}
+
+// Largest value in [lo, hi] for which `ok` holds, given ok(lo) and monotone ok; lo - 1 if !ok(lo).
+int64_t largest_ok(int64_t lo, int64_t hi, const auto& ok) {
+  if (lo > hi || !ok(lo)) return lo - 1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (ok(mid))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+void add_int4_suggestion(const ModelConfig& cfg, const PlanInputs& in, PlanResult& out) {
+  if (in.int4_weights) return;
+  PlanInputs q = in;
+  q.int4_weights = true;
+  const auto layouts = evaluate_all(cfg, q);
+  const int best = pick_best(layouts);
+  const std::string size = format_gb(model_weight_bytes(cfg, q));
+  if (best < 0) {
+    out.suggestions.push_back(
+        {"An int4 AWQ/GPTQ checkpoint (about " + size + ", int4-g128 estimate) would not fit on " +
+             gpus_words(in.gpus, in.nodes) + " either.",
+         ""});
+    return;
+  }
+  const LayoutVerdict& v = layouts[size_t(best)];
+  // No command: qmpi does not load int4 weights yet (DTypeUnsupported), the layout still holds.
+  out.suggestions.push_back(
+      {"An int4 AWQ/GPTQ checkpoint (about " + size + ", int4-g128 estimate) would fit as " +
+           layout_flags(v.layout) + ": biggest rank " + format_gib(v.biggest_rank().total()) +
+           " of " + format_gib(v.budget) + " GiB (" + memory_breakdown(v.biggest_rank()) +
+           "); qmpi does not load int4 weights yet, so serve it with an engine that does.",
+       ""});
+}
+
+void add_less_kv_suggestion(const ModelConfig& cfg, const PlanInputs& in, PlanResult& out) {
+  const int64_t bs = std::max(in.block_size, 1);
+  const int64_t len = resolved_max_model_len(cfg, in);
+  PlanInputs probe = in;
+  probe.kv_blocks = 0;
+  probe.max_model_len = len;
+  auto suggest = [&](const std::string& what) {
+    const auto layouts = evaluate_all(cfg, probe);
+    const LayoutVerdict& v = layouts[size_t(pick_best(layouts))];
+    out.suggestions.push_back({what + " as " + layout_flags(v.layout) + ", biggest rank " +
+                                   format_gib(v.biggest_rank().total()) + " of " +
+                                   format_gib(v.budget) + " GiB.",
+                               launch_command(v.layout, probe)});
+  };
+  if (in.max_num_seqs > 1) {
+    const int64_t seqs = largest_ok(1, in.max_num_seqs - 1, [&](int64_t s) {
+      probe.max_num_seqs = s;
+      return fits_somewhere(cfg, probe);
+    });
+    if (seqs >= 1) {
+      probe.max_num_seqs = seqs;
+      suggest("Fewer sequences would fit: --max-num-seqs " + std::to_string(seqs) +
+              " at --max-model-len " + std::to_string(len));
+      return;
+    }
+  }
+  probe.max_num_seqs = 1;
+  const int64_t blocks = largest_ok(1, (len - 1) / bs, [&](int64_t b) {
+    probe.max_model_len = b * bs;
+    return fits_somewhere(cfg, probe);
+  });
+  if (blocks < 1) return;
+  probe.max_model_len = blocks * bs;
+  suggest("A shorter context would fit: --max-model-len " + std::to_string(probe.max_model_len) +
+          " with --max-num-seqs 1");
+}
+
+void add_more_gpus_suggestion(const ModelConfig& cfg, const PlanInputs& in, PlanResult& out) {
+  const int per_host = gpus_per_host(in);
+  const int nodes = std::max(in.nodes, 1);
+  // Bigger single hosts first (up to the common 8 GPUs), then more hosts of the same size.
+  std::vector<std::pair<int, int>> candidates;  // (gpus per host, nodes)
+  if (nodes == 1)
+    for (int g = per_host + 1; g <= 8; ++g) candidates.push_back({g, 1});
+  for (int n = nodes + 1; n <= nodes + 32; ++n) candidates.push_back({per_host, n});
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](auto a, auto b) { return a.first * a.second < b.first * b.second; });
+  for (const auto& [g, n] : candidates) {
+    PlanInputs more = in;
+    more.gpus = g * n;
+    more.nodes = n;
+    const auto layouts = evaluate_all(cfg, more);
+    const int best = pick_best(layouts);
+    if (best < 0) continue;
+    const LayoutVerdict& v = layouts[size_t(best)];
+    out.suggestions.push_back({"More GPUs of this size would fit: " + gpus_words(g * n, n) +
+                                   " as " + layout_flags(v.layout) + ", biggest rank " +
+                                   format_gib(v.biggest_rank().total()) + " of " +
+                                   format_gib(v.budget) + " GiB.",
+                               launch_command(v.layout, more)});
+    return;
+  }
+}
+
+}  // namespace
+
+LayoutVerdict evaluate_layout(const ModelConfig& cfg, const Layout& layout, const PlanInputs& in) {
+  return evaluate(cfg, layout, in, expected_tensors(cfg));
+}
+
+std::string launch_command(const Layout& layout, const PlanInputs& in) {
+  const int ranks = layout.tp * layout.pp;
+  std::string cmd = "mpirun -np " + std::to_string(ranks);
+  const int per_host = gpus_per_host(in);
+  if (ranks > per_host)
+    cmd += " --hostfile HOSTFILE --map-by ppr:" + std::to_string(per_host) + ":node";
+  cmd += " qmpi serve " + in.model_arg + " " + layout_flags(layout);
+  if (in.backend == BackendKind::Cuda) cmd += " --backend cuda";
+  if (in.max_model_len > 0) cmd += " --max-model-len " + std::to_string(in.max_model_len);
+  if (in.max_num_seqs != 1) cmd += " --max-num-seqs " + std::to_string(in.max_num_seqs);
+  if (in.kv_blocks > 0) cmd += " --kv-blocks " + std::to_string(in.kv_blocks);
+  return cmd;
+}
+
+std::string memory_sentence(const LayoutVerdict& v, const PlanInputs& in) {
+  const RankMemory& m = v.biggest_rank();
+  return "with " + layout_flags(v.layout) + ", rank " + std::to_string(m.rank) + " (stage " +
+         std::to_string(m.stage) + ", TP rank " + std::to_string(m.tp_rank) + ", layers " +
+         std::to_string(m.layers.begin) + "-" + std::to_string(m.layers.end - 1) + ") needs " +
+         format_gib(m.total()) + " GiB (" + memory_breakdown(m) + ") but has " +
+         format_gib(v.budget) + " GiB (" + budget_words(in, v.gpus()) + ")";
+}
+
+PlanResult plan_layouts(const ModelConfig& cfg, const PlanInputs& in) {
+  PlanResult out;
+  out.inputs = in;
+  out.layouts = evaluate_all(cfg, in);
+  out.best = pick_best(out.layouts);
+  if (out.best >= 0) {
+    const LayoutVerdict& v = out.layouts[size_t(out.best)];
+    const RankMemory& m = v.biggest_rank();
+    out.recommendation = "Use " + layout_flags(v.layout) + " on " +
+                         gpus_words(v.gpus(), v.hosts) + ": its biggest rank (rank " +
+                         std::to_string(m.rank) + ") needs " + format_gib(m.total()) + " of " +
+                         format_gib(v.budget) + " GiB (" + memory_breakdown(m) + "), with " +
+                         kv_room_words(cfg, v, in) + ".";
+    out.command = launch_command(v.layout, in);
+    return out;
+  }
+  // Nothing fits: say why for the layout that comes closest, then what would fit.
+  const LayoutVerdict* closest = nullptr;
+  for (const auto& v : out.layouts)
+    if (v.valid && (!closest || v.biggest_rank().total() < closest->biggest_rank().total()))
+      closest = &v;
+  if (!closest) {
+    out.failure = out.layouts.empty() ? Err::Usage : out.layouts.front().code;
+    out.recommendation = "No layout of " + gpus_words(in.gpus, in.nodes) +
+                         " can run this model: " +
+                         (out.layouts.empty() ? "no GPUs" : out.layouts.front().reason) + ".";
+  } else {
+    out.failure = closest->memory_code;
+    out.recommendation = "Nothing fits on " + gpus_words(in.gpus, in.nodes) +
+                         ": at best, " + memory_sentence(*closest, in) + ".";
+    if (out.failure == Err::KvCacheDoesNotFit) add_less_kv_suggestion(cfg, in, out);
+    add_int4_suggestion(cfg, in, out);
+    if (out.failure == Err::WeightsDoNotFit) add_less_kv_suggestion(cfg, in, out);
+  }
+  add_more_gpus_suggestion(cfg, in, out);
+  return out;
+}
+
+void preflight(const ModelConfig& cfg, const Layout& layout, const PlanInputs& in) {
+  const LayoutVerdict v = evaluate_layout(cfg, layout, in);
+  // An unknown budget (no GPU memory or host memory figure) leaves only the layout rules.
+  const bool budget_known = in.backend == BackendKind::Cuda ? in.gpu_mem > 0 : in.host_mem > 0;
+  if (v.valid && (v.fits || !budget_known)) return;
+  PlanInputs all = in;
+  all.gpus = std::max(in.gpus, v.gpus());
+  const PlanResult plan = plan_layouts(cfg, all);
+  std::string fix;
+  if (plan.best >= 0) {
+    fix = "Launch `" + plan.command + "` (`qmpi plan` explains every layout).";
+  } else {
+    for (const auto& s : plan.suggestions)
+      fix += (fix.empty() ? "" : " Or: ") + s.sentence +
+             (s.command.empty() ? "" : " `" + s.command + "`");
+    if (fix.empty()) fix = v.valid ? std::string(error_entry(v.memory_code).fix) : v.fix;
+  }
+  if (!v.valid) raise(v.code, v.reason, fix);
+  raise(v.memory_code, "The model does not fit: " + memory_sentence(v, in), fix);
+}
+
+}  // namespace qmpi

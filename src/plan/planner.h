@@ -1,0 +1,79 @@
+// The pre-flight planner: every (TP, PP) layout of up to N GPUs, whether it can run the model
+// (divisibility, stages vs layers, TP inside a host), whether its most loaded rank fits the
+// budget, and the layout to use — or, when none fits, what would.
+//
+// Recommendation, among the layouts that fit:
+//   1. fewest pipeline hops that cross hosts (stage-to-stage traffic over the network);
+//   2. most KV room: the tokens of KV cache the tightest rank has room for once its weights,
+//      activations and overhead are in, i.e. how many sequences the layout can hold at once.
+//      Layouts within kKvRoomTolerance of the most room count as equal, since that little
+//      extra room is not worth the latency of
+//   3. more pipeline stages (each adds a sequential hop and a bubble to every step);
+//   4. then fewer GPUs, then a smaller TP (fewer all-reduces per layer).
+// So Qwen2.5-72B on 6 x 80 GB gets --tp 2 --pp 3: its ranks have about twice the KV room of
+// --tp 4 on 4 GPUs and a quarter more than --tp 1 --pp 6, whose rank 0 also holds the whole
+// embedding. A small model whose layouts all have about the same room gets the fewest stages.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/shard_plan.h"
+#include "plan/errors.h"
+#include "plan/memory_model.h"
+
+namespace qmpi {
+
+inline constexpr double kKvRoomTolerance = 0.10;
+
+struct LayoutVerdict {
+  Layout layout;
+  bool valid = false;
+  Err code = Err::Internal;  // the layout rule it breaks, when !valid
+  std::string reason;        // that rule's sentence, when !valid
+  std::string fix;           // and what to do instead
+  std::vector<RankMemory> ranks;  // every rank, when valid
+  int biggest = 0;                // index in `ranks` of the rank with the largest total
+  uint64_t budget = 0;            // per rank
+  bool fits = false;
+  Err memory_code = Err::Internal;  // WeightsDoNotFit or KvCacheDoesNotFit when valid && !fits
+  int64_t kv_room_tokens = 0;       // KV tokens the tightest rank has room for (0: none)
+  int hosts = 1;
+  int cross_host_hops = 0;
+
+  int gpus() const { return layout.tp * layout.pp; }
+  const RankMemory& biggest_rank() const { return ranks.at(size_t(biggest)); }
+};
+
+// A way out when nothing fits: one sentence and the command that goes with it.
+struct Suggestion {
+  std::string sentence;
+  std::string command;  // empty when the suggestion is not a launch (e.g. get a checkpoint)
+};
+
+struct PlanResult {
+  PlanInputs inputs;
+  std::vector<LayoutVerdict> layouts;  // TP ascending, then PP
+  int best = -1;                       // index in `layouts`, -1 when nothing fits
+  std::string recommendation;          // one sentence (or why nothing fits)
+  std::string command;                 // launch line for `best`
+  Err failure = Err::Internal;         // when best == -1: WeightsDoNotFit or KvCacheDoesNotFit
+  std::vector<Suggestion> suggestions;  // when best == -1: int4, less KV, more GPUs
+};
+
+// One layout, every rank. Never throws for a layout the model cannot run: that is the verdict.
+LayoutVerdict evaluate_layout(const ModelConfig& cfg, const Layout& layout, const PlanInputs& in);
+// Every layout of tp x pp <= in.gpus, the recommendation, and suggestions when nothing fits.
+PlanResult plan_layouts(const ModelConfig& cfg, const PlanInputs& in);
+// `mpirun -np 6 qmpi serve --model DIR --tp 2 --pp 3 ...` reproducing the inputs' assumptions.
+std::string launch_command(const Layout& layout, const PlanInputs& in);
+// "rank 0 (stage 0, TP rank 0) needs 31.52 GiB (...) but has 21.60 GiB (...)"
+std::string memory_sentence(const LayoutVerdict& v, const PlanInputs& in);
+
+// Run by the launch path before anything is loaded, with in.gpus = the job's ranks: raises the
+// catalogue error (a layout error, WeightsDoNotFit or KvCacheDoesNotFit) with the planner's
+// sentence and, as the fix, the layout or change it recommends. With no budget figure
+// (gpu_mem or host_mem of 0) only the layout rules are checked.
+void preflight(const ModelConfig& cfg, const Layout& layout, const PlanInputs& in);
+
+}  // namespace qmpi

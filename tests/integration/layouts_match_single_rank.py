@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""Every TP x PP layout computes what one rank computes: under `mpirun -np TP*PP`, `qmpi
+logits` matches the single-rank run within 1e-4 relative and `qmpi run` produces the same 32
+greedy tokens. The tiny preset (12 heads, 6 KV heads, 6 layers) allows TP 1/2/3 and PP 1/2/3.
+The base model (f32, tied, one file) runs every layout; the other tied/untied x single/sharded
+combinations run at 2x3 and 3x2, the layouts that split both ways.
+"""
+
+import testlib
+
+ALL_LAYOUTS = [(1, 1), (2, 1), (1, 2), (1, 3), (2, 2), (2, 3), (3, 2)]
+BOTH_WAYS = [(2, 3), (3, 2)]
+CASES = [
+    (dict(seed=11, dtype="f32", shards=1, untied=False), ALL_LAYOUTS),
+    (dict(seed=12, dtype="f32", shards=3, untied=True), BOTH_WAYS),
+    (dict(seed=15, dtype="f32", shards=1, untied=True), BOTH_WAYS),
+    (dict(seed=16, dtype="f32", shards=3, untied=False), BOTH_WAYS),
+]
+LOGITS_LEN = 24
+GREEDY_PROMPT_LEN = 7
+GREEDY_TOKENS = 32
+TOLERANCE = 1e-4
+# 6 ranks share 2 cores here; give a slow start room before calling it a hang.
+MPI_TIMEOUT = 240
+
+
+def describe(opts: dict) -> str:
+    layout = "single" if opts["shards"] == 1 else f"{opts['shards']} shards"
+    return f"f32 {'untied' if opts['untied'] else 'tied'} {layout}"
+
+
+def check_case(c: testlib.Checks, opts: dict, layouts) -> None:
+    label = describe(opts)
+    model_dir = c.guard(label, testlib.make_model, **opts)
+    if model_dir is None:
+        return
+    ids = testlib.random_ids(200 + opts["seed"], LOGITS_LEN)
+    prompt = ids[:GREEDY_PROMPT_LEN]
+    base_logits = c.guard(f"{label} single rank", testlib.qmpi_logits, model_dir, ids=ids)
+    base_run = c.guard(f"{label} single rank", testlib.qmpi_greedy, model_dir, GREEDY_TOKENS,
+                       ids=prompt)
+    if base_logits is None or base_run is None:
+        return
+    base_logits = base_logits.astype("float64")
+    for tp, pp in layouts:
+        name = f"{label} {tp}x{pp}"
+        got = c.guard(name, testlib.qmpi_logits, model_dir, ids=ids, tp=tp, pp=pp, mpi=True,
+                      timeout=MPI_TIMEOUT)
+        if got is not None:
+            err = c.guard(name, testlib.rel_err, got, base_logits)
+            if err is not None:
+                c.check(err <= TOLERANCE, f"{name}: logits T={LOGITS_LEN} vs single rank rel err "
+                                          f"{err:.2e} (limit {TOLERANCE:g})")
+        result = c.guard(name, testlib.qmpi_greedy, model_dir, GREEDY_TOKENS, ids=prompt, tp=tp,
+                         pp=pp, mpi=True, timeout=MPI_TIMEOUT)
+        if result is not None:
+            got_ids, want = result["output_ids"], base_run["output_ids"]
+            first = next((i for i, (a, b) in enumerate(zip(got_ids, want)) if a != b), None)
+            where = "" if first is None else f"; first difference at step {first}"
+            c.check(got_ids == want and len(want) == GREEDY_TOKENS,
+                    f"{name}: {len(got_ids)} greedy ids == single rank's {len(want)}{where}")
+
+
+def body(c: testlib.Checks) -> None:
+    for opts, layouts in CASES:
+        check_case(c, opts, layouts)
+
+
+if __name__ == "__main__":
+    testlib.main("layouts_match_single_rank", body)

@@ -1,0 +1,238 @@
+"""Shared helpers for the Python integration tests (tests/CMakeLists.txt leaves this file out
+of the integration-test glob).
+
+Paths come from the environment ctest sets: QMPI (the binary), QMPI_SOURCE_DIR,
+QMPI_BUILD_DIR, QMPI_TEST_TMP and MPIRUN. Commands run with a timeout and their output is
+printed when they fail. Tiny models are made once and cached under QMPI_TEST_TMP/models,
+keyed by their make-model options and remade when the qmpi binary changes.
+"""
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+SOURCE_DIR = os.environ.get("QMPI_SOURCE_DIR") or os.path.dirname(os.path.dirname(_HERE))
+sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "reference"))
+
+# Ids below this are ordinary BPE tokens (151643 = <|endoftext|>, the first added token).
+FIRST_SPECIAL_ID = 151643
+
+
+class TestFailure(Exception):
+    pass
+
+
+def _required_env(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise TestFailure(f"environment variable {name} is not set (ctest sets it; "
+                          f"set it by hand to run this test outside ctest)")
+    return value
+
+
+def qmpi_binary() -> str:
+    path = _required_env("QMPI")
+    if not os.access(path, os.X_OK):
+        raise TestFailure(f"QMPI={path} is not an executable file; build the qmpi target")
+    return path
+
+
+def mpirun_binary() -> str:
+    return _required_env("MPIRUN")
+
+
+def test_tmp(*parts: str) -> str:
+    """A folder under QMPI_TEST_TMP (created on demand)."""
+    path = os.path.join(_required_env("QMPI_TEST_TMP"), *parts)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def _tail(text: str, limit: int = 6000) -> str:
+    return text if len(text) <= limit else "...\n" + text[-limit:]
+
+
+def run(cmd, timeout: float = 120, env=None) -> subprocess.CompletedProcess:
+    """Runs cmd; on a non-zero exit or a timeout prints its output and raises TestFailure."""
+    shown = " ".join(shlex.quote(str(c)) for c in cmd)
+    if len(shown) > 400:  # long --ids lists
+        shown = shown[:400] + " ..."
+    start = time.monotonic()
+    try:
+        proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                              timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else (e.stderr or "")
+        print(f"TIMEOUT after {timeout:.0f}s: {shown}\n--- stdout\n{_tail(out)}\n--- stderr\n"
+              f"{_tail(err)}", flush=True)
+        raise TestFailure(f"timed out after {timeout:.0f}s: {shown}") from None
+    elapsed = time.monotonic() - start
+    if proc.returncode != 0:
+        print(f"FAILED (exit {proc.returncode}, {elapsed:.1f}s): {shown}\n--- stdout\n"
+              f"{_tail(proc.stdout)}\n--- stderr\n{_tail(proc.stderr)}", flush=True)
+        raise TestFailure(f"exit {proc.returncode}: {shown}")
+    print(f"  ran in {elapsed:5.1f}s: {shown}", flush=True)
+    return proc
+
+
+def qmpi(args, tp: int = 1, pp: int = 1, mpi: bool = False, timeout: float = 120):
+    """Runs `qmpi ARGS --tp T --pp P`; under mpirun with T*P ranks when mpi or T*P > 1."""
+    args = [str(a) for a in args]
+    if tp * pp > 1 or mpi:
+        args += ["--tp", str(tp), "--pp", str(pp)]
+        cmd = [mpirun_binary(), "--oversubscribe", "-np", str(tp * pp), "-x", "OMP_NUM_THREADS",
+               qmpi_binary()] + args
+        # More ranks than cores: one OpenMP thread per rank unless the caller chose otherwise.
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        return run(cmd, timeout=timeout, env=env)
+    return run([qmpi_binary()] + args, timeout=timeout)
+
+
+def _binary_identity() -> str:
+    st = os.stat(qmpi_binary())
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def make_model(preset: str = "tiny", seed: int = 1, dtype: str = "f32", shards: int = 1,
+               untied: bool = False) -> str:
+    """Folder of a model made by `qmpi make-model` with these options, reused when it exists."""
+    key = f"{preset}-seed{seed}-{dtype}-shards{shards}-{'untied' if untied else 'tied'}"
+    root = test_tmp("models")
+    dest = os.path.join(root, key)
+    stamp = os.path.join(dest, ".made-by")
+    identity = _binary_identity()
+    if os.path.exists(stamp) and open(stamp).read() == identity:
+        return dest
+    work = os.path.join(root, f".{key}.{os.getpid()}")
+    shutil.rmtree(work, ignore_errors=True)
+    args = ["make-model", "--out", work, "--preset", preset, "--seed", seed, "--dtype", dtype,
+            "--shards", shards] + (["--untied"] if untied else [])
+    qmpi(args, timeout=300)
+    with open(os.path.join(work, ".made-by"), "w") as f:
+        f.write(identity)
+    shutil.rmtree(dest, ignore_errors=True)
+    try:
+        os.rename(work, dest)
+    except OSError:
+        # Another test made the same model at the same moment; keep theirs.
+        shutil.rmtree(work, ignore_errors=True)
+    return dest
+
+
+def ids_arg(ids) -> str:
+    return ",".join(str(int(i)) for i in ids)
+
+
+def qmpi_logits(model: str, ids=None, text=None, mode=None, chunk=None, tp=1, pp=1, mpi=False,
+                timeout: float = 180) -> np.ndarray:
+    """`qmpi logits` of every position as a float32 [T, vocab] array."""
+    out = os.path.join(test_tmp("logits"), f"{os.getpid()}-{time.monotonic_ns()}.npy")
+    args = ["logits", "--model", model, "--out", out]
+    args += ["--ids", ids_arg(ids)] if text is None else ["--text", text]
+    if mode:
+        args += ["--mode", mode]
+    if chunk:
+        args += ["--chunk", chunk]
+    qmpi(args, tp=tp, pp=pp, mpi=mpi, timeout=timeout)
+    try:
+        logits = np.load(out)
+    finally:
+        os.remove(out)
+    if logits.dtype != np.float32 or logits.ndim != 2:
+        raise TestFailure(f"qmpi logits wrote {logits.dtype} {logits.shape}, want float32 [T, V]")
+    return logits
+
+
+def qmpi_greedy(model: str, n: int, ids=None, prompt=None, tp=1, pp=1, mpi=False,
+                timeout: float = 180) -> dict:
+    """The JSON object `qmpi run --temperature 0 --ignore-eos --json` prints last."""
+    args = ["run", "--model", model, "--max-tokens", n, "--temperature", 0, "--ignore-eos",
+            "--json"]
+    args += ["--ids", ids_arg(ids)] if prompt is None else ["--prompt", prompt]
+    proc = qmpi(args, tp=tp, pp=pp, mpi=mpi, timeout=timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    try:
+        result = json.loads(lines[-1])
+        result["prompt_ids"], result["output_ids"]  # noqa: B018 (presence check)
+    except (IndexError, ValueError, KeyError, TypeError):
+        print(f"--- stdout\n{_tail(proc.stdout)}")
+        raise TestFailure("the last stdout line of `qmpi run --json` is not the result object")
+    return result
+
+
+def tokenizer_size(model_dir: str) -> int:
+    """Ids the model's tokenizer.json can produce (regular vocabulary and added tokens): the
+    engine samples only below this, though the embedding may have more rows."""
+    with open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8") as f:
+        tok = json.load(f)
+    ids = list(tok["model"]["vocab"].values()) + [t["id"] for t in tok.get("added_tokens", [])]
+    return max(ids) + 1
+
+
+def random_ids(seed: int, n: int) -> list:
+    """n ordinary-token ids (no special tokens) from a fixed seed."""
+    return np.random.default_rng(seed).integers(0, FIRST_SPECIAL_ID, size=n).tolist()
+
+
+def rel_err(x: np.ndarray, ref: np.ndarray) -> float:
+    """max|x - ref| / max|ref| over the whole matrix (the tests' one error measure)."""
+    if x.shape != ref.shape:
+        raise TestFailure(f"shape {x.shape} differs from the reference's {ref.shape}")
+    return float(np.max(np.abs(x.astype(np.float64) - ref)) / np.max(np.abs(ref)))
+
+
+class Checks:
+    """Collects pass/fail lines so a test prints every measurement before it fails."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.failures = []
+        self.count = 0
+        self.start = time.monotonic()
+
+    def check(self, ok: bool, line: str) -> bool:
+        self.count += 1
+        print(("  ok    " if ok else "  FAIL  ") + line, flush=True)
+        if not ok:
+            self.failures.append(line)
+        return ok
+
+    def guard(self, label: str, fn, *args, **kwargs):
+        """Calls fn; a TestFailure becomes one failed check and None, so later cases still run."""
+        try:
+            return fn(*args, **kwargs)
+        except TestFailure as e:
+            self.check(False, f"{label}: {e}")
+            return None
+
+    def finish(self) -> int:
+        took = time.monotonic() - self.start
+        if self.failures:
+            print(f"{self.name}: {len(self.failures)} of {self.count} checks failed "
+                  f"({took:.0f}s):", flush=True)
+            for line in self.failures:
+                print("  " + line)
+            return 1
+        if self.count == 0:
+            print(f"{self.name}: no checks ran")
+            return 1
+        print(f"{self.name}: all {self.count} checks passed ({took:.0f}s)", flush=True)
+        return 0
+
+
+def main(name: str, body) -> None:
+    """Runs body(checks) and exits with the result; setup errors fail the test loudly."""
+    checks = Checks(name)
+    try:
+        body(checks)
+    except TestFailure as e:
+        checks.check(False, f"stopped: {e}")
+    sys.exit(checks.finish())

@@ -1,0 +1,210 @@
+#!/usr/bin/python3
+"""Float64 NumPy reference of the Qwen2 / Qwen2.5 dense forward pass: the tests' oracle.
+
+Follows the facts sheet (qwen-facts.md section 2a) step by step and computes everything,
+including RoPE frequencies and angles, in float64 from the checkpoint's weights, so any
+difference from the engine is the engine's rounding (or a bug), never the oracle's.
+
+Library use:
+    model = load_model(dir); model.logits(ids) -> [T, vocab]; model.greedy(ids, n) -> ids
+Command line:
+    /usr/bin/python3 tests/reference/qwen2_ref.py --model DIR --ids 1,2,3 --out ref.npy
+    /usr/bin/python3 tests/reference/qwen2_ref.py --model DIR --ids 1,2,3 --greedy 32
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_ref  # noqa: E402
+
+
+class Qwen2Config:
+    """The config.json fields the dense forward pass depends on."""
+
+    def __init__(self, raw: dict):
+        arch = raw.get("architectures", ["?"])[0]
+        if arch != "Qwen2ForCausalLM":
+            raise ValueError(f"the reference implements Qwen2ForCausalLM, not {arch}")
+        self.hidden = int(raw["hidden_size"])
+        self.layers = int(raw["num_hidden_layers"])
+        self.heads = int(raw["num_attention_heads"])
+        self.kv_heads = int(raw.get("num_key_value_heads", self.heads))
+        # Qwen2 configs carry no head_dim; honour one if a config states it.
+        self.head_dim = int(raw.get("head_dim") or self.hidden // self.heads)
+        self.intermediate = int(raw["intermediate_size"])
+        self.vocab = int(raw["vocab_size"])
+        self.rope_theta = float(raw.get("rope_theta", 10000.0))
+        self.eps = float(raw["rms_norm_eps"])
+        self.tied = bool(raw.get("tie_word_embeddings", False))
+        if self.heads % self.kv_heads:
+            raise ValueError(f"{self.heads} heads do not group over {self.kv_heads} kv heads")
+
+
+def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis; no mean subtraction, no bias."""
+    var = np.mean(x * x, axis=-1, keepdims=True)
+    return x / np.sqrt(var + eps) * weight
+
+
+def rope_tables(positions: np.ndarray, head_dim: int, theta: float):
+    """cos and sin [T, head_dim]: the head_dim/2 angles p * theta^(-2m/d), repeated twice."""
+    m = np.arange(head_dim // 2, dtype=np.float64)
+    inv_freq = 1.0 / np.power(theta, 2.0 * m / head_dim)
+    angles = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
+    angles = np.concatenate([angles, angles], axis=-1)
+    return np.cos(angles), np.sin(angles)
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Rotate-half RoPE on x [heads, T, d]: element m pairs with m + d/2."""
+    half = x.shape[-1] // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return x * cos[None] + rotated * sin[None]
+
+
+def silu(z: np.ndarray) -> np.ndarray:
+    return z / (1.0 + np.exp(-z))
+
+
+def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """q [nh, T, d], k/v [nkv, T, d] -> [T, nh*d]; query head j reads kv head j // (nh/nkv)."""
+    nh, t, d = q.shape
+    group = nh // k.shape[0]
+    k = np.repeat(k, group, axis=0)
+    v = np.repeat(v, group, axis=0)
+    scores = q @ k.transpose(0, 2, 1) / np.sqrt(d)
+    future = np.triu(np.ones((t, t), dtype=bool), k=1)
+    scores = np.where(future[None], -np.inf, scores)
+    scores -= scores.max(axis=-1, keepdims=True)
+    probs = np.exp(scores)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    out = probs @ v  # [nh, T, d]
+    return out.transpose(1, 0, 2).reshape(t, nh * d)
+
+
+class Qwen2Reference:
+    def __init__(self, config: Qwen2Config, tensors: dict):
+        self.cfg = config
+        self.w = tensors
+        self._check_shapes()
+        if config.tied:
+            self.lm_head = tensors["model.embed_tokens.weight"]
+        elif "lm_head.weight" in tensors:
+            self.lm_head = tensors["lm_head.weight"]
+        else:
+            raise ValueError("tie_word_embeddings is false but the checkpoint has no lm_head.weight")
+
+    def _check_shapes(self):
+        c = self.cfg
+        q, kv = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        want = {"model.embed_tokens.weight": (c.vocab, c.hidden), "model.norm.weight": (c.hidden,)}
+        for i in range(c.layers):
+            p = f"model.layers.{i}."
+            want.update({
+                p + "input_layernorm.weight": (c.hidden,),
+                p + "post_attention_layernorm.weight": (c.hidden,),
+                p + "self_attn.q_proj.weight": (q, c.hidden), p + "self_attn.q_proj.bias": (q,),
+                p + "self_attn.k_proj.weight": (kv, c.hidden), p + "self_attn.k_proj.bias": (kv,),
+                p + "self_attn.v_proj.weight": (kv, c.hidden), p + "self_attn.v_proj.bias": (kv,),
+                p + "self_attn.o_proj.weight": (c.hidden, q),
+                p + "mlp.gate_proj.weight": (c.intermediate, c.hidden),
+                p + "mlp.up_proj.weight": (c.intermediate, c.hidden),
+                p + "mlp.down_proj.weight": (c.hidden, c.intermediate),
+            })
+        if not c.tied:
+            want["lm_head.weight"] = (c.vocab, c.hidden)
+        for name, shape in want.items():
+            if name not in self.w:
+                raise ValueError(f"checkpoint lacks {name}")
+            if tuple(self.w[name].shape) != shape:
+                raise ValueError(f"{name} has shape {self.w[name].shape}, config implies {shape}")
+
+    def _layer(self, i: int, x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        c, w, p = self.cfg, self.w, f"model.layers.{i}."
+        t, d = x.shape[0], c.head_dim
+        h = rms_norm(x, w[p + "input_layernorm.weight"], c.eps)
+        q = h @ w[p + "self_attn.q_proj.weight"].T + w[p + "self_attn.q_proj.bias"]
+        k = h @ w[p + "self_attn.k_proj.weight"].T + w[p + "self_attn.k_proj.bias"]
+        v = h @ w[p + "self_attn.v_proj.weight"].T + w[p + "self_attn.v_proj.bias"]
+        q = q.reshape(t, c.heads, d).transpose(1, 0, 2)
+        k = k.reshape(t, c.kv_heads, d).transpose(1, 0, 2)
+        v = v.reshape(t, c.kv_heads, d).transpose(1, 0, 2)
+        attn = causal_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v)
+        x = x + attn @ w[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], c.eps)
+        gate = h @ w[p + "mlp.gate_proj.weight"].T
+        up = h @ w[p + "mlp.up_proj.weight"].T
+        return x + (silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
+
+    def hidden_states(self, ids) -> np.ndarray:
+        """Final-normed hidden states [T, hidden] of a prompt starting at position 0."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.ndim != 1 or ids.size == 0:
+            raise ValueError("ids must be a non-empty 1-D sequence")
+        if ids.min() < 0 or ids.max() >= self.cfg.vocab:
+            raise ValueError(f"ids must lie in [0, {self.cfg.vocab})")
+        x = self.w["model.embed_tokens.weight"][ids]
+        cos, sin = rope_tables(np.arange(ids.size), self.cfg.head_dim, self.cfg.rope_theta)
+        for i in range(self.cfg.layers):
+            x = self._layer(i, x, cos, sin)
+        return rms_norm(x, self.w["model.norm.weight"], self.cfg.eps)
+
+    def logits(self, ids) -> np.ndarray:
+        """Logits of every position, [T, vocab] float64."""
+        return self.hidden_states(ids) @ self.lm_head.T
+
+    def greedy_trace(self, ids, n: int, valid_vocab: int = 0):
+        """n greedy steps recomputed from scratch each step: [(token, top1 - top2 logit)].
+
+        valid_vocab > 0 restricts the choice to ids below it (embedding rows past the
+        tokenizer's vocabulary have no text, and an engine may refuse to sample them)."""
+        limit = valid_vocab if valid_vocab > 0 else self.cfg.vocab
+        seq, trace = list(ids), []
+        for _ in range(n):
+            last = (self.hidden_states(seq)[-1] @ self.lm_head.T)[:limit]
+            best = int(np.argmax(last))  # first index among exact ties
+            top2 = np.argpartition(-last, 1)[:2]
+            second = top2[0] if top2[0] != best else top2[1]
+            trace.append((best, float(last[best] - last[second])))
+            seq.append(best)
+        return trace
+
+    def greedy(self, ids, n: int, valid_vocab: int = 0) -> list:
+        return [tok for tok, _ in self.greedy_trace(ids, n, valid_vocab)]
+
+
+def load_model(model_dir: str) -> Qwen2Reference:
+    with open(os.path.join(model_dir, "config.json")) as f:
+        config = Qwen2Config(json.load(f))
+    return Qwen2Reference(config, safetensors_ref.read_model_dir(model_dir))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", required=True, help="Hugging Face model folder")
+    ap.add_argument("--ids", required=True, help="comma-separated prompt token ids")
+    ap.add_argument("--out", help="write float64 logits [T, vocab] to this .npy file")
+    ap.add_argument("--greedy", type=int, default=0,
+                    help="print N greedy ids and top-2 margins as JSON on stdout")
+    ap.add_argument("--valid-vocab", type=int, default=0,
+                    help="greedy picks only ids below this (default: every embedding row)")
+    args = ap.parse_args(argv)
+    if not args.out and not args.greedy:
+        ap.error("give --out, --greedy N, or both")
+    ids = [int(s) for s in args.ids.split(",") if s.strip()]
+    model = load_model(args.model)
+    if args.out:
+        np.save(args.out, model.logits(ids))
+    if args.greedy:
+        trace = model.greedy_trace(ids, args.greedy, args.valid_vocab)
+        print(json.dumps({"output_ids": [t for t, _ in trace], "margins": [m for _, m in trace]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+#include "kernels/cpu/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "kernel_test_util.h"
+#include "kernels/cpu/kv_store.h"
+#include "kernels/cpu/reference_ops.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+namespace {
+
+using test::max_rel_err;
+
+// A paged KV pool whose sequences own shuffled, non-contiguous blocks.
+struct Pool {
+  int32_t block_size, kv_heads, head_dim;
+  int64_t num_blocks;
+  std::vector<float> k, v;
+  std::vector<int32_t> free_blocks;
+
+  Pool(int64_t blocks, int32_t bs, int32_t kvh, int32_t d, std::mt19937& rng)
+      : block_size(bs), kv_heads(kvh), head_dim(d), num_blocks(blocks),
+        k(size_t(blocks * bs * kvh * d), std::nanf("")), v(k.size(), std::nanf("")),
+        free_blocks(size_t(blocks)) {
+    // NaN everywhere no sequence wrote: reading an unowned slot poisons the output.
+    std::iota(free_blocks.begin(), free_blocks.end(), 0);
+    std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
+  }
+  KvLayerView view() { return {k.data(), v.data(), num_blocks, block_size, kv_heads, head_dim}; }
+
+  // Appends a block table for `ctx` tokens to `tables` and fills those tokens with random K/V.
+  void add_sequence(int32_t ctx, std::vector<int32_t>& tables, std::mt19937& rng) {
+    const int32_t blocks = (ctx + block_size - 1) / block_size;
+    std::vector<int32_t> slots;
+    for (int32_t b = 0; b < blocks; ++b) {
+      tables.push_back(free_blocks.back());
+      free_blocks.pop_back();
+    }
+    const int32_t* table = tables.data() + tables.size() - blocks;
+    for (int32_t t = 0; t < ctx; ++t)
+      slots.push_back(table[t / block_size] * block_size + t % block_size);
+    std::vector<float> nk = test::random_floats(size_t(ctx) * kv_heads * head_dim, rng);
+    std::vector<float> nv = test::random_floats(nk.size(), rng);
+    cpu::kv_store(nk.data(), nv.data(), ctx, slots.data(), view());
+  }
+};
+
+struct SeqSpec {
+  int32_t ctx_len, q_len;
+};
+
+struct Batch {
+  std::vector<AttentionSeq> seqs;
+  std::vector<int32_t> tables;
+  int32_t rows = 0;
+  AttentionBatch view(int32_t heads, const Pool& p) const {
+    return {seqs.data(), int32_t(seqs.size()), tables.data(), heads, p.kv_heads, p.head_dim,
+            1.0f / std::sqrt(float(p.head_dim))};
+  }
+};
+
+Batch make_batch(const std::vector<SeqSpec>& specs, Pool& pool, std::mt19937& rng) {
+  Batch b;
+  for (const SeqSpec& s : specs) {
+    b.seqs.push_back({b.rows, s.q_len, s.ctx_len, int32_t(b.tables.size())});
+    b.rows += s.q_len;
+    pool.add_sequence(s.ctx_len, b.tables, rng);
+  }
+  return b;
+}
+
+TEST(Attention, MatchesReferenceForMixedBatches) {
+  std::mt19937 rng(21);
+  // Decode (q_len 1), whole-prompt prefill (q_len = ctx) and prefill on top of a past.
+  const std::vector<SeqSpec> specs{{1, 1},   {15, 15}, {16, 1}, {17, 17},
+                                   {17, 5},  {100, 1}, {100, 37}, {16, 16}};
+  for (int32_t bs : {16, 4})
+    for (auto [heads, kvh] : {std::pair<int32_t, int32_t>{2, 2}, {4, 2}, {14, 2}, {7, 1}})
+      for (int32_t d : {64, 24}) {
+        Pool pool(200, bs, kvh, d, rng);
+        Batch b = make_batch(specs, pool, rng);
+        std::vector<float> q = test::random_floats(size_t(b.rows) * heads * d, rng, 2.0f);
+        std::vector<float> want(q.size()), got(q.size(), std::nanf(""));
+        const AttentionBatch ab = b.view(heads, pool);
+        cpu::ref::attention(q.data(), ab, pool.view(), want.data());
+        for (int threads : {1, 2}) {
+          cpu::attention(q.data(), ab, pool.view(), got.data(), threads);
+          EXPECT_LT(max_rel_err(got, want), 1e-5)
+              << "block " << bs << " heads " << heads << "/" << kvh << " d " << d;
+        }
+      }
+}
+
+TEST(Attention, QueryHeadReadsKvHeadOfItsGroup) {
+  // Every key equal (uniform softmax) and KV head g's values all g + 1: query head j must
+  // come out as j / (heads / kv_heads) + 1 everywhere.
+  const int32_t heads = 6, kvh = 3, d = 8, bs = 4, ctx = 9;
+  std::vector<float> k(size_t(4 * bs * kvh * d), 0.5f), v(k.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i / d % kvh + 1);
+  const KvLayerView kv{k.data(), v.data(), 4, bs, kvh, d};
+  const std::vector<int32_t> table{2, 0, 3};
+  const AttentionSeq seq{0, 2, ctx, 0};
+  const AttentionBatch b{&seq, 1, table.data(), heads, kvh, d, 0.3f};
+  std::vector<float> q(size_t(2 * heads * d), 1.0f), out(q.size());
+  cpu::attention(q.data(), b, kv, out.data(), 2);
+  for (int32_t row = 0; row < 2; ++row)
+    for (int32_t h = 0; h < heads; ++h)
+      for (int32_t c = 0; c < d; ++c)
+        EXPECT_FLOAT_EQ(out[size_t((row * heads + h) * d + c)], float(h / (heads / kvh) + 1))
+            << "head " << h;
+}
+
+TEST(Attention, PrefillEqualsTokenByTokenDecode) {
+  std::mt19937 rng(22);
+  const int32_t heads = 14, kvh = 2, d = 64, bs = 16, T = 40;
+  Pool pool(8, bs, kvh, d, rng);
+  Batch prefill = make_batch({{T, T}}, pool, rng);
+  std::vector<float> q = test::random_floats(size_t(T) * heads * d, rng, 2.0f);
+  std::vector<float> all(q.size()), one(size_t(heads) * d);
+  cpu::attention(q.data(), prefill.view(heads, pool), pool.view(), all.data(), 2);
+  for (int32_t t = 0; t < T; ++t) {
+    const AttentionSeq step{0, 1, t + 1, 0};
+    AttentionBatch b = prefill.view(heads, pool);
+    b.seqs = &step;
+    cpu::attention(q.data() + size_t(t) * heads * d, b, pool.view(), one.data(), 2);
+    const float* row = all.data() + size_t(t) * heads * d;
+    EXPECT_LT(max_rel_err(one.data(), row, one.size()), 1e-6) << "token " << t;
+  }
+}
+
+TEST(Attention, RejectsBlocksOutsideThePool) {
+  std::mt19937 rng(23);
+  Pool pool(2, 4, 1, 8, rng);
+  const std::vector<int32_t> table{1, 2};
+  const AttentionSeq seq{0, 1, 6, 0};
+  const AttentionBatch b{&seq, 1, table.data(), 1, 1, 8, 1.0f};
+  std::vector<float> q(8, 1.0f), out(8);
+  try {
+    cpu::attention(q.data(), b, pool.view(), out.data(), 1);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::Internal);
+    EXPECT_NE(e.message().find("block 2"), std::string::npos) << e.message();
+  }
+}
+
+}  // namespace
+}  // namespace qmpi

@@ -1,0 +1,164 @@
+// The small ops against their references: rmsnorm, rope, silu_mul, add, embedding,
+// gather_rows, kv_store.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernel_test_util.h"
+#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/embedding.h"
+#include "kernels/cpu/kv_store.h"
+#include "kernels/cpu/norm.h"
+#include "kernels/cpu/reference_ops.h"
+#include "kernels/cpu/rope.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+namespace {
+
+using test::max_rel_err;
+
+TEST(RmsNorm, MatchesReferenceForEveryWeightDtype) {
+  std::mt19937 rng(11);
+  for (DType t : {DType::BF16, DType::F16, DType::F32})
+    for (int64_t width : {1, 17, 64, 896})
+      for (int64_t n : {1, 3, 17}) {
+        test::HostWeight w = test::random_weight(t, 1, width, rng);
+        std::vector<float> x = test::random_floats(size_t(n * width), rng, 3.0f);
+        std::vector<float> want(x.size()), got(x.size());
+        cpu::ref::rmsnorm(x.data(), n, w.view(), 1e-6f, want.data());
+        cpu::rmsnorm(x.data(), n, w.view(), 1e-6f, got.data(), 2);
+        EXPECT_LT(max_rel_err(got, want), 1e-5) << dtype_name(t) << " " << width << " " << n;
+        cpu::rmsnorm(x.data(), n, w.view(), 1e-6f, x.data(), 2);  // in place
+        EXPECT_EQ(x, got);
+      }
+}
+
+TEST(RmsNorm, EpsilonKeepsZeroRowsFinite) {
+  test::HostWeight w{std::vector<uint8_t>(16), DType::F32, 1, 4};
+  const float one = 1.0f;
+  for (int i = 0; i < 4; ++i) std::memcpy(w.bytes.data() + 4 * i, &one, 4);
+  std::vector<float> x(4, 0.0f), out(4, -1.0f);
+  cpu::rmsnorm(x.data(), 1, w.view(), 1e-6f, out.data(), 1);
+  for (float v : out) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(Rope, MatchesReferenceAcrossPositionsAndTableGrowth) {
+  std::mt19937 rng(12);
+  for (int32_t head_dim : {2, 64, 128})
+    for (double theta : {10000.0, 1e6}) {
+      cpu::RopeTable table(theta, head_dim);
+      // Small positions first, then ones that make the cached table grow.
+      for (std::vector<int32_t> pos : {std::vector<int32_t>{0, 1, 2}, {7, 300, 1000, 5},
+                                       {32767, 4095, 0}}) {
+        const int32_t heads = 3;
+        const int64_t n = int64_t(pos.size());
+        std::vector<float> x = test::random_floats(size_t(n * heads * head_dim), rng);
+        std::vector<float> want = x;
+        cpu::ref::rope(want.data(), n, heads, head_dim, pos.data(), theta);
+        table.apply(x.data(), n, heads, pos.data(), 2);
+        EXPECT_LT(max_rel_err(x, want), 1e-5) << head_dim << " " << theta << " " << pos[0];
+      }
+    }
+}
+
+TEST(Rope, RotatesHalvesByPositionTimesInverseFrequency) {
+  // head_dim 2: one pair (x0, x1) with inv_freq 1, so position p rotates it by p radians.
+  cpu::RopeTable table(10000.0, 2);
+  std::vector<float> x{1.0f, 0.0f, 0.0f, 2.0f};
+  const int32_t pos[2] = {1, 0};
+  table.apply(x.data(), 2, 1, pos, 1);
+  EXPECT_NEAR(x[0], std::cos(1.0), 1e-6);
+  EXPECT_NEAR(x[1], std::sin(1.0), 1e-6);
+  EXPECT_EQ(x[2], 0.0f);  // position 0 is the identity
+  EXPECT_EQ(x[3], 2.0f);
+}
+
+TEST(Rope, RejectsNegativePositions) {
+  cpu::RopeTable table(1e6, 4);
+  std::vector<float> x(4, 1.0f);
+  const int32_t pos = -1;
+  EXPECT_THROW(table.apply(x.data(), 1, 1, &pos, 1), Error);
+}
+
+TEST(Elementwise, SiluMulAndAddMatchReference) {
+  std::mt19937 rng(13);
+  for (int64_t count : {1, 15, 16, 17, 1000, 300001}) {
+    std::vector<float> g = test::random_floats(size_t(count), rng, 6.0f);
+    std::vector<float> u = test::random_floats(size_t(count), rng);
+    if (count > 2) {
+      g[0] = -120.0f;  // exp(-g) overflows: silu -> -0
+      g[1] = 95.0f;
+    }
+    std::vector<float> want(g.size()), got(g.size());
+    cpu::ref::silu_mul(g.data(), u.data(), 1, count, want.data());
+    cpu::silu_mul(g.data(), u.data(), 1, count, got.data(), 2);
+    EXPECT_LT(max_rel_err(got, want), 1e-6) << count;
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_LE(std::fabs(got[i] - want[i]), 2e-6 * std::fabs(want[i]) + 1e-30) << i;
+
+    std::vector<float> a = g, b = g;
+    cpu::ref::add(a.data(), u.data(), count);
+    cpu::add(b.data(), u.data(), count, 2);
+    EXPECT_EQ(a, b);
+  }
+}
+
+TEST(Embedding, RowsInsideTheSliceAreWidenedAndOthersAreZero) {
+  std::mt19937 rng(14);
+  for (DType t : {DType::BF16, DType::F16, DType::F32}) {
+    const int64_t rows = 10, width = 37, offset = 20;
+    test::HostWeight table = test::random_weight(t, rows, width, rng);
+    const std::vector<int32_t> ids{20, 29, 19, 30, 25, -1, 0, 1000, 20};
+    const int64_t n = int64_t(ids.size());
+    std::vector<float> want(size_t(n * width)), got(want.size(), 7.0f);
+    cpu::ref::embedding(ids.data(), n, table.view(), offset, want.data());
+    cpu::embedding(ids.data(), n, table.view(), offset, got.data(), 2);
+    EXPECT_EQ(got, want) << dtype_name(t);
+    for (int64_t i = 0; i < n; ++i) {
+      const bool inside = ids[size_t(i)] >= offset && ids[size_t(i)] < offset + rows;
+      float mag = 0;
+      for (int64_t c = 0; c < width; ++c) mag += std::fabs(got[size_t(i * width + c)]);
+      EXPECT_EQ(mag == 0.0f, !inside) << "id " << ids[size_t(i)];
+    }
+  }
+}
+
+TEST(GatherRows, CopiesTheNamedRows) {
+  std::mt19937 rng(15);
+  std::vector<float> src = test::random_floats(6 * 5, rng);
+  const std::vector<int32_t> rows{5, 0, 5, 2};
+  std::vector<float> want(4 * 5), got(4 * 5);
+  cpu::ref::gather_rows(src.data(), rows.data(), 4, 5, want.data());
+  cpu::gather_rows(src.data(), rows.data(), 4, 5, got.data());
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(got[0], src[25]);
+}
+
+TEST(KvStore, WritesSlotsAndRejectsSlotsOutsideThePool) {
+  std::mt19937 rng(16);
+  const int64_t blocks = 3;
+  const int32_t bs = 4, kvh = 2, d = 8;
+  const int64_t pool = blocks * bs * kvh * d;
+  std::vector<float> k1(size_t(pool), 0.0f), v1 = k1, k2 = k1, v2 = k1;
+  const KvLayerView ref{k1.data(), v1.data(), blocks, bs, kvh, d};
+  const KvLayerView opt{k2.data(), v2.data(), blocks, bs, kvh, d};
+  const std::vector<int32_t> slots{11, 0, 5, 6};
+  std::vector<float> k = test::random_floats(size_t(4 * kvh * d), rng);
+  std::vector<float> v = test::random_floats(k.size(), rng);
+  cpu::ref::kv_store(k.data(), v.data(), 4, slots.data(), ref);
+  cpu::kv_store(k.data(), v.data(), 4, slots.data(), opt);
+  EXPECT_EQ(k1, k2);
+  EXPECT_EQ(v1, v2);
+  EXPECT_EQ(k2[size_t(11 * kvh * d)], k[0]);
+  const int32_t bad = 12;
+  try {
+    cpu::kv_store(k.data(), v.data(), 1, &bad, opt);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::Internal);
+  }
+}
+
+}  // namespace
+}  // namespace qmpi
