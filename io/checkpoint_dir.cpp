@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// shard file name -> tensors the index assigns to it, shards sorted by name (model-00001-... first).
+// shard file name -> tensors the index assigns to it, shards sorted by name (model-00001-...
+// first).
 std::vector<std::pair<std::string, std::vector<std::string>>> read_index(const std::string& path) {
   std::ifstream in(path);
   if (!in) raise(Err::IndexInvalid, "cannot read " + path);
@@ -32,9 +33,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> read_index(const s
       raise(Err::IndexInvalid, path + ": weight_map entry '" + tensor + "' is not a file name");
     const auto& name = file.get_ref<const std::string&>();
     if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
-      raise(Err::IndexInvalid,
-            path + ": weight_map entry '" + tensor + "' names '" + name +
-                "', which is not a file in the model folder");
+      raise(Err::IndexInvalid, path + ": weight_map entry '" + tensor + "' names '" + name +
+                                   "', which is not a file in the model folder");
     by_file[name].push_back(tensor);
   }
   if (by_file.empty()) raise(Err::IndexInvalid, path + " has an empty weight_map");
@@ -89,13 +89,17 @@ const SafetensorsDir::Location& SafetensorsDir::locate(const std::string& name) 
   return it->second;
 }
 
-bool SafetensorsDir::has(const std::string& name) const { return tensors_.count(name) != 0; }
+bool SafetensorsDir::has(const std::string& name) const {
+  return tensors_.count(name) != 0;
+}
 
 const TensorInfo& SafetensorsDir::info(const std::string& name) const {
   return *locate(name).info;
 }
 
-std::vector<std::string> SafetensorsDir::names() const { return order_; }
+std::vector<std::string> SafetensorsDir::names() const {
+  return order_;
+}
 
 void SafetensorsDir::read(const std::string& name, const Slice& slice, void* dst) {
   const Location& loc = locate(name);

@@ -24,8 +24,7 @@ struct Fd {
 
 MappedFile::MappedFile(std::string path, Err missing_code) : path_(std::move(path)) {
   Fd fd{::open(path_.c_str(), O_RDONLY | O_CLOEXEC)};
-  if (fd.fd < 0)
-    raise(missing_code, "cannot open " + path_ + ": " + std::strerror(errno));
+  if (fd.fd < 0) raise(missing_code, "cannot open " + path_ + ": " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd.fd, &st) != 0)
     raise(Err::InputFile, "cannot stat " + path_ + ": " + std::strerror(errno));
@@ -39,7 +38,9 @@ MappedFile::MappedFile(std::string path, Err missing_code) : path_(std::move(pat
   data_ = static_cast<const uint8_t*>(p);
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+  release();
+}
 
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : path_(std::move(other.path_)),

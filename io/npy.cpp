@@ -14,8 +14,8 @@ constexpr char kMagic[] = "\x93NUMPY";
 }  // namespace
 
 void write_npy_f32(const std::string& path, const float* data, int64_t rows, int64_t cols) {
-  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" +
-                     std::to_string(rows) + ", " + std::to_string(cols) + "), }";
+  std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + std::to_string(rows) +
+                     ", " + std::to_string(cols) + "), }";
   // Magic (6) + version (2) + length (2) + dict + '\n' must be a multiple of 64 (NEP 1).
   const size_t used = 10 + dict.size() + 1;
   dict.append((64 - used % 64) % 64, ' ');
@@ -49,17 +49,20 @@ NpyArray read_npy_f32(const std::string& path) {
   std::string dict(len, '\0');
   if (!in.read(dict.data(), std::streamsize(len)))
     raise(Err::InputFile, path + ": truncated .npy header");
-  if (dict.find("'<f4'") == std::string::npos || dict.find("'fortran_order': False") == std::string::npos)
-    raise(Err::InputFile, path + ": only little-endian float32 C-order .npy files are supported (" +
-                              dict + ")");
+  if (dict.find("'<f4'") == std::string::npos ||
+      dict.find("'fortran_order': False") == std::string::npos)
+    raise(Err::InputFile,
+          path + ": only little-endian float32 C-order .npy files are supported (" + dict + ")");
   std::smatch m;
   static const std::regex shape_re(R"('shape':\s*\(([^)]*)\))");
-  if (!std::regex_search(dict, m, shape_re)) raise(Err::InputFile, path + ": .npy header has no shape");
+  if (!std::regex_search(dict, m, shape_re))
+    raise(Err::InputFile, path + ": .npy header has no shape");
   NpyArray a;
   int64_t numel = 1;
   static const std::regex dim_re(R"(\d+)");
   const std::string dims = m[1].str();
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), dim_re); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), dim_re);
+       it != std::sregex_iterator(); ++it) {
     a.shape.push_back(std::stoll(it->str()));
     numel *= a.shape.back();
   }

@@ -44,7 +44,8 @@ json parse_header(const std::string& path, const char* begin, const char* end) {
   } catch (const json::exception& e) {
     bad_header(path, std::string("the JSON header does not parse (") + e.what() + ")");
   }
-  if (!duplicate.empty()) bad_header(path, "the JSON header names tensor '" + duplicate + "' twice");
+  if (!duplicate.empty())
+    bad_header(path, "the JSON header names tensor '" + duplicate + "' twice");
   if (!header.is_object()) bad_header(path, "the JSON header is not an object");
   return header;
 }
@@ -52,21 +53,22 @@ json parse_header(const std::string& path, const char* begin, const char* end) {
 uint64_t get_u64(const std::string& path, const std::string& name, const json& v,
                  const char* field) {
   if (!v.is_number_unsigned())
-    bad_header(path, "tensor '" + name + "' has a " + field + " entry that is not a non-negative "
-                     "integer: " + v.dump());
+    bad_header(path, "tensor '" + name + "' has a " + field +
+                         " entry that is not a non-negative "
+                         "integer: " +
+                         v.dump());
   return v.get<uint64_t>();
 }
 
 RawTensor parse_entry(const std::string& path, const std::string& name, const json& e) {
-  if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") ||
-      !e.contains("data_offsets"))
+  if (!e.is_object() || !e.contains("dtype") || !e.contains("shape") || !e.contains("data_offsets"))
     bad_header(path, "tensor '" + name + "' needs dtype, shape and data_offsets: " + e.dump());
   const json& dt = e["dtype"];
   if (!dt.is_string()) bad_header(path, "tensor '" + name + "' has a non-string dtype");
   auto dtype = parse_dtype(dt.get_ref<const std::string&>());
   if (!dtype)
-    bad_header(path, "tensor '" + name + "' has unknown dtype '" +
-                         dt.get_ref<const std::string&>() + "'");
+    bad_header(
+        path, "tensor '" + name + "' has unknown dtype '" + dt.get_ref<const std::string&>() + "'");
   RawTensor t;
   t.info.name = name;
   t.info.dtype = *dtype;
@@ -118,9 +120,9 @@ void check_tiling(const std::string& path, std::vector<RawTensor>& ts, uint64_t 
                                          std::to_string(cursor) + ")");
     if (t.begin > cursor) {
       if (t.begin >= buffer)
-        raise(Err::SafetensorsOffsets,
-              path + ": tensor '" + t.info.name + "' bytes " + range +
-                  " start past the end of the data buffer (" + std::to_string(buffer) + " bytes)");
+        raise(Err::SafetensorsOffsets, path + ": tensor '" + t.info.name + "' bytes " + range +
+                                           " start past the end of the data buffer (" +
+                                           std::to_string(buffer) + " bytes)");
       raise(Err::SafetensorsOffsets,
             path + ": " + std::to_string(t.begin - cursor) + " unused bytes before tensor '" +
                 t.info.name + "' at " + std::to_string(t.begin) +
@@ -130,10 +132,10 @@ void check_tiling(const std::string& path, std::vector<RawTensor>& ts, uint64_t 
     prev = &t;
   }
   if (cursor > buffer)
-    raise(Err::ShardTruncated,
-          path + " is " + std::to_string(file_size) + " bytes but its header describes " +
-              std::to_string(header_end + cursor) + " bytes (" +
-              std::to_string(header_end + cursor - file_size) + " missing)");
+    raise(Err::ShardTruncated, path + " is " + std::to_string(file_size) +
+                                   " bytes but its header describes " +
+                                   std::to_string(header_end + cursor) + " bytes (" +
+                                   std::to_string(header_end + cursor - file_size) + " missing)");
   if (cursor < buffer)
     raise(Err::SafetensorsOffsets,
           path + ": " + std::to_string(buffer - cursor) +
@@ -170,8 +172,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path, Err missing_code)
     if (key == "__metadata__") {
       if (!value.is_object()) bad_header(path, "__metadata__ is not an object");
       for (auto& [mk, mv] : value.items()) {
-        if (!mv.is_string())
-          bad_header(path, "__metadata__ value of '" + mk + "' is not a string");
+        if (!mv.is_string()) bad_header(path, "__metadata__ value of '" + mk + "' is not a string");
         metadata_[mk] = mv.get<std::string>();
       }
       continue;
@@ -201,10 +202,10 @@ const uint8_t* SafetensorsFile::data(const std::string& name) const {
 
 void require_float_weight(const TensorInfo& info) {
   if (!is_float_weight(info.dtype))
-    raise(Err::DTypeUnsupported,
-          "tensor '" + info.name + "' in " + info.file + " is " +
-              std::string(dtype_name(info.dtype)) + "; qmpi computes with F32, F16 or BF16 "
-              "weights only (quantized checkpoints are not supported yet)");
+    raise(Err::DTypeUnsupported, "tensor '" + info.name + "' in " + info.file + " is " +
+                                     std::string(dtype_name(info.dtype)) +
+                                     "; qmpi computes with F32, F16 or BF16 "
+                                     "weights only (quantized checkpoints are not supported yet)");
 }
 
 }  // namespace qmpi

@@ -34,7 +34,8 @@ void write_bytes(std::FILE* f, const void* p, size_t n, const std::string& path)
 
 void SafetensorsWriter::add(std::string name, DType dtype, std::vector<int64_t> shape, Fill fill) {
   for (const auto& e : entries_)
-    if (e.name == name) raise(Err::Internal, "safetensors writer: tensor '" + name + "' added twice");
+    if (e.name == name)
+      raise(Err::Internal, "safetensors writer: tensor '" + name + "' added twice");
   entries_.push_back({std::move(name), dtype, std::move(shape), std::move(fill)});
 }
 

@@ -18,7 +18,9 @@ class SafetensorsWriter {
   // into dst in the tensor's dtype.
   using Fill = std::function<void(int64_t first, int64_t count, void* dst)>;
 
-  void set_metadata(std::map<std::string, std::string> metadata) { metadata_ = std::move(metadata); }
+  void set_metadata(std::map<std::string, std::string> metadata) {
+    metadata_ = std::move(metadata);
+  }
   void add(std::string name, DType dtype, std::vector<int64_t> shape, Fill fill);
   // Tensor data bytes declared so far (the "total_size" of an index).
   uint64_t data_bytes() const;

@@ -35,8 +35,9 @@ std::unique_ptr<WeightSource> open_weight_source(const std::string& model_path) 
   const fs::path p(model_path);
   if (p.extension() == ".h5")
     raise(Err::H5Format,
-          model_path + ": HDF5 checkpoints are not supported yet; qmpi reads Hugging Face "
-                       "safetensors folders",
+          model_path +
+              ": HDF5 checkpoints are not supported yet; qmpi reads Hugging Face "
+              "safetensors folders",
           "Pass the Hugging Face model folder (config.json + *.safetensors) to --model.");
   if (!fs::exists(p)) raise(Err::ModelDirMissing, "model path " + model_path + " does not exist");
   if (!fs::is_directory(p))

@@ -21,10 +21,10 @@ cudaError_t launch_embedding(const int32_t* ids, int64_t n, const void* table, D
 cudaError_t launch_rmsnorm(const float* x, int64_t n, const void* w, DType dtype, int64_t width,
                            float eps, float* out, cudaStream_t stream);
 
-// Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim]; the angle of pair i at position p
-// is p * theta^(-2i / head_dim), computed in double precision.
+// Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim]: pair m of a token at position p
+// turns by float(p) * inv_freq[m] (inv_freq: head_dim / 2 floats, rope_inv_freq()).
 cudaError_t launch_rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
-                        const int32_t* positions, double theta, cudaStream_t stream);
+                        const int32_t* positions, const float* inv_freq, cudaStream_t stream);
 
 // k/v[n, kv_heads, head_dim] -> cache pools at slots[n] (the caller checks the slots).
 cudaError_t launch_kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,

@@ -25,16 +25,16 @@ const json& require(const json& j, const char* key, const std::string& source) {
 int64_t positive_int(const json& j, const char* key, const std::string& source) {
   const json& v = require(j, key, source);
   if (!v.is_number_integer() || v.get<int64_t>() <= 0)
-    raise(Err::ConfigInvalid, source + ": \"" + key + "\" must be a positive integer, got " +
-                                  v.dump());
+    raise(Err::ConfigInvalid,
+          source + ": \"" + key + "\" must be a positive integer, got " + v.dump());
   return v.get<int64_t>();
 }
 
 double positive_number(const json& j, const char* key, const std::string& source) {
   const json& v = require(j, key, source);
   if (!v.is_number() || v.get<double>() <= 0)
-    raise(Err::ConfigInvalid, source + ": \"" + key + "\" must be a positive number, got " +
-                                  v.dump());
+    raise(Err::ConfigInvalid,
+          source + ": \"" + key + "\" must be a positive number, got " + v.dump());
   return v.get<double>();
 }
 
@@ -51,13 +51,15 @@ std::vector<int64_t> token_ids(const json& v, const char* key, const std::string
     }
     return ids;
   }
-  raise(Err::ConfigInvalid, source + ": \"" + key + "\" must be an integer or a list, got " +
-                                v.dump());
+  raise(Err::ConfigInvalid,
+        source + ": \"" + key + "\" must be an integer or a list, got " + v.dump());
 }
 
 DType parse_torch_dtype(const json& j, const std::string& source) {
   // transformers >= 4.56 writes "dtype"; older versions "torch_dtype".
-  const json* v = j.contains("torch_dtype") ? &j["torch_dtype"] : j.contains("dtype") ? &j["dtype"] : nullptr;
+  const json* v = j.contains("torch_dtype") ? &j["torch_dtype"]
+                  : j.contains("dtype")     ? &j["dtype"]
+                                            : nullptr;
   if (!v || v->is_null()) return DType::BF16;
   if (v->is_string()) {
     const auto& s = v->get_ref<const std::string&>();
@@ -87,13 +89,12 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   ModelConfig c;
   const json& archs = require(j, "architectures", source);
   if (!archs.is_array() || archs.empty() || !archs[0].is_string())
-    raise(Err::ConfigInvalid, source + ": \"architectures\" must be a list of names, got " +
-                                  archs.dump());
+    raise(Err::ConfigInvalid,
+          source + ": \"architectures\" must be a list of names, got " + archs.dump());
   c.architecture = archs[0].get<std::string>();
   if (c.architecture != kSupportedArch)
-    raise(Err::ArchUnsupported,
-          source + ": architecture not supported yet: " + c.architecture + " (qmpi runs " +
-              kSupportedArch + ")");
+    raise(Err::ArchUnsupported, source + ": architecture not supported yet: " + c.architecture +
+                                    " (qmpi runs " + kSupportedArch + ")");
   c.model_type = j.value("model_type", std::string("qwen2"));
 
   c.hidden_size = positive_int(j, "hidden_size", source);
@@ -153,8 +154,9 @@ ModelConfig ModelConfig::load(const std::string& model_path) {
   const fs::path p(model_path);
   if (p.extension() == ".h5")
     raise(Err::H5Format,
-          model_path + ": HDF5 checkpoints are not supported yet; qmpi reads Hugging Face "
-                       "safetensors folders",
+          model_path +
+              ": HDF5 checkpoints are not supported yet; qmpi reads Hugging Face "
+              "safetensors folders",
           "Pass the Hugging Face model folder (config.json + *.safetensors) to --model.");
   if (!fs::exists(p)) raise(Err::ModelDirMissing, "model path " + model_path + " does not exist");
   // A folder holds config.json; a .json file is taken as the config itself (--model-config).
@@ -194,8 +196,7 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg) {
   return t;
 }
 
-GenerationConfig GenerationConfig::load(const std::string& model_path,
-                                        const ModelConfig& config) {
+GenerationConfig GenerationConfig::load(const std::string& model_path, const ModelConfig& config) {
   GenerationConfig g;
   g.eos_token_ids = config.eos_token_ids;
   const fs::path p(model_path);

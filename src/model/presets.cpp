@@ -41,7 +41,9 @@ nlohmann::json qwen2_config_json(const Shape& s) {
 
 }  // namespace
 
-std::vector<std::string> preset_names() { return {"tiny", "qwen2.5-0.5b"}; }
+std::vector<std::string> preset_names() {
+  return {"tiny", "qwen2.5-0.5b"};
+}
 
 ModelConfig preset_config(const std::string& name) {
   nlohmann::json j;

@@ -31,10 +31,10 @@ bool ends_with(const std::string& s, const char* suffix) {
 
 // Uniform(-1, 1) has standard deviation 1/sqrt(3); these half-widths set the std we want.
 constexpr float kSqrt3 = 1.7320508f;
-constexpr float kEmbedLogitStd = 4.0f;  // std of <unit-rms hidden, embedding row>
-constexpr float kNormNoise = 0.1f;      // norm weights in [0.9, 1.1] (final norm: twice that)
+constexpr float kEmbedLogitStd = 4.0f;    // std of <unit-rms hidden, embedding row>
+constexpr float kNormNoise = 0.1f;        // norm weights in [0.9, 1.1] (final norm: twice that)
 constexpr float kFinalNormCentre = 2.0f;  // doubles the logit spread: std ~8, wide top-1 margins
-constexpr float kBiasScale = 0.1f;      // q/k/v biases in [-0.1, 0.1]
+constexpr float kBiasScale = 0.1f;        // q/k/v biases in [-0.1, 0.1]
 // o_proj and down_proj write into the residual stream. Their writes are made larger than a
 // token's own embedding, since otherwise (with tied embeddings) the final hidden state is
 // dominated by the current token's embedding and greedy decoding repeats that token forever.
@@ -90,16 +90,16 @@ void SyntheticTensor::fill(int64_t first, int64_t count, DType dtype, void* dst)
       return;
     }
     default:
-      raise(Err::DTypeUnsupported, "synthetic weights can be F32, F16 or BF16, not " +
-                                       std::string(dtype_name(dtype)));
+      raise(Err::DTypeUnsupported,
+            "synthetic weights can be F32, F16 or BF16, not " + std::string(dtype_name(dtype)));
   }
 }
 
 SyntheticWeights::SyntheticWeights(const ModelConfig& cfg, uint64_t seed, DType dtype)
     : seed_(seed) {
   if (!is_float_weight(dtype))
-    raise(Err::DTypeUnsupported, "synthetic weights can be F32, F16 or BF16, not " +
-                                     std::string(dtype_name(dtype)));
+    raise(Err::DTypeUnsupported,
+          "synthetic weights can be F32, F16 or BF16, not " + std::string(dtype_name(dtype)));
   for (auto& spec : expected_tensors(cfg)) {
     TensorInfo t;
     t.name = spec.name;
@@ -114,7 +114,9 @@ SyntheticWeights::SyntheticWeights(const ModelConfig& cfg, uint64_t seed, DType 
   }
 }
 
-bool SyntheticWeights::has(const std::string& name) const { return index_.count(name) != 0; }
+bool SyntheticWeights::has(const std::string& name) const {
+  return index_.count(name) != 0;
+}
 
 const TensorInfo& SyntheticWeights::info(const std::string& name) const {
   auto it = index_.find(name);

@@ -64,10 +64,14 @@ void write_json(const fs::path& path, const nlohmann::json& j) {
 
 std::string torch_dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::BF16: return "bfloat16";
-    case DType::F16: return "float16";
-    case DType::F32: return "float32";
-    default: raise(Err::DTypeUnsupported, "no torch dtype for " + std::string(dtype_name(dtype)));
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F16:
+      return "float16";
+    case DType::F32:
+      return "float32";
+    default:
+      raise(Err::DTypeUnsupported, "no torch dtype for " + std::string(dtype_name(dtype)));
   }
 }
 

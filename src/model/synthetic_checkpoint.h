@@ -14,7 +14,7 @@ namespace qmpi {
 
 struct CheckpointSummary {
   int64_t params = 0;
-  uint64_t file_bytes = 0;  // sum of the safetensors file sizes
+  uint64_t file_bytes = 0;         // sum of the safetensors file sizes
   std::vector<std::string> files;  // every file written, in `dir`
 };
 

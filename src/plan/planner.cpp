@@ -219,11 +219,12 @@ void add_less_kv_suggestion(const ModelConfig& cfg, const PlanInputs& in, PlanRe
 void add_more_gpus_suggestion(const ModelConfig& cfg, const PlanInputs& in, PlanResult& out) {
   const int per_host = gpus_per_host(in);
   const int nodes = std::max(in.nodes, 1);
-  // Bigger single hosts first (up to the common 8 GPUs), then more hosts of the same size.
+  // Bigger single hosts (up to the common 8 GPUs) and up to 8 times the hosts, fewest GPUs
+  // first; beyond that the answer is a smaller model or a quantized one, not a bigger cluster.
   std::vector<std::pair<int, int>> candidates;  // (gpus per host, nodes)
   if (nodes == 1)
     for (int g = per_host + 1; g <= 8; ++g) candidates.push_back({g, 1});
-  for (int n = nodes + 1; n <= nodes + 32; ++n) candidates.push_back({per_host, n});
+  for (int n = nodes + 1; n <= nodes * 8; ++n) candidates.push_back({per_host, n});
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](auto a, auto b) { return a.first * a.second < b.first * b.second; });
   for (const auto& [g, n] : candidates) {
@@ -315,6 +316,7 @@ void preflight(const ModelConfig& cfg, const Layout& layout, const PlanInputs& i
   // An unknown budget (no GPU memory or host memory figure) leaves only the layout rules.
   const bool budget_known = in.backend == BackendKind::Cuda ? in.gpu_mem > 0 : in.host_mem > 0;
   if (v.valid && (v.fits || !budget_known)) return;
+  if (!budget_known) raise(v.code, v.reason, v.fix);
   PlanInputs all = in;
   all.gpus = std::max(in.gpus, v.gpus());
   const PlanResult plan = plan_layouts(cfg, all);

@@ -5,7 +5,7 @@
 namespace qmpi {
 
 Bpe::Bpe(std::array<int32_t, 256> byte_ids, std::unordered_map<uint64_t, Merge> merges,
-         bool ignore_merges, std::unordered_map<std::string, int32_t> whole_pieces)
+         bool ignore_merges, StringMap<int32_t> whole_pieces)
     : byte_ids_(byte_ids),
       merges_(std::move(merges)),
       ignore_merges_(ignore_merges),
@@ -24,7 +24,7 @@ void Bpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
     return;
   }
   if (ignore_merges_) {
-    auto it = whole_pieces_.find(std::string(piece));
+    auto it = whole_pieces_.find(piece);
     if (it != whole_pieces_.end()) {
       out.push_back(it->second);
       return;
@@ -34,10 +34,9 @@ void Bpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
     merge(piece, out);
     return;
   }
-  std::string key(piece);
   {
     std::lock_guard lock(cache_mu_);
-    auto it = cache_.find(key);
+    auto it = cache_.find(piece);
     if (it != cache_.end()) {
       out.insert(out.end(), it->second.begin(), it->second.end());
       return;
@@ -48,7 +47,7 @@ void Bpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
   std::vector<int32_t> ids(out.begin() + static_cast<std::ptrdiff_t>(first), out.end());
   std::lock_guard lock(cache_mu_);
   if (cache_.size() >= kCacheMaxEntries) cache_.clear();
-  cache_.emplace(std::move(key), std::move(ids));
+  cache_.emplace(std::string(piece), std::move(ids));
 }
 
 void Bpe::merge(std::string_view piece, std::vector<int32_t>& out) const {

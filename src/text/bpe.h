@@ -11,6 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "text/string_map.h"
+
 namespace qmpi {
 
 class Bpe {
@@ -23,7 +25,7 @@ class Bpe {
   // `byte_ids[b]` is the id of the single-byte symbol b; `merges` maps pair_key(left, right).
   // With `ignore_merges`, a piece that is whole in `whole_pieces` (raw bytes -> id) is one token.
   Bpe(std::array<int32_t, 256> byte_ids, std::unordered_map<uint64_t, Merge> merges,
-      bool ignore_merges, std::unordered_map<std::string, int32_t> whole_pieces);
+      bool ignore_merges, StringMap<int32_t> whole_pieces);
   Bpe(Bpe&& other) noexcept;
 
   static uint64_t pair_key(int32_t left, int32_t right) {
@@ -40,13 +42,13 @@ class Bpe {
   std::array<int32_t, 256> byte_ids_;
   std::unordered_map<uint64_t, Merge> merges_;
   bool ignore_merges_;
-  std::unordered_map<std::string, int32_t> whole_pieces_;
+  StringMap<int32_t> whole_pieces_;
 
   // Pieces up to kCacheMaxBytes long; emptied when it reaches kCacheMaxEntries.
   static constexpr size_t kCacheMaxBytes = 128;
   static constexpr size_t kCacheMaxEntries = 1 << 16;
   mutable std::mutex cache_mu_;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;
+  mutable StringMap<std::vector<int32_t>> cache_;
 };
 
 }  // namespace qmpi

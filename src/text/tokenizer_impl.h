@@ -4,12 +4,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "text/added_tokens.h"
 #include "text/bpe.h"
 #include "text/regex_splitter.h"
+#include "text/string_map.h"
 #include "text/tokenizer.h"
 
 namespace qmpi {
@@ -22,7 +22,7 @@ struct Tokenizer::Impl {
   std::vector<std::string> bytes;     // what the id decodes to
   std::vector<bool> present;
   std::vector<bool> special;
-  std::unordered_map<std::string, int32_t> ids_by_spelling;
+  StringMap<int32_t> ids_by_spelling;
 
   bool nfc = false;
   AddedTokenMatcher raw_added;         // matched before normalization

@@ -153,40 +153,43 @@ size_t read_bpe(const json& model, Tokenizer::Impl& t, const std::string& source
   if (!merges.is_array()) invalid(source, "model.merges must be an array");
   std::unordered_map<uint64_t, Bpe::Merge> table;
   table.reserve(merges.size());
-  auto id_of = [&](const std::string& s, size_t rank) {
+  auto id_of = [&](std::string_view s, size_t rank) {
     auto it = ids.find(s);
     if (it == ids.end())
-      invalid(source, "merge " + std::to_string(rank) + " uses '" + s + "', which is not in the vocab");
+      invalid(source, "merge " + std::to_string(rank) + " uses '" + std::string(s) +
+                          "', which is not in the vocab");
     return it->second;
   };
+  std::string joined;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const json& m = merges[rank];
-    std::string left, right;
+    std::string_view left, right;
     if (m.is_string()) {  // "a b"
-      const auto s = m.get<std::string>();
+      const std::string& s = m.get_ref<const std::string&>();
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
         invalid(source, "merge " + std::to_string(rank) + " '" + s +
                             "' is not two tokens separated by one space");
-      left = s.substr(0, sp);
-      right = s.substr(sp + 1);
-    } else if (m.is_array() && m.size() == 2) {  // ["a", "b"]
-      left = m[0].get<std::string>();
-      right = m[1].get<std::string>();
+      left = std::string_view(s).substr(0, sp);
+      right = std::string_view(s).substr(sp + 1);
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      left = m[0].get_ref<const std::string&>();  // ["a", "b"]
+      right = m[1].get_ref<const std::string&>();
     } else {
       invalid(source, "merge " + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]: " +
                           m.dump());
     }
     const int32_t a = id_of(left, rank);
     const int32_t b = id_of(right, rank);
-    const int32_t merged = id_of(left + right, rank);
+    joined.assign(left).append(right);
+    const int32_t merged = id_of(joined, rank);
     // A pair listed twice keeps its last rank, as Hugging Face's loader does.
     table.insert_or_assign(Bpe::pair_key(a, b),
                            Bpe::Merge{static_cast<int32_t>(rank), merged});
   }
 
   const bool ignore_merges = flag(model, "ignore_merges", false);
-  std::unordered_map<std::string, int32_t> whole;
+  StringMap<int32_t> whole;
   if (ignore_merges) {
     for (const auto& [spelling, id] : ids) {
       std::string raw = byte_level::decode(spelling);
@@ -295,13 +298,19 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
+  const std::string fix =
+      "Copy tokenizer.json and tokenizer_config.json from the model's repository next to "
+      "config.json, or pass the file with --tokenizer.";
   fs::path file(path);
   std::error_code ec;
-  if (fs::is_directory(file, ec)) file /= "tokenizer.json";
-  if (!fs::is_regular_file(file, ec))
-    raise(Err::TokenizerMissing, file.string() + " does not exist",
-          "Copy tokenizer.json and tokenizer_config.json from the model's repository next to "
-          "config.json, or pass the file with --tokenizer.");
+  if (fs::is_directory(file, ec)) {
+    file /= "tokenizer.json";
+    if (!fs::is_regular_file(file, ec))
+      raise(Err::TokenizerMissing, path + " has no tokenizer.json", fix);
+  } else if (!fs::is_regular_file(file, ec)) {
+    raise(Err::TokenizerMissing,
+          path + " does not exist (expected a model folder or its tokenizer.json)", fix);
+  }
   const std::string text = read_file(file, Err::TokenizerMissing);
   const fs::path cfg = file.parent_path() / "tokenizer_config.json";
   const std::string cfg_text = fs::is_regular_file(cfg, ec) ? read_file(cfg, Err::InputFile) : "";

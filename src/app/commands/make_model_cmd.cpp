@@ -62,11 +62,13 @@ int cmd_make_model(const Args& args) {
   uint64_t seed = 0;
   int shards = 1;
   po::options_description opts("qmpi make-model options");
+  // clang-format off
   opts.add_options()
       ("help,h", "show this help")
       ("out", po::value(&out), "output folder (created; existing files are overwritten)")
       ("preset", po::value(&preset)->default_value("tiny"), "model shape: tiny | qwen2.5-0.5b")
-      ("like", po::value(&like), "copy the shape of a real model's config.json (overrides --preset)")
+      ("like", po::value(&like),
+       "copy the shape of a real model's config.json (overrides --preset)")
       ("seed", po::value(&seed)->default_value(0), "random seed of the weights")
       ("dtype", po::value(&dtype_s)->default_value("bf16"), "weight dtype: bf16 | f16 | f32")
       ("shards", po::value(&shards)->default_value(1),
@@ -76,6 +78,7 @@ int cmd_make_model(const Args& args) {
       ("tokenizer-dir", po::value(&tok_dir),
        "folder with tokenizer.json + tokenizer_config.json (default: $QMPI_TOKENIZER_DIR, else "
        "the cache scripts/setup.sh fills)");
+  // clang-format on
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -107,17 +110,19 @@ int cmd_make_model(const Args& args) {
   for (const char* f : kTokenizerFiles) {
     std::error_code ec;
     fs::copy_file(tok / f, fs::path(out) / f, fs::copy_options::overwrite_existing, ec);
-    if (ec) raise(Err::OutputFile, "cannot copy " + (tok / f).string() + " to " + out + ": " +
-                                       ec.message());
+    if (ec)
+      raise(Err::OutputFile,
+            "cannot copy " + (tok / f).string() + " to " + out + ": " + ec.message());
     summary.files.push_back(f);
   }
-  std::printf("make-model: %s params (%s, %s, seed %llu) in %s: %s of safetensors in %d file%s, "
-              "%zu files in all; the weights are random\n",
-              human_params(double(summary.params)).c_str(),
-              like.empty() ? preset.c_str() : ("like " + like).c_str(), dtype_s.c_str(),
-              static_cast<unsigned long long>(seed), out.c_str(),
-              human_bytes(double(summary.file_bytes)).c_str(), shards, shards == 1 ? "" : "s",
-              summary.files.size());
+  std::printf(
+      "make-model: %s params (%s, %s, seed %llu) in %s: %s of safetensors in %d file%s, "
+      "%zu files in all; the weights are random\n",
+      human_params(double(summary.params)).c_str(),
+      like.empty() ? preset.c_str() : ("like " + like).c_str(), dtype_s.c_str(),
+      static_cast<unsigned long long>(seed), out.c_str(),
+      human_bytes(double(summary.file_bytes)).c_str(), shards, shards == 1 ? "" : "s",
+      summary.files.size());
   return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/cuda_errors.h"
+#include "backend/cuda/rope_freq.h"
 #include "kernels/cuda/launchers.h"
 #include "plan/errors.h"
 
@@ -31,7 +32,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       seqs_(allocator_, "attention sequences"),
       row_seq_(allocator_, "attention rows"),
       tables_(allocator_, "block tables"),
-      rows_(allocator_, "gathered rows") {
+      rows_(allocator_, "gathered rows"),
+      inv_freq_(allocator_, "RoPE frequencies") {
   spdlog::info("cuda: device {} {} (sm_{}{}, {} SMs, {:.1f} GiB), driver CUDA {}, runtime {}",
                device_.index, device_.name, device_.major, device_.minor,
                device_.multiprocessors, double(device_.total_bytes) / double(1ull << 30),
@@ -111,8 +113,19 @@ void CudaBackend::matmul(const float* x, int64_t n, const WeightView& w, const W
 
 void CudaBackend::rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
                        const int32_t* positions, double theta) {
+  for (int64_t i = 0; i < n; ++i)
+    if (positions[i] < 0)
+      raise(Err::Internal, "rope got position " + std::to_string(positions[i]) + " for token " +
+                               std::to_string(i));
+  if (theta != rope_theta_ || head_dim != rope_head_dim_) {
+    rope_inv_freq_ = rope_inv_freq(theta, head_dim);
+    rope_theta_ = theta;
+    rope_head_dim_ = head_dim;
+  }
   const int32_t* d_pos = positions_.upload_i32(positions, n, stream_.get());
-  check_cuda(launch_rope(x, n, heads, head_dim, d_pos, theta, stream_.get()), "rope kernel");
+  const auto* d_inv = static_cast<const float*>(inv_freq_.upload(
+      rope_inv_freq_.data(), rope_inv_freq_.size() * sizeof(float), stream_.get()));
+  check_cuda(launch_rope(x, n, heads, head_dim, d_pos, d_inv, stream_.get()), "rope kernel");
 }
 
 void CudaBackend::kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_device.h"
@@ -79,7 +80,11 @@ class CudaBackend final : public Backend {
   cuda::CudaStream stream_;
   cuda::Gemm gemm_;
   cuda::PinnedBuffer weight_staging_;
-  cuda::MetadataMirror ids_, positions_, slots_, seqs_, row_seq_, tables_, rows_;
+  cuda::MetadataMirror ids_, positions_, slots_, seqs_, row_seq_, tables_, rows_, inv_freq_;
+  // RoPE inverse frequencies of the (theta, head_dim) last used.
+  double rope_theta_ = 0.0;
+  int32_t rope_head_dim_ = 0;
+  std::vector<float> rope_inv_freq_;
 };
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options = {});

@@ -56,6 +56,15 @@ TEST(MeshSingleton, OneRankOwnsEverythingAndCommsWork) {
   EXPECT_EQ(mesh.tp_group().describe(), "tp group 0 (world ranks 0-0)");
   EXPECT_EQ(mesh.world().describe(), "world");
 
+  // A backend plugs its own TP communicator in (NCCL on CUDA); the factory gets the group.
+  std::string factory_label;
+  mesh.replace_tp_comm([&](MPI_Comm group, const std::string& label) -> std::unique_ptr<Comm> {
+    factory_label = label;
+    return std::make_unique<MpiComm>(group, "plugged " + label, std::vector<std::string>{"h"}, 5);
+  });
+  EXPECT_EQ(factory_label, "tp group 0 (world ranks 0-0)");
+  EXPECT_EQ(mesh.tp_group().describe(), "plugged tp group 0 (world ranks 0-0)");
+
   float v[3] = {1.5f, -2.0f, 4.0f};
   mesh.tp_group().all_reduce_sum(v, 3);
   EXPECT_EQ(v[1], -2.0f);

@@ -28,7 +28,9 @@ void expect_error(Fn fn, Err code, std::initializer_list<std::string> needles) {
 }
 
 // Element (r, c) of tensor `salt` is a float that encodes its position.
-float value_at(int salt, int64_t flat) { return float(salt * 100000 + flat); }
+float value_at(int salt, int64_t flat) {
+  return float(salt * 100000 + flat);
+}
 
 void add_f32(SafetensorsWriter& w, const std::string& name, std::vector<int64_t> shape, int salt) {
   w.add(name, DType::F32, std::move(shape), [salt](int64_t first, int64_t count, void* dst) {
@@ -152,18 +154,20 @@ TEST(SafetensorsDir, CorruptShardIsReportedByName) {
 
 TEST(SafetensorsDir, MisalignedDataStillReads) {
   TempDir dir;
-  // Header of 61 bytes: data starts at file offset 69, so the F32 tensors are misaligned.
-  std::string header = R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"w":{"dtype":"F32","shape":[2,3],"data_offsets":[3,27]}})";
+  // A 109-byte header and 2 bytes of U8 put the F32 tensor at file offset 119: misaligned.
+  const std::string header = R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},)"
+                             R"("w":{"dtype":"F32","shape":[2,3],"data_offsets":[2,26]}})";
   std::ofstream out(dir.file("model.safetensors"), std::ios::binary);
   for (int i = 0; i < 8; ++i) out.put(char(uint64_t(header.size()) >> (8 * i)));
   out << header;
-  out.write("\x01\x02\x03", 3);
+  out.write("\x01\x02", 2);
   for (int i = 0; i < 6; ++i) {
     float f = float(i) + 0.5f;
     out.write(reinterpret_cast<const char*>(&f), 4);
   }
   out.close();
   SafetensorsDir src(dir.str());
+  ASSERT_NE(reinterpret_cast<uintptr_t>(src.shards()[0].data("w")) % 4, 0u);
   EXPECT_EQ(read_floats(src, "w", {1, 1, 2}), (std::vector<float>{1.5f, 2.5f, 4.5f, 5.5f}));
   EXPECT_EQ(read_floats(src, "w", {0, 1, 1}), (std::vector<float>{3.5f, 4.5f, 5.5f}));
 }

@@ -32,8 +32,9 @@ void expect_error(Fn fn, Err code, std::initializer_list<std::string> needles) {
     FAIL() << "no error raised, expected " << error_id(code);
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), code) << e.message();
-    for (const auto& n : needles) EXPECT_NE(e.message().find(n), std::string::npos)
-        << "message lacks '" << n << "': " << e.message();
+    for (const auto& n : needles)
+      EXPECT_NE(e.message().find(n), std::string::npos)
+          << "message lacks '" << n << "': " << e.message();
   }
 }
 
@@ -55,7 +56,8 @@ TEST_P(RoundTrip, WrittenBytesReadBackAligned) {
   TempDir dir;
   const DType dt = GetParam();
   const size_t es = dtype_size(dt);
-  auto a = pattern(5 * 7 * es, 1), b = pattern(3 * es, 2), c = pattern(11, 3), d = pattern(4 * 4, 4);
+  auto a = pattern(5 * 7 * es, 1), b = pattern(3 * es, 2), c = pattern(11, 3),
+       d = pattern(4 * 4, 4);
   SafetensorsWriter w;
   w.set_metadata({{"format", "pt"}});
   w.add("odd.u8", DType::U8, {11}, from_bytes(c, 1));  // declared first, must not misalign the rest
@@ -241,7 +243,8 @@ TEST(SafetensorsCorrupt, EntryWithoutOffsets) {
 }
 
 TEST(Safetensors, RequireFloatWeightRejectsIntegerTypes) {
-  TensorInfo t{"model.layers.0.self_attn.q_proj.qweight", DType::I32, {8, 8}, 256, "/m/x.safetensors"};
+  TensorInfo t{
+      "model.layers.0.self_attn.q_proj.qweight", DType::I32, {8, 8}, 256, "/m/x.safetensors"};
   expect_error([&] { require_float_weight(t); }, Err::DTypeUnsupported,
                {"model.layers.0.self_attn.q_proj.qweight", "/m/x.safetensors", "I32"});
   for (DType ok : {DType::F32, DType::F16, DType::BF16}) {

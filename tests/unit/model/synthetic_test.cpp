@@ -76,7 +76,8 @@ TEST(SyntheticTensor, ScalesByKind) {
   const auto bias = stats(SyntheticTensor(0, "model.layers.1.self_attn.q_proj.bias", {192}), 192);
   EXPECT_LE(std::max(-bias[2], bias[3]), 0.1);
   // Linear weights: std 1/sqrt(fan_in) keeps activations at unit scale.
-  const auto lin = stats(SyntheticTensor(0, "model.layers.1.mlp.up_proj.weight", {384, 192}), 73728);
+  const auto lin =
+      stats(SyntheticTensor(0, "model.layers.1.mlp.up_proj.weight", {384, 192}), 73728);
   EXPECT_NEAR(lin[0], 0.0, 0.003);
   EXPECT_NEAR(lin[1], 1.0 / std::sqrt(192.0), 0.002);
   // Embeddings: <unit-rms hidden, row> has std 4.
@@ -101,8 +102,7 @@ TEST(SyntheticWeights, SlicesEqualThePartsOfTheWhole) {
   EXPECT_THROW(SyntheticWeights(cfg, 0, DType::I8), Error);
 }
 
-class SyntheticEqualsCheckpoint
-    : public ::testing::TestWithParam<std::tuple<DType, int, bool>> {};
+class SyntheticEqualsCheckpoint : public ::testing::TestWithParam<std::tuple<DType, int, bool>> {};
 
 // What --synthetic-weights generates on each rank equals what make-model writes.
 TEST_P(SyntheticEqualsCheckpoint, EveryTensorAndSlice) {
@@ -137,15 +137,15 @@ TEST_P(SyntheticEqualsCheckpoint, EveryTensorAndSlice) {
   EXPECT_EQ(file.bytes_read(), synth.bytes_read());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Layouts, SyntheticEqualsCheckpoint,
-    ::testing::Values(std::make_tuple(DType::BF16, 1, true), std::make_tuple(DType::F32, 3, false),
-                      std::make_tuple(DType::F16, 2, true)),
-    [](const auto& info) {
-      return std::string(dtype_name(std::get<0>(info.param))) + "_" +
-             std::to_string(std::get<1>(info.param)) + "shards_" +
-             (std::get<2>(info.param) ? "tied" : "untied");
-    });
+INSTANTIATE_TEST_SUITE_P(Layouts, SyntheticEqualsCheckpoint,
+                         ::testing::Values(std::make_tuple(DType::BF16, 1, true),
+                                           std::make_tuple(DType::F32, 3, false),
+                                           std::make_tuple(DType::F16, 2, true)),
+                         [](const auto& info) {
+                           return std::string(dtype_name(std::get<0>(info.param))) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "shards_" +
+                                  (std::get<2>(info.param) ? "tied" : "untied");
+                         });
 
 TEST(SyntheticCheckpoint, ShardsIndexAndSideFiles) {
   TempDir dir;

@@ -130,8 +130,19 @@ TEST(TokenizerLoad, MissingFileNamesThePath) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Err::TokenizerMissing);
-    EXPECT_THAT(e.message(), HasSubstr("/nonexistent/model/tokenizer.json"));
+    EXPECT_THAT(e.message(), HasSubstr("/nonexistent/model does not exist"));
   }
+  const auto empty = std::filesystem::temp_directory_path() /
+                     ("qmpi_tok_empty_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(empty);
+  try {
+    Tokenizer::load(empty.string());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::TokenizerMissing);
+    EXPECT_THAT(e.message(), HasSubstr(empty.string() + " has no tokenizer.json"));
+  }
+  std::filesystem::remove_all(empty);
 }
 
 TEST(TokenizerLoad, AFolderIsReadThroughItsTokenizerJson) {

@@ -1,0 +1,225 @@
+// Every CUDA backend op against the CPU backend on fresh random data (needs a GPU; see
+// device_check.h). Bounds: 1e-5 relative for float32 math, 1e-2 where activations are rounded
+// to bf16/f16 for the tensor cores (matmul with 16-bit weights).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "device_check.h"
+
+namespace qmpi::test {
+namespace {
+
+constexpr double kF32 = 1e-5;
+constexpr double k16Bit = 1e-2;
+
+using CudaKernels = DeviceCheck;
+
+TEST_F(CudaKernels, EmbeddingIsVocabParallel) {
+  for (DType dt : {DType::BF16, DType::F32}) {
+    const int64_t rows = 300, width = 96, offset = 100, n = 41;
+    WeightPair t = weight(dt, rows, width, -1.0f, 1.0f);
+    std::vector<int32_t> ids(n);
+    for (int32_t& id : ids) id = random_int(0, 499);  // about 60% outside [100, 400)
+    ids[0] = int32_t(offset);
+    ids[1] = int32_t(offset + rows - 1);
+    ids[2] = int32_t(offset + rows);
+    std::vector<float> want(size_t(n * width));
+    cpu_->embedding(ids.data(), n, t.cpu.view(), offset, want.data());
+    Buffer out = poisoned(want.size());
+    gpu_->embedding(ids.data(), n, t.gpu.view(), offset, out.as<float>());
+    expect_close(from_gpu(out, want.size()), want, kF32, std::string("embedding ") + name_of(dt));
+  }
+}
+
+TEST_F(CudaKernels, RmsNormMatchesForEveryWeightType) {
+  for (DType dt : {DType::BF16, DType::F16, DType::F32})
+    for (int64_t width : {896, 100, 4099}) {
+      const int64_t n = 9;
+      WeightPair w = weight(dt, 1, width, 0.5f, 1.5f);
+      const std::vector<float> x = random(size_t(n * width), -3.0f, 3.0f);
+      std::vector<float> want(x.size());
+      cpu_->rmsnorm(x.data(), n, w.cpu.view(), 1e-6f, want.data());
+      Buffer dx = to_gpu(x), out = poisoned(x.size());
+      gpu_->rmsnorm(dx.as<float>(), n, w.gpu.view(), 1e-6f, out.as<float>());
+      expect_close(from_gpu(out, x.size()), want, kF32,
+                   std::string("rmsnorm ") + name_of(dt) + " width " + std::to_string(width));
+      gpu_->rmsnorm(dx.as<float>(), n, w.gpu.view(), 1e-6f, dx.as<float>());  // in place
+      expect_close(from_gpu(dx, x.size()), want, kF32, "rmsnorm in place");
+    }
+}
+
+TEST_F(CudaKernels, MatmulWithBiasForEveryWeightType) {
+  struct Shape {
+    int64_t n, rows, cols;
+  };
+  for (DType dt : {DType::BF16, DType::F16, DType::F32})
+    for (Shape s : {Shape{1, 896, 896}, Shape{37, 300, 200}, Shape{128, 1152, 896}}) {
+      WeightPair w = weight(dt, s.rows, s.cols, -0.1f, 0.1f);
+      WeightPair b = weight(dt, 1, s.rows, -1.0f, 1.0f);
+      const std::vector<float> x = random(size_t(s.n * s.cols), -2.0f, 2.0f);
+      const std::string what = std::string("matmul ") + name_of(dt) + " " +
+                               std::to_string(s.n) + "x" + std::to_string(s.cols) + " . " +
+                               std::to_string(s.rows) + "x" + std::to_string(s.cols) + "^T";
+      const double tol = dt == DType::F32 ? kF32 : k16Bit;
+      std::vector<float> want(size_t(s.n * s.rows));
+      const WeightView bc = b.cpu.view(), bg = b.gpu.view();
+      cpu_->matmul(x.data(), s.n, w.cpu.view(), &bc, want.data());
+      Buffer dx = to_gpu(x), out = poisoned(want.size());
+      gpu_->matmul(dx.as<float>(), s.n, w.gpu.view(), &bg, out.as<float>());
+      expect_close(from_gpu(out, want.size()), want, tol, what + " + bias");
+      cpu_->matmul(x.data(), s.n, w.cpu.view(), nullptr, want.data());
+      gpu_->matmul(dx.as<float>(), s.n, w.gpu.view(), nullptr, out.as<float>());
+      expect_close(from_gpu(out, want.size()), want, tol, what);
+    }
+}
+
+TEST_F(CudaKernels, RopeTurnsByTheCpuAngles) {
+  for (int32_t dim : {64, 128, 80}) {
+    const int64_t n = 9;
+    const int32_t heads = 3;
+    std::vector<int32_t> pos(n);
+    for (int32_t& p : pos) p = random_int(0, 32767);
+    pos[0] = 0;
+    const std::vector<float> x = random(size_t(n * heads * dim), -2.0f, 2.0f);
+    std::vector<float> want = x;
+    cpu_->rope(want.data(), n, heads, dim, pos.data(), 1e6);
+    Buffer dx = to_gpu(x);
+    gpu_->rope(dx.as<float>(), n, heads, dim, pos.data(), 1e6);
+    expect_close(from_gpu(dx, x.size()), want, kF32, "rope head_dim " + std::to_string(dim));
+  }
+}
+
+// The paged cache of one layer on both backends, with the same random contents.
+struct Cache {
+  std::vector<float> k, v;
+  Buffer dk, dv;
+  KvLayerView cpu, gpu;
+};
+
+class CudaAttention : public DeviceCheck {
+ protected:
+  Cache cache(int64_t blocks, int32_t block_size, int32_t kv_heads, int32_t head_dim) {
+    Cache c;
+    const size_t n = size_t(blocks * block_size * kv_heads * head_dim);
+    c.k = random(n);
+    c.v = random(n);
+    c.dk = to_gpu(c.k);
+    c.dv = to_gpu(c.v);
+    c.cpu = {c.k.data(), c.v.data(), blocks, block_size, kv_heads, head_dim};
+    c.gpu = {c.dk.as<float>(), c.dv.as<float>(), blocks, block_size, kv_heads, head_dim};
+    return c;
+  }
+};
+
+TEST_F(CudaAttention, KvStoreWritesTheSameSlots) {
+  Cache c = cache(12, 16, 2, 64);
+  const int64_t n = 7;
+  std::vector<int32_t> all(12 * 16);
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng_);
+  const std::vector<int32_t> slots(all.begin(), all.begin() + n);
+  const std::vector<float> k = random(size_t(n * 2 * 64)), v = random(k.size());
+  cpu_->kv_store(k.data(), v.data(), n, slots.data(), c.cpu);
+  Buffer dk = to_gpu(k), dv = to_gpu(v);
+  gpu_->kv_store(dk.as<float>(), dv.as<float>(), n, slots.data(), c.gpu);
+  EXPECT_EQ(from_gpu(c.dk, c.k.size()), c.k);
+  EXPECT_EQ(from_gpu(c.dv, c.v.size()), c.v);
+}
+
+TEST_F(CudaAttention, PrefillDecodeAndChunkedSequencesInOneBatch) {
+  struct Config {
+    int32_t heads, kv_heads, head_dim, block_size;
+  };
+  for (Config cf : {Config{14, 2, 64, 16}, Config{4, 2, 128, 16}, Config{8, 8, 64, 16},
+                    Config{6, 3, 80, 8}, Config{2, 1, 256, 32}}) {
+    // A 33-token prefill, a decode at context 100 and a 5-token chunk at context 40.
+    std::vector<AttentionSeq> seqs = {{0, 33, 33, 0}, {33, 1, 100, 0}, {34, 5, 40, 0}};
+    const int32_t rows = 39;
+    int32_t needed = 0;
+    for (AttentionSeq& s : seqs) {
+      s.table_begin = needed;
+      needed += (s.ctx_len + cf.block_size - 1) / cf.block_size;
+    }
+    const int64_t blocks = needed + 5;
+    Cache c = cache(blocks, cf.block_size, cf.kv_heads, cf.head_dim);
+    std::vector<int32_t> pool(size_t(blocks));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng_);
+    const std::vector<int32_t> tables(pool.begin(), pool.begin() + needed);
+
+    AttentionBatch b;
+    b.seqs = seqs.data();
+    b.num_seqs = int32_t(seqs.size());
+    b.block_tables = tables.data();
+    b.num_heads = cf.heads;
+    b.num_kv_heads = cf.kv_heads;
+    b.head_dim = cf.head_dim;
+    b.scale = 1.0f / std::sqrt(float(cf.head_dim));
+    const std::vector<float> q = random(size_t(rows) * cf.heads * cf.head_dim, -3.0f, 3.0f);
+    std::vector<float> want(q.size());
+    cpu_->attention(q.data(), b, c.cpu, want.data());
+    Buffer dq = to_gpu(q), out = poisoned(q.size());
+    gpu_->attention(dq.as<float>(), b, c.gpu, out.as<float>());
+    expect_close(from_gpu(out, q.size()), want, kF32,
+                 "attention " + std::to_string(cf.heads) + "/" + std::to_string(cf.kv_heads) +
+                     " heads, dim " + std::to_string(cf.head_dim) + ", block " +
+                     std::to_string(cf.block_size));
+  }
+}
+
+TEST_F(CudaKernels, SiluMulAddAndGatherRows) {
+  const int64_t n = 13, width = 4864;
+  const std::vector<float> gate = random(size_t(n * width), -6.0f, 6.0f), up = random(gate.size());
+  std::vector<float> want(gate.size());
+  cpu_->silu_mul(gate.data(), up.data(), n, width, want.data());
+  Buffer dg = to_gpu(gate), du = to_gpu(up), out = poisoned(gate.size());
+  gpu_->silu_mul(dg.as<float>(), du.as<float>(), n, width, out.as<float>());
+  expect_close(from_gpu(out, want.size()), want, kF32, "silu_mul");
+
+  std::vector<float> x = gate;
+  cpu_->add(x.data(), up.data(), int64_t(x.size()));
+  gpu_->add(dg.as<float>(), du.as<float>(), int64_t(x.size()));
+  expect_close(from_gpu(dg, x.size()), x, kF32, "add");
+
+  const std::vector<int32_t> rows = {12, 0, 5, 5, 7};
+  std::vector<float> gathered(rows.size() * size_t(width));
+  cpu_->gather_rows(up.data(), rows.data(), int64_t(rows.size()), width, gathered.data());
+  Buffer dgat = poisoned(gathered.size());
+  gpu_->gather_rows(du.as<float>(), rows.data(), int64_t(rows.size()), width, dgat.as<float>());
+  EXPECT_EQ(from_gpu(dgat, gathered.size()), gathered);
+}
+
+TEST_F(CudaKernels, MetadataUploadsFollowChangingHostArrays) {
+  // Every layer passes the same host arrays, so unchanged uploads are skipped; a changed array
+  // (same pointer, new contents) must still reach the device.
+  const int32_t heads = 2, dim = 64;
+  std::vector<int32_t> pos = {3, 9};
+  const std::vector<float> x = random(size_t(2 * heads * dim));
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> want = x;
+    cpu_->rope(want.data(), 2, heads, dim, pos.data(), 1e4);
+    Buffer dx = to_gpu(x);
+    gpu_->rope(dx.as<float>(), 2, heads, dim, pos.data(), 1e4);
+    expect_close(from_gpu(dx, x.size()), want, kF32, "rope after metadata change");
+    pos[0] += 1;
+    pos[1] += 7;
+  }
+}
+
+TEST_F(CudaKernels, AllocatorCountsWeightsAndBuffers) {
+  const cuda::MemoryCounters before = gpu_->memory_counters();
+  {
+    WeightPair w = weight(DType::BF16, 64, 32, -1.0f, 1.0f);
+    Buffer b = gpu_->alloc(1000);
+    const cuda::MemoryCounters& c = gpu_->memory_counters();
+    EXPECT_EQ(c.used(cuda::MemPurpose::Weights), before.used(cuda::MemPurpose::Weights) + 64 * 32 * 2);
+    EXPECT_EQ(c.used(cuda::MemPurpose::Buffers), before.used(cuda::MemPurpose::Buffers) + 1000);
+  }
+  EXPECT_EQ(gpu_->memory_counters().total_in_use(), before.total_in_use());
+}
+
+}  // namespace
+}  // namespace qmpi::test

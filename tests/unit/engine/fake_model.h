@@ -1,0 +1,100 @@
+// A StepRunner without MPI or weights for the scheduler tests. It keeps a paged "KV cache" of
+// token ids: every step writes each sequence's new tokens into the slots its block table names
+// and reads the whole context back through the table. The logits of a position are a hash of the
+// context read back, sampled by the real sampler, so a wrong block table, a block reused while
+// still in use, or a wrong penalty history changes the output, and the outputs of a request
+// are the same whatever else runs with it. It checks the plan's invariants as it goes.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+
+namespace qmpi::test {
+
+class FakeModel final : public StepRunner {
+ public:
+  FakeModel(int64_t num_blocks, int block_size, int64_t vocab = 64)
+      : slots_(size_t(num_blocks * block_size), -1), block_size_(block_size), vocab_(vocab) {}
+
+  StepResult run(const StepPlan& plan) override {
+    StepResult r;
+    max_seqs_ = std::max(max_seqs_, plan.seqs.size());
+    int64_t tokens = 0;
+    for (const auto& s : plan.seqs) {
+      tokens += int64_t(s.tokens.size());
+      const int64_t ctx = s.start_pos + int64_t(s.tokens.size());
+      EXPECT_GE(int64_t(s.block_table.size()) * block_size_, ctx) << "seq " << s.id;
+      auto& hist = history_[s.id];
+      if (s.first_chunk) {
+        hist = s.cached_prefix;
+        EXPECT_EQ(int64_t(s.cached_prefix.size()), s.start_pos) << "seq " << s.id;
+      }
+      EXPECT_EQ(int64_t(hist.size()), s.start_pos) << "seq " << s.id << ": history out of step";
+      for (size_t i = 0; i < s.tokens.size(); ++i) slot(s, s.start_pos + int64_t(i)) = s.tokens[i];
+      hist.insert(hist.end(), s.tokens.begin(), s.tokens.end());
+      // The cache must give back exactly the sequence's tokens.
+      std::vector<int32_t> read(static_cast<size_t>(ctx));
+      for (int64_t p = 0; p < ctx; ++p) read[size_t(p)] = slot(s, p);
+      EXPECT_EQ(read, hist) << "seq " << s.id << ": KV cache content differs from its tokens";
+      if (!s.sample) continue;
+      std::vector<float> logits = logits_for(read);
+      const Sampled sm = sample_token(logits, vocab_, s.sampling, s.sample_index, hist);
+      r.tokens.push_back(sm.token);
+      r.logprobs.push_back(sm.logprob);
+      for (const auto& t : sm.top) {
+        r.top_tokens.push_back(t.token);
+        r.top_logprobs.push_back(t.logprob);
+      }
+    }
+    max_tokens_ = std::max(max_tokens_, tokens);
+    for (int64_t id : plan.finished) history_.erase(id);
+    ++steps_;
+    plans_.push_back(plan);
+    return r;
+  }
+
+  // Logits of the position after `ctx`: pseudo-random in [-4, 4), a function of ctx alone.
+  std::vector<float> logits_for(const std::vector<int32_t>& ctx) const {
+    uint64_t h = 0x1234567;
+    for (int32_t t : ctx) h = mix(h ^ uint64_t(uint32_t(t)));
+    std::vector<float> l(static_cast<size_t>(vocab_));
+    for (int64_t v = 0; v < vocab_; ++v)
+      l[size_t(v)] = float(double(mix(h + uint64_t(v)) >> 11) * 0x1.0p-53 * 8.0 - 4.0);
+    return l;
+  }
+
+  size_t max_seqs() const { return max_seqs_; }
+  int64_t max_tokens() const { return max_tokens_; }
+  int64_t steps() const { return steps_; }
+  size_t live_histories() const { return history_.size(); }
+  const std::vector<StepPlan>& plans() const { return plans_; }
+
+ private:
+  static uint64_t mix(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+  int32_t& slot(const StepSeq& s, int64_t pos) {
+    const int32_t block = s.block_table[size_t(pos / block_size_)];
+    return slots_[size_t(block) * size_t(block_size_) + size_t(pos % block_size_)];
+  }
+
+  std::vector<int32_t> slots_;
+  int block_size_;
+  int64_t vocab_;
+  std::unordered_map<int64_t, std::vector<int32_t>> history_;
+  size_t max_seqs_ = 0;
+  int64_t max_tokens_ = 0;
+  int64_t steps_ = 0;
+  std::vector<StepPlan> plans_;
+};
+
+}  // namespace qmpi::test

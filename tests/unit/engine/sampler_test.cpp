@@ -1,0 +1,155 @@
+// The sampler's masks against a plain reference on fixed logits, its seeded streams, and the
+// top-logprob report.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "engine/sampler.h"
+
+namespace qmpi {
+namespace {
+
+const std::vector<float> kLogits = {2.0f, 1.5f, 1.4f, 0.2f, -0.5f, 3.0f, 0.9f, -2.0f, 1.0f, 0.0f};
+
+// The reference: softmax at the temperature, then keep the k most likely, then the smallest
+// set whose mass reaches top_p, then those at least min_p times the most likely; renormalize.
+std::map<int32_t, double> reference(const SamplingParams& p) {
+  const size_t V = kLogits.size();
+  std::vector<int32_t> order(V);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [](int32_t a, int32_t b) { return kLogits[a] > kLogits[b]; });
+  std::vector<double> prob(V);
+  double sum = 0;
+  for (size_t i = 0; i < V; ++i) sum += prob[i] = std::exp(kLogits[order[i]] / p.temperature);
+  size_t keep = p.top_k > 0 ? std::min<size_t>(size_t(p.top_k), V) : V;
+  double kept_sum = 0;
+  for (size_t i = 0; i < keep; ++i) kept_sum += prob[i];
+  double cum = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    cum += prob[i] / kept_sum;
+    if (cum >= p.top_p) {
+      keep = i + 1;
+      break;
+    }
+  }
+  for (size_t i = 1; i < keep; ++i)
+    if (prob[i] < p.min_p * prob[0]) {
+      keep = i;
+      break;
+    }
+  std::map<int32_t, double> out;
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += prob[i];
+  for (size_t i = 0; i < keep; ++i) out[order[i]] = prob[i] / total;
+  return out;
+}
+
+std::map<int32_t, double> empirical(const SamplingParams& p, int draws) {
+  std::map<int32_t, double> freq;
+  for (int i = 0; i < draws; ++i) {
+    std::vector<float> row = kLogits;
+    freq[sample_token(row, int64_t(row.size()), p, uint32_t(i), {}).token] += 1.0 / draws;
+  }
+  return freq;
+}
+
+TEST(Sampler, MasksMatchTheReference) {
+  struct Case {
+    float temperature, top_p, min_p;
+    int32_t top_k;
+  };
+  for (const Case c : {Case{1.0f, 1.0f, 0.0f, 3}, Case{0.7f, 0.8f, 0.0f, -1},
+                       Case{1.3f, 1.0f, 0.2f, -1}, Case{1.0f, 0.9f, 0.1f, 5},
+                       Case{2.0f, 0.5f, 0.0f, 8}, Case{1.0f, 1.0f, 0.0f, -1}}) {
+    SamplingParams p;
+    p.temperature = c.temperature;
+    p.top_p = c.top_p;
+    p.min_p = c.min_p;
+    p.top_k = c.top_k;
+    p.seed = 99;
+    const auto want = reference(p);
+    const auto got = empirical(p, 20000);
+    const std::string label = "T=" + std::to_string(c.temperature) + " top_k=" +
+                              std::to_string(c.top_k) + " top_p=" + std::to_string(c.top_p) +
+                              " min_p=" + std::to_string(c.min_p);
+    for (const auto& [tok, f] : got)
+      EXPECT_TRUE(want.count(tok)) << label << ": token " << tok << " is masked but was drawn";
+    for (const auto& [tok, pr] : want) {
+      const double f = got.count(tok) ? got.at(tok) : 0.0;
+      EXPECT_NEAR(f, pr, 0.015) << label << ": token " << tok;
+    }
+  }
+}
+
+TEST(Sampler, GreedyPicksTheArgmaxAndReportsRawLogprob) {
+  std::vector<float> row = kLogits;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  const Sampled s = sample_token(row, int64_t(row.size()), p, 0, {});
+  EXPECT_EQ(s.token, 5);
+  double lse = 0;
+  for (float l : kLogits) lse += std::exp(double(l));
+  EXPECT_NEAR(s.logprob, 3.0 - std::log(lse), 1e-5);
+}
+
+TEST(Sampler, SameSeedAndIndexGiveTheSameToken) {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 1234;
+  std::set<int32_t> seen;
+  for (uint32_t i = 0; i < 50; ++i) {
+    std::vector<float> a = kLogits, b = kLogits;
+    const int32_t x = sample_token(a, 10, p, i, {}).token;
+    EXPECT_EQ(x, sample_token(b, 10, p, i, {}).token) << "index " << i;
+    seen.insert(x);
+  }
+  EXPECT_GT(seen.size(), 3u) << "a sampled stream should vary across indices";
+  // Another seed gives another stream.
+  int differ = 0;
+  SamplingParams q = p;
+  q.seed = 1235;
+  for (uint32_t i = 0; i < 50; ++i) {
+    std::vector<float> a = kLogits, b = kLogits;
+    differ += sample_token(a, 10, p, i, {}).token != sample_token(b, 10, q, i, {}).token;
+  }
+  EXPECT_GT(differ, 10);
+}
+
+TEST(Sampler, ChoiceSeedsAreDistinctAndKeepChoiceZero) {
+  EXPECT_EQ(choice_seed(77, 0), 77u);
+  std::set<uint64_t> seeds;
+  for (uint32_t c = 0; c < 16; ++c) seeds.insert(choice_seed(77, c));
+  EXPECT_EQ(seeds.size(), 16u);
+}
+
+TEST(Sampler, TopLogprobsAreTheRawMostLikely) {
+  std::vector<float> row = kLogits;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.top_logprobs = 4;
+  p.repetition_penalty = 2.0f;  // penalties change the pick, not the raw report
+  const std::vector<int32_t> history = {5};
+  const Sampled s = sample_token(row, 10, p, 0, history);
+  ASSERT_EQ(s.top.size(), 4u);
+  EXPECT_EQ(s.top[0].token, 5);
+  EXPECT_EQ(s.top[1].token, 0);
+  EXPECT_EQ(s.top[2].token, 1);
+  EXPECT_EQ(s.top[3].token, 2);
+  EXPECT_EQ(s.token, 0) << "3.0 / 2 = 1.5 falls below token 0's 2.0";
+  EXPECT_FLOAT_EQ(s.logprob, s.top[1].logprob);
+}
+
+TEST(Sampler, OnlyValidVocabIsSampled) {
+  std::vector<float> row = kLogits;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  EXPECT_EQ(sample_token(row, 5, p, 0, {}).token, 0);  // token 5 (the max) is past the vocab
+}
+
+}  // namespace
+}  // namespace qmpi

@@ -1,0 +1,312 @@
+// Layout verdicts, recommendations and pre-flight errors on real Qwen configs, including the
+// two cases people meet with Qwen2.5-72B on six GPUs.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "plan/byte_size.h"
+#include "plan/moe_sizing.h"
+#include "plan/planner.h"
+
+namespace qmpi {
+namespace {
+
+std::string fixture_path(const std::string& name) {
+  return std::string(QMPI_SOURCE_DIR) + "/tests/fixtures/configs/" + name + ".json";
+}
+ModelConfig fixture(const std::string& name) { return ModelConfig::load(fixture_path(name)); }
+
+PlanInputs gpus(int n, const std::string& mem, int64_t max_model_len = 32768) {
+  PlanInputs in;
+  in.gpus = n;
+  in.gpu_mem = parse_byte_size(mem, "--gpu-mem");
+  in.max_model_len = max_model_len;
+  return in;
+}
+
+const LayoutVerdict& find(const PlanResult& r, int tp, int pp) {
+  for (const auto& v : r.layouts)
+    if (v.layout.tp == tp && v.layout.pp == pp) return v;
+  throw std::runtime_error("no layout tp " + std::to_string(tp) + " pp " + std::to_string(pp));
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(Planner, EnumeratesEveryLayoutUpToTheGpuCount) {
+  const PlanResult r = plan_layouts(fixture("qwen2.5-7b-instruct"), gpus(6, "80GB"));
+  // tp 1: pp 1..6, tp 2: 1..3, tp 3: 1..2, tp 4..6: 1
+  EXPECT_EQ(r.layouts.size(), 14u);
+  for (const auto& v : r.layouts) EXPECT_LE(v.gpus(), 6);
+}
+
+TEST(Planner, VerdictsFollowHeadsKvHeadsIntermediateAndLayers) {
+  struct Case {
+    const char* model;
+    int tp, pp;
+    bool valid;
+    Err code;
+  };
+  const Case cases[] = {
+      {"qwen2.5-0.5b-instruct", 2, 3, true, Err::Internal},
+      {"qwen2.5-0.5b-instruct", 4, 1, false, Err::KvHeadsNotDivisible},    // 2 KV heads
+      {"qwen2.5-0.5b-instruct", 1, 25, false, Err::PipelineLayers},        // 24 layers
+      {"qwen2.5-1.5b-instruct", 2, 1, true, Err::Internal},
+      {"qwen2.5-7b-instruct", 4, 1, true, Err::Internal},
+      {"qwen2.5-7b-instruct", 3, 2, false, Err::KvHeadsNotDivisible},      // 4 KV heads
+      {"qwen2.5-14b-instruct", 8, 1, true, Err::Internal},
+      {"qwen2.5-32b-instruct", 8, 1, true, Err::Internal},
+      {"qwen2.5-72b-instruct", 8, 1, true, Err::Internal},
+      {"qwen2.5-72b-instruct", 6, 1, false, Err::KvHeadsNotDivisible},     // 8 KV heads
+      {"qwen2.5-72b-instruct", 3, 2, false, Err::KvHeadsNotDivisible},
+      {"qwen2.5-72b-instruct", 1, 81, false, Err::PipelineLayers},         // 80 layers
+  };
+  for (const auto& c : cases) {
+    PlanInputs in = gpus(c.tp * c.pp, "80GB");
+    const LayoutVerdict v = evaluate_layout(fixture(c.model), {c.tp, c.pp, {}}, in);
+    EXPECT_EQ(v.valid, c.valid) << c.model << " tp " << c.tp << " pp " << c.pp << ": " << v.reason;
+    if (!c.valid) {
+      EXPECT_EQ(v.code, c.code) << c.model << " tp " << c.tp;
+      EXPECT_FALSE(v.reason.empty());
+      EXPECT_FALSE(v.fix.empty());
+    }
+  }
+  // An intermediate size no TP of 5 divides, with heads that do (a synthetic shape).
+  nlohmann::json raw = fixture("qwen2.5-7b-instruct").raw;
+  raw["num_attention_heads"] = 20;
+  raw["num_key_value_heads"] = 5;
+  raw["hidden_size"] = 2560;
+  raw["intermediate_size"] = 6912;
+  const LayoutVerdict v = evaluate_layout(ModelConfig::from_json(raw, "synthetic"), {5, 1, {}},
+                                          gpus(5, "80GB"));
+  EXPECT_FALSE(v.valid);
+  EXPECT_EQ(v.code, Err::IntermediateNotDivisible);
+}
+
+TEST(Planner, Qwen72BOnSix24GBGpusFitsOnlyAsInt4) {
+  const ModelConfig cfg = fixture("qwen2.5-72b-instruct");
+  PlanInputs in = gpus(6, "24GiB");
+  in.kv_dtype = DType::BF16;
+  in.model_arg = "--model /models/Qwen2.5-72B-Instruct";
+  const PlanResult r = plan_layouts(cfg, in);
+  EXPECT_EQ(r.best, -1);
+  EXPECT_EQ(r.failure, Err::WeightsDoNotFit);
+  for (const auto& v : r.layouts) {
+    EXPECT_FALSE(v.fits);
+    if (v.valid) EXPECT_EQ(v.memory_code, Err::WeightsDoNotFit);
+  }
+  // Even the lightest layout holds more than 21.6 GiB of weights on its biggest rank.
+  EXPECT_GT(find(r, 2, 3).biggest_rank().weights, rank_budget(in, 6) * 95 / 100);
+  EXPECT_TRUE(contains(r.recommendation, "Nothing fits on 6 GPUs")) << r.recommendation;
+  ASSERT_GE(r.suggestions.size(), 2u);
+  EXPECT_TRUE(contains(r.suggestions[0].sentence, "int4 AWQ/GPTQ checkpoint (about 41.46 GB"))
+      << r.suggestions[0].sentence;
+  EXPECT_TRUE(contains(r.suggestions[0].sentence, "would fit as --tp 2 --pp 3"))
+      << r.suggestions[0].sentence;
+  EXPECT_TRUE(contains(r.suggestions.back().sentence, "More GPUs")) << r.suggestions.back().sentence;
+  EXPECT_TRUE(contains(r.suggestions.back().command, "mpirun -np "));
+}
+
+TEST(Planner, Qwen72BOnSix80GBGpusRecommendsTp2Pp3) {
+  const ModelConfig cfg = fixture("qwen2.5-72b-instruct");
+  PlanInputs in = gpus(6, "80GB");
+  in.kv_dtype = DType::BF16;
+  in.model_arg = "--model /models/Qwen2.5-72B-Instruct";
+  const PlanResult r = plan_layouts(cfg, in);
+
+  const LayoutVerdict& tp6 = find(r, 6, 1);
+  EXPECT_FALSE(tp6.valid);
+  EXPECT_EQ(tp6.code, Err::KvHeadsNotDivisible);
+  EXPECT_TRUE(contains(tp6.reason, "num_key_value_heads (8)")) << tp6.reason;
+  EXPECT_TRUE(contains(tp6.reason, "--tp 6")) << tp6.reason;
+
+  ASSERT_GE(r.best, 0);
+  const LayoutVerdict& best = r.layouts[size_t(r.best)];
+  EXPECT_EQ(best.layout.tp, 2);
+  EXPECT_EQ(best.layout.pp, 3);
+  EXPECT_EQ(r.command,
+            "mpirun -np 6 qmpi serve --model /models/Qwen2.5-72B-Instruct --tp 2 --pp 3 "
+            "--backend cuda --max-model-len 32768");
+  // Its biggest rank is a first-stage rank (27 layers and half the embedding).
+  const RankMemory& m = best.biggest_rank();
+  EXPECT_EQ(m.stage, 0);
+  EXPECT_EQ(m.layers.size(), 27);
+  EXPECT_EQ(m.kv_cache, 2ull * 27 * 4 * 128 * 2 * 32768);
+  EXPECT_LE(m.total(), best.budget);
+  // The runner-up on 4 GPUs fits too, with about half the KV room.
+  const LayoutVerdict& tp4 = find(r, 4, 1);
+  EXPECT_TRUE(tp4.fits);
+  EXPECT_LT(tp4.kv_room_tokens * 3, best.kv_room_tokens * 2);
+  // Pipelining over all six GPUs has less room: rank 0 carries the whole embedding.
+  EXPECT_LT(find(r, 1, 6).kv_room_tokens, best.kv_room_tokens);
+  EXPECT_TRUE(contains(r.recommendation, "Use --tp 2 --pp 3 on 6 GPUs")) << r.recommendation;
+}
+
+TEST(Planner, Qwen72BOnFour80GBGpusRecommendsTp4) {
+  const PlanResult r = plan_layouts(fixture("qwen2.5-72b-instruct"), gpus(4, "80GB"));
+  ASSERT_GE(r.best, 0);
+  EXPECT_EQ(r.layouts[size_t(r.best)].layout.tp, 4);
+  EXPECT_EQ(r.layouts[size_t(r.best)].layout.pp, 1);
+}
+
+TEST(Planner, NearTiesInKvRoomGoToFewerStages) {
+  // 0.5B on 6 big GPUs: every layout has room to spare; TP 2 x PP 3 and TP 1 x PP 6 hold about
+  // the same KV per rank, so the one with fewer stages wins.
+  const PlanResult r = plan_layouts(fixture("qwen2.5-0.5b-instruct"), gpus(6, "80GB"));
+  ASSERT_GE(r.best, 0);
+  const LayoutVerdict& best = r.layouts[size_t(r.best)];
+  for (const auto& v : r.layouts) {
+    if (!v.fits) continue;
+    if (double(v.kv_room_tokens) >= double(best.kv_room_tokens) * (1 - kKvRoomTolerance))
+      EXPECT_GE(v.layout.pp, best.layout.pp) << "tp " << v.layout.tp << " pp " << v.layout.pp;
+    EXPECT_LE(double(v.kv_room_tokens), double(best.kv_room_tokens) / (1 - kKvRoomTolerance));
+  }
+}
+
+TEST(Planner, KvCacheThatDoesNotFitSuggestsFewerSequences) {
+  const ModelConfig cfg = fixture("qwen2.5-72b-instruct");
+  PlanInputs in = gpus(6, "80GB");
+  in.max_num_seqs = 200;  // 200 x 32768 tokens x 640 KiB
+  const PlanResult r = plan_layouts(cfg, in);
+  EXPECT_EQ(r.best, -1);
+  EXPECT_EQ(r.failure, Err::KvCacheDoesNotFit);
+  ASSERT_FALSE(r.suggestions.empty());
+  EXPECT_TRUE(contains(r.suggestions[0].sentence, "Fewer sequences would fit: --max-num-seqs "))
+      << r.suggestions[0].sentence;
+  // The suggestion is the largest count that fits: one more does not.
+  const std::string& cmd = r.suggestions[0].command;
+  const int64_t seqs = std::stoll(cmd.substr(cmd.find("--max-num-seqs ") + 15));
+  PlanInputs ok = in, over = in;
+  ok.max_num_seqs = seqs;
+  over.max_num_seqs = seqs + 1;
+  EXPECT_GE(plan_layouts(cfg, ok).best, 0);
+  EXPECT_EQ(plan_layouts(cfg, over).best, -1);
+}
+
+TEST(Planner, TensorParallelStaysInsideAHost) {
+  const ModelConfig cfg = fixture("qwen2.5-72b-instruct");
+  PlanInputs in = gpus(6, "80GB");
+  in.nodes = 3;  // 2 GPUs per host
+  EXPECT_EQ(evaluate_layout(cfg, {4, 1, {}}, in).code, Err::TpSpansHosts);
+  EXPECT_TRUE(evaluate_layout(cfg, {2, 3, {}}, in).valid);
+  EXPECT_EQ(evaluate_layout(cfg, {2, 3, {}}, in).cross_host_hops, 2);
+  in.nodes = 2;  // 3 per host: a TP-2 group of stage 1 would be ranks 2-3, on both hosts
+  const LayoutVerdict v = evaluate_layout(cfg, {2, 3, {}}, in);
+  EXPECT_EQ(v.code, Err::TpSpansHosts);
+  EXPECT_TRUE(contains(v.reason, "ranks 2-3")) << v.reason;
+
+  PlanInputs two_hosts = gpus(8, "80GB");
+  two_hosts.nodes = 2;
+  const PlanResult r = plan_layouts(cfg, two_hosts);
+  ASSERT_GE(r.best, 0);
+  EXPECT_EQ(r.layouts[size_t(r.best)].cross_host_hops, 0);  // 72B fits on one host of 4
+  EXPECT_EQ(find(r, 2, 4).cross_host_hops, 1);
+  EXPECT_TRUE(contains(launch_command({2, 4, {}}, two_hosts), "--map-by ppr:4:node"));
+}
+
+TEST(Planner, CpuBudgetIsHostMemoryPerRank) {
+  const ModelConfig cfg = fixture("qwen2.5-0.5b-instruct");
+  PlanInputs in;
+  in.backend = BackendKind::Cpu;
+  in.gpus = 6;
+  in.host_mem = 24ull << 30;
+  in.max_model_len = 4096;
+  const PlanResult r = plan_layouts(cfg, in);
+  ASSERT_GE(r.best, 0);
+  EXPECT_EQ(find(r, 2, 3).budget, 4ull << 30);
+  EXPECT_EQ(find(r, 1, 1).budget, 24ull << 30);
+  EXPECT_FALSE(contains(r.command, "--backend cuda"));
+  in.host_mem = 1ull << 30;  // 170 MiB per rank: nothing fits
+  EXPECT_EQ(plan_layouts(cfg, in).best, -1);
+}
+
+TEST(Preflight, InvalidLayoutRaisesTheRuleAndTheLayoutThatWorks) {
+  PlanInputs in = gpus(6, "80GB");
+  in.model_arg = "--model M";
+  try {
+    preflight(fixture("qwen2.5-72b-instruct"), {6, 1, {}}, in);
+    FAIL() << "--tp 6 passed";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::KvHeadsNotDivisible);
+    EXPECT_TRUE(contains(e.message(), "num_key_value_heads (8)")) << e.message();
+    EXPECT_TRUE(contains(e.fix(), "mpirun -np 6 qmpi serve --model M --tp 2 --pp 3")) << e.fix();
+  }
+}
+
+TEST(Preflight, WeightsThatDoNotFitRaiseWithTheNumbers) {
+  PlanInputs in = gpus(6, "24GiB");
+  try {
+    preflight(fixture("qwen2.5-72b-instruct"), {2, 3, {}}, in);
+    FAIL() << "72B fitted in 6 x 24 GiB";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::WeightsDoNotFit);
+    EXPECT_TRUE(contains(e.message(), "rank 0 (stage 0, TP rank 0, layers 0-26) needs"))
+        << e.message();
+    EXPECT_TRUE(contains(e.message(), "but has 21.60 GiB")) << e.message();
+    EXPECT_TRUE(contains(e.fix(), "int4")) << e.fix();
+  }
+}
+
+TEST(Preflight, KvCacheThatDoesNotFitRaisesKvCode) {
+  PlanInputs in = gpus(6, "80GB");
+  in.max_num_seqs = 200;
+  try {
+    preflight(fixture("qwen2.5-72b-instruct"), {2, 3, {}}, in);
+    FAIL() << "200 sequences of 32768 tokens fitted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::KvCacheDoesNotFit);
+    EXPECT_TRUE(contains(e.fix(), "--max-num-seqs")) << e.fix();
+  }
+}
+
+TEST(Preflight, PassesWhatFitsAndSkipsMemoryWithoutABudget) {
+  const ModelConfig cfg = fixture("qwen2.5-72b-instruct");
+  EXPECT_NO_THROW(preflight(cfg, {2, 3, {}}, gpus(6, "80GB")));
+  PlanInputs unknown;
+  unknown.gpus = 6;  // gpu_mem 0: no budget figure
+  EXPECT_NO_THROW(preflight(cfg, {2, 3, {}}, unknown));
+  EXPECT_THROW(preflight(cfg, {6, 1, {}}, unknown), Error);
+}
+
+TEST(MoeSizing, Qwen2Moe57BIsSizedButNotSupported) {
+  EXPECT_THROW(
+      {
+        try {
+          fixture("qwen2-57b-a14b");
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), Err::ArchUnsupported);
+          throw;
+        }
+      },
+      Error);
+  std::ifstream f(fixture_path("qwen2-57b-a14b"));
+  const auto size = moe_model_size(nlohmann::json::parse(f), "57b");
+  ASSERT_TRUE(size.has_value());
+  EXPECT_NEAR(double(size->params), 57.409e9, 0.001e9);
+  EXPECT_NEAR(double(size->active_params), 14.25e9, 0.01e9);
+  EXPECT_NEAR(double(size->bf16_bytes) / 1e9, 114.82, 0.0051);
+  EXPECT_NEAR(double(size->int4_bytes) / 1e9, 31.45, 0.0051);
+  EXPECT_EQ(size->kv_elements_per_token * 2, 57344u);  // 56 KiB per token in bf16
+}
+
+TEST(MoeSizing, Qwen3Moe30BMatchesTheFactsTable) {
+  const nlohmann::json cfg = {
+      {"architectures", {"Qwen3MoeForCausalLM"}}, {"hidden_size", 2048},
+      {"num_hidden_layers", 48}, {"num_attention_heads", 32}, {"num_key_value_heads", 4},
+      {"head_dim", 128}, {"intermediate_size", 6144}, {"vocab_size", 151936},
+      {"num_experts", 128}, {"num_experts_per_tok", 8}, {"moe_intermediate_size", 768},
+      {"decoder_sparse_step", 1}, {"mlp_only_layers", nlohmann::json::array()},
+      {"tie_word_embeddings", false}, {"attention_bias", false}};
+  const auto size = moe_model_size(cfg, "30b");
+  ASSERT_TRUE(size.has_value());
+  EXPECT_NEAR(double(size->params), 30.532e9, 0.001e9);
+  EXPECT_NEAR(double(size->active_params), 3.35e9, 0.01e9);
+  EXPECT_NEAR(double(size->bf16_bytes) / 1e9, 61.06, 0.0051);
+  EXPECT_NEAR(double(size->int4_bytes) / 1e9, 16.80, 0.0051);
+  EXPECT_EQ(size->kv_elements_per_token * 2, 98304u);
+  EXPECT_FALSE(moe_model_size(fixture("qwen2.5-7b-instruct").raw, "7b").has_value());
+}
+
+}  // namespace
+}  // namespace qmpi
