@@ -19,6 +19,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"run", qmpi::cmd_run, "generate text for one prompt (streams to stdout)"},
+    {"batch", qmpi::cmd_batch, "JSONL requests in, JSONL results out (continuous batching)"},
     {"logits", qmpi::cmd_logits, "write the logits of every prompt position to a .npy file"},
     {"bench", qmpi::cmd_bench, "measure prefill and decode throughput and memory bandwidth"},
     {"plan", qmpi::cmd_plan, "pre-flight planner: which TP x PP layouts fit, and why"},

@@ -44,7 +44,7 @@ int64_t BlockPool::match_prefix(std::span<const int32_t> tokens, int64_t max_blo
     if (it == by_hash_.end()) break;
     const int32_t b = it->second;
     if (!std::equal(chunk.begin(), chunk.end(), content_[size_t(b)].begin())) break;
-    if (refs_[size_t(b)] == 0) { lru_.erase(lru_tick_[size_t(b)]); refs_[size_t(b)] = 1; }
+    if (refs_[size_t(b)]++ == 0) lru_.erase(lru_tick_[size_t(b)]);
     table.push_back(b);
     hashes.push_back(h);
     parent = h;

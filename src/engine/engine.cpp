@@ -50,6 +50,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   gen_ = GenerationConfig::load(gen_dir, cfg_);
 
   backend_ = opts_.make_backend(mesh_->device_index());
+  if (opts_.preflight) opts_.preflight(cfg_, *mesh_, opts_);
   // NCCL needs the rank's device selected first, so the TP comm is swapped in after.
   if (opts_.make_tp_comm) mesh_->replace_tp_comm(opts_.make_tp_comm);
   world_ = std::make_unique<TimedComm>(mesh_->world());

@@ -34,6 +34,7 @@ struct EngineOptions {
   bool allow_device_sharing = false;  // several ranks per GPU (--comm mpi)
   bool allow_tp_across_hosts = false;
   double comm_timeout_s = 300.0;
+  double gpu_memory_utilization = 0.9;
   int block_size = 16;
   int64_t max_model_len = 0;  // 0: min(max_position_embeddings, 8192)
   int64_t max_num_seqs = 1;
@@ -42,6 +43,9 @@ struct EngineOptions {
   // optionally, the TP group's comm (NCCL); null means the MPI comm.
   std::function<std::unique_ptr<Backend>(int device)> make_backend;
   std::function<std::unique_ptr<Comm>(MPI_Comm group, const std::string& label)> make_tp_comm;
+  // The planner's pre-flight check (layout rules and memory budget), run on every rank once
+  // the mesh and the device are known and before any weight is read; raises its error.
+  std::function<void(const ModelConfig&, const Mesh&, const EngineOptions&)> preflight;
 };
 
 class Engine {

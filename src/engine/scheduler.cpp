@@ -240,16 +240,6 @@ void Scheduler::finish(int64_t id) {
   if (it != seqs_.end()) retire(*it->second);
 }
 
-std::vector<int64_t> Scheduler::drop_waiting() {
-  std::vector<int64_t> dropped;
-  for (Sequence* s : std::vector<Sequence*>(waiting_.begin(), waiting_.end()))
-    if (s->output.empty()) {
-      dropped.push_back(s->id);
-      retire(*s);
-    }
-  return dropped;
-}
-
 void Scheduler::flush_finished() {
   if (finished_.empty()) return;
   StepPlan plan;

@@ -78,9 +78,6 @@ class Scheduler {
   std::vector<TokenEvent> step();
   // Ends a sequence now, whatever its state (a stop string matched, its request was dropped).
   void finish(int64_t id);
-  // Removes the sequences that have not started (nothing generated yet) and returns their ids:
-  // a draining job stops admitting; those requests stay undone for a resumed run.
-  std::vector<int64_t> drop_waiting();
   // Lets the last stage drop the state of sequences finished since the last step.
   void flush_finished();
 

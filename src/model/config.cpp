@@ -72,6 +72,18 @@ DType parse_torch_dtype(const json& j, const std::string& source) {
                                    "models");
 }
 
+// Absent or null: the fallback (what transformers assumes); present with another type: an error.
+template <class T>
+T optional(const json& j, const char* key, T fallback, const std::string& source) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    raise(Err::ConfigInvalid, source + ": \"" + key + "\" has the wrong type: " + it->dump());
+  }
+}
+
 nlohmann::json read_json_file(const fs::path& path) {
   std::ifstream in(path);
   if (!in) raise(Err::ConfigInvalid, "cannot read " + path.string());
@@ -95,7 +107,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (c.architecture != kSupportedArch)
     raise(Err::ArchUnsupported, source + ": architecture not supported yet: " + c.architecture +
                                     " (qmpi runs " + kSupportedArch + ")");
-  c.model_type = j.value("model_type", std::string("qwen2"));
+  c.model_type = optional<std::string>(j, "model_type", "qwen2", source);
 
   c.hidden_size = positive_int(j, "hidden_size", source);
   c.num_layers = positive_int(j, "num_hidden_layers", source);
@@ -123,10 +135,10 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
                                   " is not a multiple of num_key_value_heads " +
                                   std::to_string(c.num_kv_heads));
 
-  const auto act = j.value("hidden_act", std::string("silu"));
+  const auto act = optional<std::string>(j, "hidden_act", "silu", source);
   if (act != "silu")
     raise(Err::ArchUnsupported, source + ": not supported yet: hidden_act \"" + act + "\"");
-  if (j.value("use_sliding_window", false))
+  if (optional<bool>(j, "use_sliding_window", false, source))
     raise(Err::ArchUnsupported,
           source + ": not supported yet: use_sliding_window true (qmpi uses full attention)");
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
@@ -134,17 +146,11 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
           source + ": not supported yet: rope_scaling " + j["rope_scaling"].dump(),
           "Remove rope_scaling from config.json to run without long-context scaling.");
 
-  const json tie = j.value("tie_word_embeddings", json(false));
-  if (!tie.is_boolean())
-    raise(Err::ConfigInvalid, source + ": \"tie_word_embeddings\" must be true or false");
-  c.tie_word_embeddings = tie.get<bool>();
+  c.tie_word_embeddings = optional<bool>(j, "tie_word_embeddings", false, source);
   c.qkv_bias = true;  // Qwen2 always has q/k/v biases and never stores a flag for them
   c.qk_norm = false;
   c.torch_dtype = parse_torch_dtype(j, source);
-  const json bos = j.value("bos_token_id", json());
-  if (!bos.is_null() && !bos.is_number_integer())
-    raise(Err::ConfigInvalid, source + ": \"bos_token_id\" must be an integer, got " + bos.dump());
-  c.bos_token_id = bos.is_null() ? -1 : bos.get<int64_t>();
+  c.bos_token_id = optional<int64_t>(j, "bos_token_id", -1, source);
   c.eos_token_ids = token_ids(j.value("eos_token_id", json()), "eos_token_id", source);
   c.raw = j;
   return c;
@@ -205,23 +211,13 @@ GenerationConfig GenerationConfig::load(const std::string& model_path, const Mod
   const json j = read_json_file(file);
   const std::string source = file.string();
   if (!j.is_object()) raise(Err::ConfigInvalid, source + " is not a JSON object");
-  auto number = [&](const char* key, double fallback) {
-    const json v = j.value(key, json());
-    if (v.is_null()) return fallback;
-    if (!v.is_number())
-      raise(Err::ConfigInvalid, source + ": \"" + key + "\" must be a number, got " + v.dump());
-    return v.get<double>();
-  };
-  g.temperature = number("temperature", g.temperature);
-  g.top_p = number("top_p", g.top_p);
-  g.top_k = int64_t(number("top_k", double(g.top_k)));
-  g.repetition_penalty = number("repetition_penalty", g.repetition_penalty);
-  const json sample = j.value("do_sample", json(g.do_sample));
-  if (!sample.is_boolean())
-    raise(Err::ConfigInvalid, source + ": \"do_sample\" must be true or false");
-  g.do_sample = sample.get<bool>();
-  if (j.contains("eos_token_id") && !j["eos_token_id"].is_null())
-    g.eos_token_ids = token_ids(j["eos_token_id"], "eos_token_id", source);
+  g.temperature = optional<double>(j, "temperature", g.temperature, source);
+  g.top_p = optional<double>(j, "top_p", g.top_p, source);
+  g.top_k = optional<int64_t>(j, "top_k", g.top_k, source);
+  g.repetition_penalty = optional<double>(j, "repetition_penalty", g.repetition_penalty, source);
+  g.do_sample = optional<bool>(j, "do_sample", g.do_sample, source);
+  if (auto ids = token_ids(j.value("eos_token_id", json()), "eos_token_id", source); !ids.empty())
+    g.eos_token_ids = std::move(ids);
   return g;
 }
 

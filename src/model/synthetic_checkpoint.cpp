@@ -54,6 +54,18 @@ std::string shard_name(int i, int k) {
   return buf;
 }
 
+// Weights of an earlier model in the same folder would mix with the new ones (an old index wins
+// over a new model.safetensors), so they go first.
+void remove_old_weights(const fs::path& dir) {
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    const bool shard = name.rfind("model-", 0) == 0 && name.find("-of-") != std::string::npos &&
+                       entry.path().extension() == ".safetensors";
+    if (shard || name == kSingleSafetensorsName || name == kSafetensorsIndexName)
+      fs::remove(entry.path());
+  }
+}
+
 void write_json(const fs::path& path, const nlohmann::json& j) {
   std::ofstream out(path);
   out << j.dump(2) << "\n";
@@ -97,6 +109,7 @@ CheckpointSummary write_synthetic_checkpoint(const std::string& dir, nlohmann::j
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) raise(Err::OutputFile, "cannot create folder " + dir + ": " + ec.message());
+  remove_old_weights(dir);
 
   CheckpointSummary summary;
   const std::vector<int> shard_of = assign_shards(specs, dtype, shards);

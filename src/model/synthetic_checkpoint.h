@@ -21,6 +21,7 @@ struct CheckpointSummary {
 // `config_json` is a Qwen2 config.json object; its torch_dtype is set to `dtype`. shards == 1
 // writes model.safetensors without an index; K > 1 writes model-0000i-of-0000K.safetensors and
 // model.safetensors.index.json, splitting tensors in checkpoint order with balanced bytes.
+// Safetensors files and an index already in `dir` are removed first.
 // Throws Error(Usage) for shards < 1 or more shards than tensors, OutputFile on I/O failure.
 CheckpointSummary write_synthetic_checkpoint(const std::string& dir, nlohmann::json config_json,
                                              uint64_t seed, DType dtype, int shards);

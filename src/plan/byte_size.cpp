@@ -71,9 +71,13 @@ uint64_t parse_byte_size(const std::string& text, const std::string& option) {
   return bad("has an unknown unit (use KiB, MiB, GiB, TiB, KB, MB, GB or TB)");
 }
 
-std::string format_gib(uint64_t bytes) { return two_decimals(double(bytes) / double(1ull << 30)); }
+std::string format_gib(uint64_t bytes) {
+  return two_decimals(double(bytes) / double(1ull << 30));
+}
 
-std::string format_gb(uint64_t bytes) { return two_decimals(double(bytes) / 1e9) + " GB"; }
+std::string format_gb(uint64_t bytes) {
+  return two_decimals(double(bytes) / 1e9) + " GB";
+}
 
 std::string format_bytes(uint64_t bytes) {
   static constexpr std::array<std::string_view, 5> kNames{"B", "KiB", "MiB", "GiB", "TiB"};

@@ -9,8 +9,8 @@ namespace qmpi {
 // and fraction ("1.5 TiB"); a bare number is bytes. Throws Error(Usage) naming `option`.
 uint64_t parse_byte_size(const std::string& text, const std::string& option);
 
-std::string format_gib(uint64_t bytes);   // "24.10" (GiB, two decimals, no unit)
-std::string format_gb(uint64_t bytes);    // "145.41 GB"
-std::string format_bytes(uint64_t bytes); // "320 KiB", "1.50 MiB", "24.10 GiB": the largest unit
+std::string format_gib(uint64_t bytes);    // "24.10" (GiB, two decimals, no unit)
+std::string format_gb(uint64_t bytes);     // "145.41 GB"
+std::string format_bytes(uint64_t bytes);  // "320 KiB", "1.50 MiB", "24.10 GiB": the largest unit
 
 }  // namespace qmpi

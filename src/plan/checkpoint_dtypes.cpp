@@ -31,8 +31,8 @@ void add_header_dtypes(const fs::path& file, std::map<std::string, DType>& out) 
                                       "file, or a Git LFS pointer");
   std::string text(len, '\0');
   if (!in.read(text.data(), std::streamsize(len)))
-    raise(Err::SafetensorsHeader, file.string() + " ends inside its " + std::to_string(len) +
-                                      "-byte JSON header");
+    raise(Err::SafetensorsHeader,
+          file.string() + " ends inside its " + std::to_string(len) + "-byte JSON header");
   json header;
   try {
     header = json::parse(text);
@@ -40,7 +40,8 @@ void add_header_dtypes(const fs::path& file, std::map<std::string, DType>& out) 
     raise(Err::SafetensorsHeader,
           file.string() + ": the JSON header does not parse (" + e.what() + ")");
   }
-  if (!header.is_object()) raise(Err::SafetensorsHeader, file.string() + ": header is not an object");
+  if (!header.is_object())
+    raise(Err::SafetensorsHeader, file.string() + ": header is not an object");
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
     const json dt = entry.is_object() ? entry.value("dtype", json()) : json();

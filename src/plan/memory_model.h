@@ -54,18 +54,20 @@ struct PlanInputs {
   BackendKind backend = BackendKind::Cuda;
   uint64_t gpu_mem = 0;  // bytes per GPU (CUDA)
   double gpu_util = kDefaultGpuUtil;
-  uint64_t host_mem = 0;       // bytes per host the ranks may share (CPU backend)
-  int64_t max_model_len = 0;   // 0: min(max_position_embeddings, 8192), as the engine
+  uint64_t host_mem = 0;      // bytes per host the ranks may share (CPU backend)
+  int64_t max_model_len = 0;  // 0: min(max_position_embeddings, 8192), as the engine
   int64_t max_num_seqs = 1;
-  int block_size = 16;         // KV cache block (tokens)
-  int64_t kv_blocks = 0;       // 0: max_num_seqs sequences of max_model_len
+  int block_size = 16;    // KV cache block (tokens)
+  int64_t kv_blocks = 0;  // 0: max_num_seqs sequences of max_model_len
   DType kv_dtype = kEngineKvDType;
-  bool int4_weights = false;   // size the weights as an int4-g128 AWQ/GPTQ checkpoint would be
+  bool int4_weights = false;  // size the weights as an int4-g128 AWQ/GPTQ checkpoint would be
   // Tensor dtypes from the checkpoint's safetensors headers; tensors not listed (or all, when
   // empty) take the config's torch_dtype.
   std::map<std::string, DType> tensor_dtypes;
-  // How suggested commands name the model, e.g. "--model /models/Qwen2.5-72B-Instruct".
+  // How suggested commands name the model, e.g. "--model /models/Qwen2.5-72B-Instruct", and
+  // where its config came from (for reports).
   std::string model_arg = "--model MODEL_DIR";
+  std::string model_source;
 };
 
 int64_t resolved_max_model_len(const ModelConfig& cfg, const PlanInputs& in);
@@ -84,7 +86,7 @@ uint64_t host_available_memory();
 struct RankMemory {
   int rank = 0, stage = 0, tp_rank = 0;
   Range layers;
-  uint64_t weights = 0;       // as they will be held (int4 estimate when in.int4_weights)
+  uint64_t weights = 0;  // as they will be held (int4 estimate when in.int4_weights)
   uint64_t kv_cache = 0;
   uint64_t kv_per_token = 0;  // this rank's share of one token's K and V
   uint64_t activations = 0;

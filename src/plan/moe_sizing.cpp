@@ -13,8 +13,7 @@ using nlohmann::json;
 
 int64_t count(const json& j, const char* key, const std::string& source, bool positive = true) {
   auto it = j.find(key);
-  if (it == j.end())
-    raise(Err::ConfigKeyMissing, source + " has no \"" + std::string(key) + "\"");
+  if (it == j.end()) raise(Err::ConfigKeyMissing, source + " has no \"" + std::string(key) + "\"");
   if (!it->is_number_integer() || it->get<int64_t>() < (positive ? 1 : 0))
     raise(Err::ConfigInvalid, source + ": \"" + key + "\" must be a " +
                                   (positive ? "positive" : "non-negative") + " integer, got " +

@@ -25,14 +25,17 @@ std::string printf_string(const char* fmt, ...) {
   return out;
 }
 
-const char* backend_name(BackendKind b) { return b == BackendKind::Cuda ? "cuda" : "cpu"; }
+const char* backend_name(BackendKind b) {
+  return b == BackendKind::Cuda ? "cuda" : "cpu";
+}
 
 std::string dtype_summary(const ModelConfig& cfg, const PlanInputs& in) {
   if (in.int4_weights) return "int4-g128 estimate";
   std::set<std::string> names;
   for (const auto& t : expected_tensors(cfg)) {
     auto it = in.tensor_dtypes.find(t.name);
-    names.insert(std::string(dtype_name(it != in.tensor_dtypes.end() ? it->second : cfg.torch_dtype)));
+    names.insert(
+        std::string(dtype_name(it != in.tensor_dtypes.end() ? it->second : cfg.torch_dtype)));
   }
   std::string s;
   for (const auto& n : names) s += (s.empty() ? "" : "+") + n;
@@ -41,8 +44,9 @@ std::string dtype_summary(const ModelConfig& cfg, const PlanInputs& in) {
 
 std::string budget_line(const PlanInputs& in) {
   const int nodes = std::max(in.nodes, 1);
-  std::string where = std::to_string(in.gpus) + (in.backend == BackendKind::Cuda ? " GPUs" : " ranks") +
-                      " on " + std::to_string(nodes) + (nodes == 1 ? " node" : " nodes");
+  std::string where = std::to_string(in.gpus) +
+                      (in.backend == BackendKind::Cuda ? " GPUs" : " ranks") + " on " +
+                      std::to_string(nodes) + (nodes == 1 ? " node" : " nodes");
   if (in.backend == BackendKind::Cuda)
     return printf_string("%s GiB per GPU (%s GiB x %.2f), %s, backend cuda",
                          format_gib(rank_budget(in, in.gpus)).c_str(),
@@ -60,12 +64,11 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
   const int64_t tokens = kv_cache_tokens(cfg, in);
   const uint64_t per_token = kv_bytes_per_token(cfg, in.kv_dtype);
   std::string s;
-  s += "model     " + in.model_arg.substr(in.model_arg.find(' ') + 1) + ": " + cfg.architecture +
-       ", " + std::to_string(cfg.num_layers) + " layers, hidden " +
-       std::to_string(cfg.hidden_size) + ", " + std::to_string(cfg.num_heads) + " heads, " +
-       std::to_string(cfg.num_kv_heads) + " KV heads, head_dim " + std::to_string(cfg.head_dim) +
-       ", intermediate " + std::to_string(cfg.intermediate_size) + ", vocab " +
-       std::to_string(cfg.vocab_size) + "\n";
+  s += "model     " + in.model_source + ": " + cfg.architecture + ", " +
+       std::to_string(cfg.num_layers) + " layers, hidden " + std::to_string(cfg.hidden_size) +
+       ", " + std::to_string(cfg.num_heads) + " heads, " + std::to_string(cfg.num_kv_heads) +
+       " KV heads, head_dim " + std::to_string(cfg.head_dim) + ", intermediate " +
+       std::to_string(cfg.intermediate_size) + ", vocab " + std::to_string(cfg.vocab_size) + "\n";
   s += "weights   " + format_gb(weights) + " (" + format_gib(weights) + " GiB) in " +
        dtype_summary(cfg, in);
   if (!in.int4_weights)
@@ -77,8 +80,8 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
   if (in.kv_dtype != DType::BF16)
     s += " (" + format_bytes(kv_bytes_per_token(cfg, DType::BF16)) + " in BF16)";
   s += "; " + std::to_string(tokens) + " tokens (max-model-len " + std::to_string(len) +
-       " x max-num-seqs " + std::to_string(in.max_num_seqs) + ") = " +
-       format_gib(per_token * uint64_t(tokens)) + " GiB over all ranks\n";
+       " x max-num-seqs " + std::to_string(in.max_num_seqs) +
+       ") = " + format_gib(per_token * uint64_t(tokens)) + " GiB over all ranks\n";
   s += "budget    " + budget_line(in) + "\n";
   return s;
 }
@@ -92,12 +95,12 @@ std::string note_for(const LayoutVerdict& v, bool best) {
 
 std::string row(const LayoutVerdict& v, bool best) {
   if (!v.valid)
-    return printf_string("%3d %3d %5d  no    %8s %8s %8s %8s %8s %8s  %-4s %13s  %s\n",
-                         v.layout.tp, v.layout.pp, v.gpus(), "-", "-", "-", "-", "-", "-", "-",
-                         "-", note_for(v, best).c_str());
+    return printf_string("%3d %3d %5d  no    %8s %8s %8s %8s %8s %8s  %-4s %13s  %s\n", v.layout.tp,
+                         v.layout.pp, v.gpus(), "-", "-", "-", "-", "-", "-", "-", "-",
+                         note_for(v, best).c_str());
   const RankMemory& m = v.biggest_rank();
-  return printf_string("%3d %3d %5d  yes   %8s %8s %8s %8s %8s %8s  %-4s %13lld  %s\n",
-                       v.layout.tp, v.layout.pp, v.gpus(), format_gib(m.weights).c_str(),
+  return printf_string("%3d %3d %5d  yes   %8s %8s %8s %8s %8s %8s  %-4s %13lld  %s\n", v.layout.tp,
+                       v.layout.pp, v.gpus(), format_gib(m.weights).c_str(),
                        format_gib(m.kv_cache).c_str(), format_gib(m.activations).c_str(),
                        format_gib(m.overhead).c_str(), format_gib(m.total()).c_str(),
                        format_gib(v.budget).c_str(), v.fits ? "yes" : "no",
@@ -105,7 +108,7 @@ std::string row(const LayoutVerdict& v, bool best) {
 }
 
 constexpr const char* kTableHead =
-    " TP  PP  GPUs  valid  weights KV cache   activ. overhead    total   budget  fits KV room tok"
+    " TP  PP ranks  valid  weights KV cache   activ. overhead    total   budget  fits KV room tok"
     "  note\n";
 
 json rank_json(const RankMemory& m) {
@@ -183,8 +186,7 @@ std::string render_plan_text(const ModelConfig& cfg, const PlanResult& plan) {
   std::string s = header(cfg, plan.inputs) + "\n";
   s += "Per-rank memory in GiB for the most loaded rank of each layout:\n";
   s += kTableHead;
-  for (size_t i = 0; i < plan.layouts.size(); ++i)
-    s += row(plan.layouts[i], int(i) == plan.best);
+  for (size_t i = 0; i < plan.layouts.size(); ++i) s += row(plan.layouts[i], int(i) == plan.best);
   s += "\n";
   if (plan.best >= 0) {
     s += plan.recommendation + "\n  " + plan.command + "\n";
@@ -203,7 +205,7 @@ std::string render_layout_text(const ModelConfig& cfg, const LayoutVerdict& v,
                                const PlanInputs& in) {
   std::string s = header(cfg, in) + "\n";
   s += "layout    --tp " + std::to_string(v.layout.tp) + " --pp " + std::to_string(v.layout.pp) +
-       " on " + std::to_string(v.gpus()) + (v.gpus() == 1 ? " GPU" : " GPUs") + ": ";
+       " on " + std::to_string(v.gpus()) + (v.gpus() == 1 ? " rank" : " ranks") + ": ";
   if (!v.valid) {
     s += "invalid (" + error_id(v.code) + " " + std::string(error_entry(v.code).name) + ")\n";
     s += "  " + v.reason + "\n  fix: " + v.fix + "\n";
@@ -237,15 +239,15 @@ std::string render_layout_text(const ModelConfig& cfg, const LayoutVerdict& v,
 
 std::string render_moe_text(const MoeModelSize& m, const PlanInputs& in) {
   const uint64_t kv = m.kv_elements_per_token * dtype_size(in.kv_dtype);
-  return "model     " + in.model_arg.substr(in.model_arg.find(' ') + 1) + ": " + m.architecture +
-         ", " + std::to_string(m.num_layers) + " layers, " + std::to_string(m.num_experts) +
-         " experts (" + std::to_string(m.experts_per_token) + " per token)\n" +
+  return "model     " + in.model_source + ": " + m.architecture + ", " +
+         std::to_string(m.num_layers) + " layers, " + std::to_string(m.num_experts) + " experts (" +
+         std::to_string(m.experts_per_token) + " per token)\n" +
          printf_string("params    %.3fB in all, %.2fB active per token\n", double(m.params) / 1e9,
                        double(m.active_params) / 1e9) +
          "weights   " + format_gb(m.bf16_bytes) + " (" + format_gib(m.bf16_bytes) +
-         " GiB) in BF16; an int4-g128 checkpoint would be about " + format_gb(m.int4_bytes) +
-         "\n" + "KV cache  " + format_bytes(kv) + " per token in " +
-         std::string(dtype_name(in.kv_dtype)) + "\n" +
+         " GiB) in BF16; an int4-g128 checkpoint would be about " + format_gb(m.int4_bytes) + "\n" +
+         "KV cache  " + format_bytes(kv) + " per token in " + std::string(dtype_name(in.kv_dtype)) +
+         "\n" +
          "qmpi cannot run Mixture-of-Experts models yet, so it plans no layout for this one.\n";
 }
 

@@ -71,8 +71,8 @@ LayoutVerdict evaluate(const ModelConfig& cfg, const Layout& layout, const PlanI
     RankMemory m = rank_memory(cfg, make_shard_plan(cfg, layout, r), in, tensors);
     if (m.fixed() > v.budget) weights_fit = false;
     const uint64_t room = m.fixed() < v.budget ? v.budget - m.fixed() : 0;
-    v.kv_room_tokens = std::min(v.kv_room_tokens,
-                                m.kv_per_token ? int64_t(room / m.kv_per_token) : INT64_MAX);
+    v.kv_room_tokens =
+        std::min(v.kv_room_tokens, m.kv_per_token ? int64_t(room / m.kv_per_token) : INT64_MAX);
     v.ranks.push_back(m);
     if (m.total() > v.ranks[size_t(v.biggest)].total()) v.biggest = int(v.ranks.size()) - 1;
   }
@@ -85,7 +85,8 @@ std::vector<LayoutVerdict> evaluate_all(const ModelConfig& cfg, const PlanInputs
   const std::vector<TensorSpec> tensors = expected_tensors(cfg);
   std::vector<LayoutVerdict> out;
   for (int tp = 1; tp <= in.gpus; ++tp)
-    for (int pp = 1; tp * pp <= in.gpus; ++pp) out.push_back(evaluate(cfg, {tp, pp, {}}, in, tensors));
+    for (int pp = 1; tp * pp <= in.gpus; ++pp)
+      out.push_back(evaluate(cfg, {tp, pp, {}}, in, tensors));
   return out;
 }
 
@@ -136,9 +137,12 @@ std::string memory_breakdown(const RankMemory& m) {
          " GiB";
 }
 
-std::string gpus_words(int gpus, int nodes) {
-  std::string s = std::to_string(gpus) + (gpus == 1 ? " GPU" : " GPUs");
-  if (nodes > 1) s += " (" + std::to_string(nodes) + " nodes of " + std::to_string(gpus / nodes) + ")";
+// "6 GPUs", "12 GPUs (2 nodes of 6)"; on the CPU backend the units are ranks.
+std::string gpus_words(const PlanInputs& in, int gpus, int nodes) {
+  const char* unit = in.backend == BackendKind::Cuda ? " GPU" : " rank";
+  std::string s = std::to_string(gpus) + unit + (gpus == 1 ? "" : "s");
+  if (nodes > 1)
+    s += " (" + std::to_string(nodes) + " nodes of " + std::to_string(gpus / nodes) + ")";
   return s;
 }
 
@@ -163,10 +167,10 @@ void add_int4_suggestion(const ModelConfig& cfg, const PlanInputs& in, PlanResul
   const int best = pick_best(layouts);
   const std::string size = format_gb(model_weight_bytes(cfg, q));
   if (best < 0) {
-    out.suggestions.push_back(
-        {"An int4 AWQ/GPTQ checkpoint (about " + size + ", int4-g128 estimate) would not fit on " +
-             gpus_words(in.gpus, in.nodes) + " either.",
-         ""});
+    out.suggestions.push_back({"An int4 AWQ/GPTQ checkpoint (about " + size +
+                                   ", int4-g128 estimate) would not fit on " +
+                                   gpus_words(in, in.gpus, in.nodes) + " either.",
+                               ""});
     return;
   }
   const LayoutVerdict& v = layouts[size_t(best)];
@@ -221,8 +225,8 @@ void add_more_gpus_suggestion(const ModelConfig& cfg, const PlanInputs& in, Plan
   const int nodes = std::max(in.nodes, 1);
   // Bigger single hosts (up to the common 8 GPUs) and up to 8 times the hosts, fewest GPUs
   // first; beyond that the answer is a smaller model or a quantized one, not a bigger cluster.
-  std::vector<std::pair<int, int>> candidates;  // (gpus per host, nodes)
-  if (nodes == 1)
+  std::vector<std::pair<int, int>> candidates;        // (gpus per host, nodes)
+  if (nodes == 1 && in.backend == BackendKind::Cuda)  // more CPU ranks share the same memory
     for (int g = per_host + 1; g <= 8; ++g) candidates.push_back({g, 1});
   for (int n = nodes + 1; n <= nodes * 8; ++n) candidates.push_back({per_host, n});
   std::stable_sort(candidates.begin(), candidates.end(),
@@ -235,10 +239,11 @@ void add_more_gpus_suggestion(const ModelConfig& cfg, const PlanInputs& in, Plan
     const int best = pick_best(layouts);
     if (best < 0) continue;
     const LayoutVerdict& v = layouts[size_t(best)];
-    out.suggestions.push_back({"More GPUs of this size would fit: " + gpus_words(g * n, n) +
-                                   " as " + layout_flags(v.layout) + ", biggest rank " +
-                                   format_gib(v.biggest_rank().total()) + " of " +
-                                   format_gib(v.budget) + " GiB.",
+    const char* what = in.backend == BackendKind::Cuda ? "More GPUs of this size would fit: "
+                                                       : "More hosts like this one would fit: ";
+    out.suggestions.push_back({what + gpus_words(in, g * n, n) + " as " + layout_flags(v.layout) +
+                                   ", biggest rank " + format_gib(v.biggest_rank().total()) +
+                                   " of " + format_gib(v.budget) + " GiB.",
                                launch_command(v.layout, more)});
     return;
   }
@@ -282,7 +287,7 @@ PlanResult plan_layouts(const ModelConfig& cfg, const PlanInputs& in) {
     const LayoutVerdict& v = out.layouts[size_t(out.best)];
     const RankMemory& m = v.biggest_rank();
     out.recommendation = "Use " + layout_flags(v.layout) + " on " +
-                         gpus_words(v.gpus(), v.hosts) + ": its biggest rank (rank " +
+                         gpus_words(in, v.gpus(), v.hosts) + ": its biggest rank (rank " +
                          std::to_string(m.rank) + ") needs " + format_gib(m.total()) + " of " +
                          format_gib(v.budget) + " GiB (" + memory_breakdown(m) + "), with " +
                          kv_room_words(cfg, v, in) + ".";
@@ -296,13 +301,14 @@ PlanResult plan_layouts(const ModelConfig& cfg, const PlanInputs& in) {
       closest = &v;
   if (!closest) {
     out.failure = out.layouts.empty() ? Err::Usage : out.layouts.front().code;
-    out.recommendation = "No layout of " + gpus_words(in.gpus, in.nodes) +
-                         " can run this model: " +
-                         (out.layouts.empty() ? "no GPUs" : out.layouts.front().reason) + ".";
+    out.recommendation =
+        "No layout of " + gpus_words(in, in.gpus, in.nodes) +
+        " can run this model: " + (out.layouts.empty() ? "no GPUs" : out.layouts.front().reason) +
+        ".";
   } else {
     out.failure = closest->memory_code;
-    out.recommendation = "Nothing fits on " + gpus_words(in.gpus, in.nodes) +
-                         ": at best, " + memory_sentence(*closest, in) + ".";
+    out.recommendation = "Nothing fits on " + gpus_words(in, in.gpus, in.nodes) + ": at best, " +
+                         memory_sentence(*closest, in) + ".";
     if (out.failure == Err::KvCacheDoesNotFit) add_less_kv_suggestion(cfg, in, out);
     add_int4_suggestion(cfg, in, out);
     if (out.failure == Err::WeightsDoNotFit) add_less_kv_suggestion(cfg, in, out);

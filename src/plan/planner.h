@@ -29,9 +29,9 @@ inline constexpr double kKvRoomTolerance = 0.10;
 struct LayoutVerdict {
   Layout layout;
   bool valid = false;
-  Err code = Err::Internal;  // the layout rule it breaks, when !valid
-  std::string reason;        // that rule's sentence, when !valid
-  std::string fix;           // and what to do instead
+  Err code = Err::Internal;       // the layout rule it breaks, when !valid
+  std::string reason;             // that rule's sentence, when !valid
+  std::string fix;                // and what to do instead
   std::vector<RankMemory> ranks;  // every rank, when valid
   int biggest = 0;                // index in `ranks` of the rank with the largest total
   uint64_t budget = 0;            // per rank
@@ -53,11 +53,11 @@ struct Suggestion {
 
 struct PlanResult {
   PlanInputs inputs;
-  std::vector<LayoutVerdict> layouts;  // TP ascending, then PP
-  int best = -1;                       // index in `layouts`, -1 when nothing fits
-  std::string recommendation;          // one sentence (or why nothing fits)
-  std::string command;                 // launch line for `best`
-  Err failure = Err::Internal;         // when best == -1: WeightsDoNotFit or KvCacheDoesNotFit
+  std::vector<LayoutVerdict> layouts;   // TP ascending, then PP
+  int best = -1;                        // index in `layouts`, -1 when nothing fits
+  std::string recommendation;           // one sentence (or why nothing fits)
+  std::string command;                  // launch line for `best`
+  Err failure = Err::Internal;          // when best == -1: WeightsDoNotFit or KvCacheDoesNotFit
   std::vector<Suggestion> suggestions;  // when best == -1: int4, less KV, more GPUs
 };
 

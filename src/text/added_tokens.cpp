@@ -10,8 +10,8 @@ namespace {
 // Unicode White_Space, the set Hugging Face's `\s` strips for lstrip/rstrip.
 bool is_white_space(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 // A regex word character (`\w` in Unicode mode): letters, marks, decimal digits, letter numbers,
@@ -43,7 +43,9 @@ char32_t char_before(std::string_view text, size_t pos) {
   return utf8::decode(text, start);
 }
 
-char32_t char_at(std::string_view text, size_t pos) { return utf8::decode(text, pos); }
+char32_t char_at(std::string_view text, size_t pos) {
+  return utf8::decode(text, pos);
+}
 
 }  // namespace
 

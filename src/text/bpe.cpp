@@ -11,12 +11,6 @@ Bpe::Bpe(std::array<int32_t, 256> byte_ids, std::unordered_map<uint64_t, Merge> 
       ignore_merges_(ignore_merges),
       whole_pieces_(std::move(whole_pieces)) {}
 
-Bpe::Bpe(Bpe&& other) noexcept
-    : byte_ids_(other.byte_ids_),
-      merges_(std::move(other.merges_)),
-      ignore_merges_(other.ignore_merges_),
-      whole_pieces_(std::move(other.whole_pieces_)) {}
-
 void Bpe::encode(std::string_view piece, std::vector<int32_t>& out) const {
   if (piece.empty()) return;
   if (piece.size() == 1) {

@@ -26,7 +26,6 @@ class Bpe {
   // With `ignore_merges`, a piece that is whole in `whole_pieces` (raw bytes -> id) is one token.
   Bpe(std::array<int32_t, 256> byte_ids, std::unordered_map<uint64_t, Merge> merges,
       bool ignore_merges, StringMap<int32_t> whole_pieces);
-  Bpe(Bpe&& other) noexcept;
 
   static uint64_t pair_key(int32_t left, int32_t right) {
     return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |

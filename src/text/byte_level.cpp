@@ -32,7 +32,9 @@ constexpr std::array<int16_t, 0x144> kCharToByte = make_inverse();
 
 }  // namespace
 
-char32_t byte_to_char(uint8_t b) { return kByteToChar[b]; }
+char32_t byte_to_char(uint8_t b) {
+  return kByteToChar[b];
+}
 
 std::optional<uint8_t> char_to_byte(char32_t cp) {
   if (cp >= kCharToByte.size() || kCharToByte[cp] < 0) return std::nullopt;

@@ -29,8 +29,7 @@ std::string nfc(std::string_view text) {
       utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
                    static_cast<utf8proc_ssize_t>(text.size()), &out,
                    static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
-  if (n < 0)
-    raise(Err::Internal, std::string("NFC normalization failed: ") + utf8proc_errmsg(n));
+  if (n < 0) raise(Err::Internal, std::string("NFC normalization failed: ") + utf8proc_errmsg(n));
   std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owned(out, &std::free);
   return std::string(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
 }

@@ -61,26 +61,25 @@ class BigStack {
       : stack_(pcre2_jit_stack_create(32 << 10, kJitStackBytes, nullptr)),
         ctx_(pcre2_match_context_create(nullptr)) {
     if (!stack_ || !ctx_) raise(Err::Internal, "PCRE2 could not allocate a JIT stack");
-    pcre2_jit_stack_assign(ctx_, nullptr, stack_);
+    pcre2_jit_stack_assign(ctx_.get(), nullptr, stack_.get());
   }
-  ~BigStack() {
-    pcre2_match_context_free(ctx_);
-    pcre2_jit_stack_free(stack_);
-  }
-  BigStack(const BigStack&) = delete;
-  BigStack& operator=(const BigStack&) = delete;
-  pcre2_match_context* context() const { return ctx_; }
+  pcre2_match_context* context() const { return ctx_.get(); }
 
  private:
-  pcre2_jit_stack* stack_;
-  pcre2_match_context* ctx_;
+  struct FreeStack {
+    void operator()(pcre2_jit_stack* s) const { pcre2_jit_stack_free(s); }
+  };
+  struct FreeContext {
+    void operator()(pcre2_match_context* c) const { pcre2_match_context_free(c); }
+  };
+  std::unique_ptr<pcre2_jit_stack, FreeStack> stack_;
+  std::unique_ptr<pcre2_match_context, FreeContext> ctx_;  // declared last: freed first
 };
 
 }  // namespace
 
 struct RegexSplitter::Compiled {
   pcre2_code* code = nullptr;
-  bool jit = false;
   std::string source;
 
   ~Compiled() { pcre2_code_free(code); }
@@ -98,14 +97,13 @@ RegexSplitter::RegexSplitter(const std::string& pattern, const std::string& sour
     raise(Err::TokenizerInvalid,
           source + ": the pre-tokenizer regex does not compile with PCRE2 (" + pcre2_message(err) +
               " at offset " + std::to_string(err_at) + " of '" + translated + "')");
-  re_->jit = pcre2_jit_compile(re_->code, PCRE2_JIT_COMPLETE) == 0;
+  // Without JIT support pcre2_match falls back to the interpreter by itself.
+  pcre2_jit_compile(re_->code, PCRE2_JIT_COMPLETE);
 }
 
 RegexSplitter::~RegexSplitter() = default;
 RegexSplitter::RegexSplitter(RegexSplitter&&) noexcept = default;
 RegexSplitter& RegexSplitter::operator=(RegexSplitter&&) noexcept = default;
-
-bool RegexSplitter::jit() const { return re_->jit; }
 
 void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& out) const {
   std::unique_ptr<pcre2_match_data, MatchDataDeleter> md(
@@ -126,15 +124,14 @@ void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& 
     }
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0)
-      raise(Err::TokenizerInvalid,
-            re_->source + ": the pre-tokenizer regex failed on the input (" + pcre2_message(rc) +
-                ")");
+      raise(Err::TokenizerInvalid, re_->source + ": the pre-tokenizer regex failed on the input (" +
+                                       pcre2_message(rc) + ")");
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
     const size_t start = ov[0];
     const size_t end = ov[1];
     if (end == start) {
-      // An empty match makes no piece; step over one character and search again.
-      ++pos;
+      // An empty match makes no piece; search again one character further on.
+      pos = start + 1;
       while (pos < text.size() && (static_cast<uint8_t>(text[pos]) & 0xC0) == 0x80) ++pos;
       continue;
     }

@@ -20,8 +20,6 @@ class RegexSplitter {
   // Appends the pieces of `text` (valid UTF-8) to `out`, in order; they concatenate to `text`.
   void split(std::string_view text, std::vector<std::string_view>& out) const;
 
-  bool jit() const;
-
  private:
   struct Compiled;
   std::unique_ptr<Compiled> re_;

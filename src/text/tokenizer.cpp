@@ -55,9 +55,9 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special) c
   std::string out;
   for (int32_t id : ids) {
     if (!has_token(id))
-      raise(Err::RequestField,
-            "token id " + std::to_string(id) + " has no token in " + impl_->source +
-                " (ids run 0.." + std::to_string(vocab_size() - 1) + ")");
+      raise(Err::RequestField, "token id " + std::to_string(id) + " has no token in " +
+                                   impl_->source + " (ids run 0.." +
+                                   std::to_string(vocab_size() - 1) + ")");
     if (skip_special && impl_->special[id]) continue;
     out += impl_->bytes[id];
   }
@@ -75,17 +75,29 @@ std::optional<std::string> Tokenizer::id_to_token(int32_t id) const {
   return impl_->spelling[id];
 }
 
-std::string_view Tokenizer::token_bytes(int32_t id) const { return impl_->bytes[id]; }
+std::string_view Tokenizer::token_bytes(int32_t id) const {
+  return impl_->bytes[id];
+}
 
 bool Tokenizer::has_token(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < impl_->present.size() && impl_->present[id];
 }
 
-bool Tokenizer::is_special(int32_t id) const { return has_token(id) && impl_->special[id]; }
+bool Tokenizer::is_special(int32_t id) const {
+  return has_token(id) && impl_->special[id];
+}
 
-int32_t Tokenizer::vocab_size() const { return static_cast<int32_t>(impl_->present.size()); }
-std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos; }
-std::optional<int32_t> Tokenizer::pad_id() const { return impl_->pad; }
-const std::string& Tokenizer::source() const { return impl_->source; }
+int32_t Tokenizer::vocab_size() const {
+  return static_cast<int32_t>(impl_->present.size());
+}
+std::optional<int32_t> Tokenizer::eos_id() const {
+  return impl_->eos;
+}
+std::optional<int32_t> Tokenizer::pad_id() const {
+  return impl_->pad;
+}
+const std::string& Tokenizer::source() const {
+  return impl_->source;
+}
 
 }  // namespace qmpi

@@ -1,8 +1,15 @@
 // Reading tokenizer.json (and tokenizer_config.json) into a Tokenizer, with every check that
 // decides whether our pipeline reproduces Hugging Face's for this file.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -63,7 +70,8 @@ bool read_normalizer(const json& j, const std::string& source) {
     }
     return any;
   }
-  invalid(source, "normalizer '" + type + "' is not supported (qmpi implements NFC, which Qwen uses)");
+  invalid(source,
+          "normalizer '" + type + "' is not supported (qmpi implements NFC, which Qwen uses)");
 }
 
 // A Sequence of Split(Regex, Isolated) then ByteLevel(no prefix space, no built-in regex).
@@ -73,17 +81,18 @@ std::string read_split_pattern(const json& pre, const std::string& source) {
       "(add_prefix_space false, use_regex false), as in Qwen's tokenizer.json";
   if (type_of(pre) != "Sequence" || !pre.contains("pretokenizers") ||
       pre.at("pretokenizers").size() != 2)
-    invalid(source, expected + "; this file has '" + pre.dump().substr(0, 200) + "'");
+    invalid(source, expected + "; this file has '" + pre.dump(-1, ' ', true).substr(0, 200) + "'");
   const json& split = pre.at("pretokenizers")[0];
   const json& bytes = pre.at("pretokenizers")[1];
   if (type_of(split) != "Split" || type_of(bytes) != "ByteLevel")
     invalid(source, expected + "; this file has " + type_of(split) + " then " + type_of(bytes));
   if (!split.at("pattern").contains("Regex"))
-    invalid(source, "the Split pre-tokenizer must use a Regex pattern, not " +
-                        split.at("pattern").dump());
+    invalid(source,
+            "the Split pre-tokenizer must use a Regex pattern, not " + split.at("pattern").dump());
   if (split.at("behavior").get<std::string>() != "Isolated" || flag(split, "invert", false))
-    invalid(source, "the Split pre-tokenizer must have behavior Isolated and invert false; it has " +
-                        split.at("behavior").dump());
+    invalid(source,
+            "the Split pre-tokenizer must have behavior Isolated and invert false; it has " +
+                split.at("behavior").dump());
   if (flag(bytes, "add_prefix_space", false) || flag(bytes, "use_regex", false))
     invalid(source, "the ByteLevel pre-tokenizer must have add_prefix_space and use_regex false");
   return split.at("pattern").at("Regex").get<std::string>();
@@ -98,7 +107,8 @@ void check_model_options(const json& model, const std::string& source) {
       model.at("dropout").get<double>() > 0)
     invalid(source, "BPE dropout must be null for inference");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"})
-    if (model.contains(key) && !model.at(key).is_null() && !model.at(key).get<std::string>().empty())
+    if (model.contains(key) && !model.at(key).is_null() &&
+        !model.at(key).get<std::string>().empty())
       invalid(source, std::string("BPE ") + key + " must be empty for byte-level BPE");
 }
 
@@ -120,7 +130,8 @@ void set_token(Tokenizer::Impl& t, int32_t id, std::string spelling, bool specia
 size_t read_bpe(const json& model, Tokenizer::Impl& t, const std::string& source) {
   check_model_options(model, source);
   const json& vocab = model.at("vocab");
-  if (!vocab.is_object() || vocab.empty()) invalid(source, "model.vocab must be a non-empty object");
+  if (!vocab.is_object() || vocab.empty())
+    invalid(source, "model.vocab must be a non-empty object");
   auto& ids = t.ids_by_spelling;  // only regular tokens so far: added ones come later
   ids.reserve(vocab.size() + 1024);
   std::vector<bool> taken;
@@ -176,16 +187,15 @@ size_t read_bpe(const json& model, Tokenizer::Impl& t, const std::string& source
       left = m[0].get_ref<const std::string&>();  // ["a", "b"]
       right = m[1].get_ref<const std::string&>();
     } else {
-      invalid(source, "merge " + std::to_string(rank) + " is neither \"a b\" nor [\"a\", \"b\"]: " +
-                          m.dump());
+      invalid(source, "merge " + std::to_string(rank) +
+                          " is neither \"a b\" nor [\"a\", \"b\"]: " + m.dump());
     }
     const int32_t a = id_of(left, rank);
     const int32_t b = id_of(right, rank);
     joined.assign(left).append(right);
     const int32_t merged = id_of(joined, rank);
     // A pair listed twice keeps its last rank, as Hugging Face's loader does.
-    table.insert_or_assign(Bpe::pair_key(a, b),
-                           Bpe::Merge{static_cast<int32_t>(rank), merged});
+    table.insert_or_assign(Bpe::pair_key(a, b), Bpe::Merge{static_cast<int32_t>(rank), merged});
   }
 
   const bool ignore_merges = flag(model, "ignore_merges", false);

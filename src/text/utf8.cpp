@@ -5,7 +5,7 @@ namespace qmpi::utf8 {
 Unit next_unit(std::string_view s) {
   const auto b0 = static_cast<uint8_t>(s[0]);
   if (b0 < 0x80) return {Unit::Char, 1};
-  size_t need;       // bytes in the whole character
+  size_t need;        // bytes in the whole character
   uint8_t lo = 0x80;  // allowed range of the second byte (Table 3-7 narrows it for some leads)
   uint8_t hi = 0xBF;
   if (b0 >= 0xC2 && b0 <= 0xDF) {

@@ -26,7 +26,9 @@ def body(c: testlib.Checks) -> None:
         if full is None:
             continue
         for variant in VARIANTS:
-            name = f"{label} {variant['mode']}" + (f" chunk {variant['chunk']}" if "chunk" in variant else "")
+            name = f"{label} {variant['mode']}"
+            if "chunk" in variant:
+                name += f" chunk {variant['chunk']}"
             got = c.guard(name, testlib.qmpi_logits, model_dir, ids=ids, **variant)
             if got is None:
                 continue

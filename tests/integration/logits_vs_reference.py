@@ -24,7 +24,8 @@ TOLERANCE = {"f32": 1e-4, "bf16": 2e-3}
 LONG = 120
 SHORT = (1, 7)
 GREEDY_TOKENS = 32
-TEXT = "Hello world! 你好，世界。 The quick brown fox jumps over 13 lazy dogs.\n\tdef f(x): return x*2"
+TEXT = ("Hello world! 你好，世界。 The quick brown fox jumps over 13 lazy dogs.\n"
+        "\tdef f(x): return x*2")
 
 
 def describe(opts: dict) -> str:

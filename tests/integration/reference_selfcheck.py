@@ -45,8 +45,10 @@ def random_tensors(raw: dict, seed: int) -> dict:
             p + "input_layernorm.weight": 1.0 + mat(h, scale=0.1),
             p + "post_attention_layernorm.weight": 1.0 + mat(h, scale=0.1),
             p + "self_attn.q_proj.weight": mat(nh * d, h), p + "self_attn.q_proj.bias": mat(nh * d),
-            p + "self_attn.k_proj.weight": mat(nkv * d, h), p + "self_attn.k_proj.bias": mat(nkv * d),
-            p + "self_attn.v_proj.weight": mat(nkv * d, h), p + "self_attn.v_proj.bias": mat(nkv * d),
+            p + "self_attn.k_proj.weight": mat(nkv * d, h),
+            p + "self_attn.k_proj.bias": mat(nkv * d),
+            p + "self_attn.v_proj.weight": mat(nkv * d, h),
+            p + "self_attn.v_proj.bias": mat(nkv * d),
             p + "self_attn.o_proj.weight": mat(h, nh * d),
             p + "mlp.gate_proj.weight": mat(inter, h),
             p + "mlp.up_proj.weight": mat(inter, h),
@@ -127,7 +129,7 @@ def check_reader(c: testlib.Checks, tmp: str) -> None:
               "h": {"dtype": "F16", "shape": [2], "data_offsets": [10, 14]}}
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
-    data = struct.pack("<5H", 0x3F80, 0xC000, 0x3F00, 0x7F80, 0x0001) + struct.pack("<2H", 0x3C00, 0xB800)
+    data = struct.pack("<7H", 0x3F80, 0xC000, 0x3F00, 0x7F80, 0x0001, 0x3C00, 0xB800)
     path = os.path.join(tmp, "hand.safetensors")
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + data)
@@ -159,7 +161,8 @@ def check_reader(c: testlib.Checks, tmp: str) -> None:
     safetensors_ref.write_file(path, values, "F32")
     back = safetensors_ref.read_file(path)["x"]
     c.check(np.array_equal(back, values["x"].astype(np.float32)), "F32 write/read round trip")
-    safetensors_ref.write_file(path, {"x": np.array([1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8])}, "BF16")
+    halfway = np.array([1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8])
+    safetensors_ref.write_file(path, {"x": halfway}, "BF16")
     back = safetensors_ref.read_file(path)["x"].tolist()
     c.check(back == [1.0, 1.0 + 2.0 ** -6], f"BF16 writer rounds to nearest even: {back}")
 
@@ -191,7 +194,8 @@ def check_math(c: testlib.Checks) -> None:
     weight = np.linspace(0.5, 2.0, 6)
     got = qwen2_ref.rms_norm(np.full(6, -3.0), weight, 1e-6)
     want = weight * -3.0 / math.sqrt(9.0 + 1e-6)
-    c.check(np.allclose(got, want, rtol=1e-15), "RMSNorm of a constant vector is weight*c/sqrt(c^2+eps)")
+    c.check(np.allclose(got, want, rtol=1e-15),
+            "RMSNorm of a constant vector is weight*c/sqrt(c^2+eps)")
 
 
 def check_model(c: testlib.Checks, tmp: str) -> None:
@@ -243,8 +247,10 @@ def check_model(c: testlib.Checks, tmp: str) -> None:
     c.check(err < 1e-13, f"GQA == MHA with repeated kv heads (rel diff {err:.1e})")
 
     bf16 = qwen2_ref.load_model(save(os.path.join(tmp, "bf16"), raw, w, dtype="BF16"))
-    rounded = {n: safetensors_ref._decode(safetensors_ref._encode(v, "BF16"), "BF16").reshape(v.shape)
-               for n, v in w.items()}
+    rounded = {}
+    for n, v in w.items():
+        bits = safetensors_ref._encode(v, "BF16")
+        rounded[n] = safetensors_ref._decode(bits, "BF16").reshape(v.shape)
     err = rel(bf16.logits(ids), naive_logits(raw, rounded, ids))
     c.check(err < 1e-12, f"BF16 checkpoint == loops over its rounded weights ({err:.1e})")
 

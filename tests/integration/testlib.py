@@ -153,9 +153,13 @@ def qmpi_logits(model: str, ids=None, text=None, mode=None, chunk=None, tp=1, pp
 
 def qmpi_greedy(model: str, n: int, ids=None, prompt=None, tp=1, pp=1, mpi=False,
                 timeout: float = 180) -> dict:
-    """The JSON object `qmpi run --temperature 0 --ignore-eos --json` prints last."""
-    args = ["run", "--model", model, "--max-tokens", n, "--temperature", 0, "--ignore-eos",
-            "--json"]
+    """The JSON object `qmpi run --temperature 0 --ignore-eos --json` prints last.
+
+    Pure argmax decoding: the repetition penalty is switched off explicitly, because the
+    model's generation_config.json (1.05 for Qwen2.5) would otherwise apply even at
+    temperature 0, as it does in Hugging Face's greedy generate."""
+    args = ["run", "--model", model, "--max-tokens", n, "--temperature", 0,
+            "--repetition-penalty", 1, "--ignore-eos", "--json"]
     args += ["--ids", ids_arg(ids)] if prompt is None else ["--prompt", prompt]
     proc = qmpi(args, tp=tp, pp=pp, mpi=mpi, timeout=timeout)
     lines = [line for line in proc.stdout.splitlines() if line.strip()]

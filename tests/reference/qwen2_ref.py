@@ -97,7 +97,7 @@ class Qwen2Reference:
         elif "lm_head.weight" in tensors:
             self.lm_head = tensors["lm_head.weight"]
         else:
-            raise ValueError("tie_word_embeddings is false but the checkpoint has no lm_head.weight")
+            raise ValueError("tie_word_embeddings is false but there is no lm_head.weight")
 
     def _check_shapes(self):
         c = self.cfg

@@ -93,7 +93,7 @@ def read_model_dir(model_dir: str) -> dict:
         for shard in sorted(set(weight_map.values())):
             for name, value in read_file(os.path.join(model_dir, shard)).items():
                 if weight_map.get(name) != shard:
-                    raise SafetensorsError(f"{shard} holds {name}, which the index does not map there")
+                    raise SafetensorsError(f"{shard} holds {name}; the index maps it elsewhere")
                 tensors[name] = value
         missing = sorted(set(weight_map) - set(tensors))
         if missing:

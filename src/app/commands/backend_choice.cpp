@@ -45,6 +45,8 @@ EngineOptions to_engine_options(const EngineCli& c) {
   o.max_num_seqs = c.max_num_seqs;
   o.kv_blocks = c.kv_blocks;
   o.allow_tp_across_hosts = c.allow_tp_across_hosts;
+  o.gpu_memory_utilization = c.gpu_memory_utilization;
+  o.preflight = launch_preflight;
   if (c.tp < 1 || c.pp < 1) raise(Err::Usage, "--tp and --pp must be at least 1");
   if (c.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
   if (c.comm != "auto" && c.comm != "mpi" && c.comm != "nccl")

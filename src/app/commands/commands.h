@@ -10,6 +10,7 @@ namespace qmpi {
 using Args = std::vector<std::string>;  // arguments after the subcommand name
 
 int cmd_run(const Args& args);         // generate text for one prompt
+int cmd_batch(const Args& args);       // JSONL requests -> JSONL results, continuous batching
 int cmd_logits(const Args& args);      // write [n_tokens, vocab] float32 logits to .npy
 int cmd_tokenize(const Args& args);    // JSONL {"text"} -> {"ids"}
 int cmd_make_model(const Args& args);  // random-weight model in the Hugging Face layout

@@ -56,6 +56,8 @@ po::options_description engine_options(EngineCli& c) {
        "sequences the KV cache is sized for")
       ("kv-blocks", po::value(&c.kv_blocks)->default_value(0),
        "KV cache blocks per rank (0: max-num-seqs x max-model-len worth)")
+      ("gpu-memory-utilization", po::value(&c.gpu_memory_utilization)->default_value(0.9),
+       "fraction of each GPU's memory qmpi may plan to use (CUDA)")
       ("allow-tp-across-hosts", po::bool_switch(&c.allow_tp_across_hosts),
        "let a TP group span hosts (slow; warns instead of failing)");
   return d;

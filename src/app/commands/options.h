@@ -35,10 +35,13 @@ struct EngineCli {
   int64_t max_num_seqs = 1;
   int64_t kv_blocks = 0;
   bool allow_tp_across_hosts = false;
+  double gpu_memory_utilization = 0.9;
 };
 
 po::options_description engine_options(EngineCli& cli);
 EngineOptions to_engine_options(const EngineCli& cli);
+// EngineOptions::preflight for launches (src/app/commands/preflight_hook.cpp).
+void launch_preflight(const ModelConfig& cfg, const Mesh& mesh, const EngineOptions& o);
 
 // Starts MPI and the engine on every rank, runs `driver` on rank 0 while the others serve
 // steps, and shuts down. Errors: deterministic ones (layout, config) are printed once by rank

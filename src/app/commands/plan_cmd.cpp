@@ -60,8 +60,8 @@ PlanInputs to_inputs(const PlanCli& c) {
             "Give the memory of one GPU, e.g. --gpu-mem 24GiB or --gpu-mem 80GB.");
     in.gpu_mem = parse_byte_size(c.gpu_mem, "--gpu-mem");
   } else {
-    in.host_mem = c.host_mem.empty() ? host_available_memory()
-                                     : parse_byte_size(c.host_mem, "--host-mem");
+    in.host_mem =
+        c.host_mem.empty() ? host_available_memory() : parse_byte_size(c.host_mem, "--host-mem");
     if (in.host_mem == 0)
       raise(Err::Usage, "cannot read MemAvailable from /proc/meminfo",
             "Give the host memory, e.g. --host-mem 256GiB.");
@@ -99,6 +99,7 @@ void print(const std::string& text) {
 int cmd_plan(const Args& args) {
   PlanCli c;
   po::options_description desc("plan");
+  // clang-format off
   desc.add_options()
       ("model", po::value(&c.model), "model folder (config.json; safetensors headers if present)")
       ("model-config", po::value(&c.model_config), "a config.json file instead of --model")
@@ -115,7 +116,8 @@ int cmd_plan(const Args& args) {
        "fraction of each GPU's memory to plan with")
       ("backend", po::value(&c.backend)->default_value("cuda"),
        "cuda (budget: --gpu-mem x --gpu-util) or cpu (budget: host memory / ranks per host)")
-      ("host-mem", po::value(&c.host_mem), "memory per host for --backend cpu (default: MemAvailable)")
+      ("host-mem", po::value(&c.host_mem),
+       "memory per host for --backend cpu (default: MemAvailable)")
       ("block-size", po::value(&c.block_size)->default_value(16), "KV cache block (tokens)")
       ("kv-blocks", po::value(&c.kv_blocks)->default_value(0),
        "KV cache blocks per rank (0: max-num-seqs x max-model-len worth)")
@@ -123,6 +125,7 @@ int cmd_plan(const Args& args) {
       ("pp", po::value(&c.pp), "explain this layout only: pipeline stages")
       ("pp-layers", po::value(&c.pp_layers), "with --pp: layers per stage, e.g. 27,27,26")
       ("json", po::bool_switch(&c.json), "print JSON for scripts");
+  // clang-format on
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi plan --model DIR|--model-config FILE --gpus N --gpu-mem SIZE "
@@ -132,6 +135,7 @@ int cmd_plan(const Args& args) {
     raise(Err::Usage, "give exactly one of --model DIR and --model-config FILE");
   PlanInputs in = to_inputs(c);
   const std::string source = c.model.empty() ? c.model_config : c.model;
+  in.model_source = source;
 
   ModelConfig cfg;
   try {
@@ -150,12 +154,7 @@ int cmd_plan(const Args& args) {
       for (int32_t n : parse_id_list(c.pp_layers, "pp-layers")) layout.pp_layers.push_back(n);
     const LayoutVerdict v = evaluate_layout(cfg, layout, in);
     print(c.json ? layout_json(cfg, v, in).dump(2) + "\n" : render_layout_text(cfg, v, in));
-    if (!v.valid) raise(v.code, v.reason, v.fix);
-    if (!v.fits) {
-      const PlanResult plan = plan_layouts(cfg, in);
-      raise(v.memory_code, "The model does not fit: " + memory_sentence(v, in),
-            plan.best >= 0 ? "Launch `" + plan.command + "` instead." : std::string());
-    }
+    preflight(cfg, layout, in);  // the launch's own verdict, with the planner's way out
     return 0;
   }
 

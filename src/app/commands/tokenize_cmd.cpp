@@ -5,7 +5,6 @@
 // A line that cannot be handled becomes {"error": "..."} and the next line goes on.
 #include <filesystem>
 #include <iostream>
-#include <sstream>
 
 #include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
@@ -124,10 +123,10 @@ int cmd_tokenize(const Args& args) {
       "  --decode:         {\"ids\": [...]} -> {\"text\": ...}\n"
       "  --chat:           {\"messages\": [{\"role\": ..., \"content\": ...}],\n"
       "                     \"add_generation_prompt\": true} -> {\"ids\": [...]}\n"
-      "A bad line gives {\"error\": ...}; the exit code is then 2 after all lines\n"
-      "Options");
-  desc.add_options()("help,h", "show this help")(
-      "model", po::value(&opt.model), "model folder holding tokenizer.json")(
+      "A bad line gives {\"error\": ...} and the next line goes on; the exit code is\n"
+      "then 2 (after all lines).\nOptions");
+  desc.add_options()("help,h", "show this help")("model", po::value(&opt.model),
+                                                 "model folder holding tokenizer.json")(
       "tokenizer", po::value(&opt.tokenizer), "tokenizer.json (or its folder) instead of --model")(
       "no-special", po::bool_switch(&opt.no_special),
       "encode special tokens such as <|im_start|> as plain text")(

@@ -105,8 +105,9 @@ void CudaBackend::matmul(const float* x, int64_t n, const WeightView& w, const W
   gemm_.run(x, n, w, out);
   if (!bias) return;
   if (bias->rows * bias->cols != w.rows)
-    raise(Err::Internal, "matmul bias of " + std::to_string(bias->rows * bias->cols) +
-                             " values for a weight of " + std::to_string(w.rows) + " rows");
+    raise(Err::TensorShapeMismatch,
+          "matmul bias has " + std::to_string(bias->rows * bias->cols) + " elements for a weight " +
+              "with " + std::to_string(w.rows) + " output rows");
   check_cuda(launch_add_bias(out, n, w.rows, bias->data, bias->dtype, stream_.get()),
              "add_bias kernel");
 }

@@ -145,7 +145,7 @@ TEST_F(CudaAttention, PrefillDecodeAndChunkedSequencesInOneBatch) {
     }
     const int64_t blocks = needed + 5;
     Cache c = cache(blocks, cf.block_size, cf.kv_heads, cf.head_dim);
-    std::vector<int32_t> pool(size_t(blocks));
+    std::vector<int32_t> pool(static_cast<size_t>(blocks));
     std::iota(pool.begin(), pool.end(), 0);
     std::shuffle(pool.begin(), pool.end(), rng_);
     const std::vector<int32_t> tables(pool.begin(), pool.begin() + needed);

@@ -122,6 +122,12 @@ TEST(ModelConfig, InvalidValues) {
   j["hidden_size"] = "896";
   EXPECT_EQ(error_of([&] { ModelConfig::from_json(j, "c"); }).code(), Err::ConfigInvalid);
   j = qwen05_json();
+  j["tie_word_embeddings"] = "yes";
+  EXPECT_EQ(error_of([&] { ModelConfig::from_json(j, "c"); }).code(), Err::ConfigInvalid);
+  j = qwen05_json();
+  j["use_sliding_window"] = nullptr;  // null means the default (false)
+  EXPECT_NO_THROW(ModelConfig::from_json(j, "c"));
+  j = qwen05_json();
   j["torch_dtype"] = "int8";
   EXPECT_EQ(error_of([&] { ModelConfig::from_json(j, "c"); }).code(), Err::DTypeUnsupported);
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "../temp_dir.h"
@@ -178,6 +179,12 @@ TEST(SyntheticCheckpoint, ShardsIndexAndSideFiles) {
 
   EXPECT_THROW(write_synthetic_checkpoint(dir.str(), small_config(false), 0, DType::BF16, 1000),
                Error);
+
+  // Rewriting the folder as a single file leaves no stale shards or index behind.
+  write_synthetic_checkpoint(dir.str(), small_config(true), 0, DType::BF16, 1);
+  EXPECT_FALSE(std::filesystem::exists(dir.file("model.safetensors.index.json")));
+  EXPECT_FALSE(std::filesystem::exists(dir.file("model-00001-of-00004.safetensors")));
+  EXPECT_FALSE(SafetensorsDir(dir.str()).has("lm_head.weight"));
 }
 
 }  // namespace

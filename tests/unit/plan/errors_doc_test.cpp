@@ -49,9 +49,8 @@ TEST(ErrorCatalogue, TroubleshootingPageMatchesTheCatalogue) {
   const std::string doc = read_doc();
   ASSERT_FALSE(doc.empty()) << "docs/troubleshooting.md is missing. " << kRegenerate;
   const size_t marker = doc.find(kTroubleshootingMarker);
-  ASSERT_NE(marker, std::string::npos)
-      << "docs/troubleshooting.md lacks the marker line " << kTroubleshootingMarker << ". "
-      << kRegenerate;
+  ASSERT_NE(marker, std::string::npos) << "docs/troubleshooting.md lacks the marker line "
+                                       << kTroubleshootingMarker << ". " << kRegenerate;
   for (const auto& e : error_catalogue())
     EXPECT_NE(doc.find("### " + error_id(e.code) + " " + std::string(e.name) + "\n"),
               std::string::npos)

@@ -25,8 +25,8 @@ ModelConfig fixture(const std::string& name) {
 struct FactsRow {
   const char* fixture;
   uint64_t kv_bytes_per_token_bf16;
-  double params;     // facts §7 "params total"
-  double bf16_gb;    // GB = 1e9 bytes, two decimals as printed in the table
+  double params;   // facts §7 "params total"
+  double bf16_gb;  // GB = 1e9 bytes, two decimals as printed in the table
   double int4_gb;
 };
 
@@ -91,7 +91,7 @@ TEST(MemoryModel, RankWeightsSumToModelPlusReplicas) {
   for (const auto& row : kFacts) {
     const ModelConfig cfg = fixture(row.fixture);
     const int L3 = int(cfg.num_layers) - 3;
-    const std::vector<Layout> layouts = {{1, 1, {}}, {2, 1, {}}, {1, 3, {}}, {2, 3, {}},
+    const std::vector<Layout> layouts = {{1, 1, {}}, {2, 1, {}}, {1, 3, {}},           {2, 3, {}},
                                          {2, 2, {}}, {1, 6, {}}, {2, 4, {L3, 1, 1, 1}}};
     const auto tensors = expected_tensors(cfg);
     PlanInputs in;
@@ -139,8 +139,8 @@ TEST(MemoryModel, KvCacheAndActivationsOfOneRank) {
   // 2V floats on the last stage.
   const uint64_t T = 32768, h = 8192, q = 32 * 128, kv = 4 * 128, im = 29568 / 2;
   const uint64_t per_rank = (152064 + 1) / 2;
-  const uint64_t floats = T * (3 * h + 2 * q + 2 * kv + 2 * im) +
-                          2 * (h + per_rank * 3 + 2 * 152064);
+  const uint64_t floats =
+      T * (3 * h + 2 * q + 2 * kv + 2 * im) + 2 * (h + per_rank * 3 + 2 * 152064);
   EXPECT_EQ(m.activations, floats * 4);
   EXPECT_EQ(m.overhead, kRuntimeOverheadCuda);
   EXPECT_EQ(m.total(), m.weights + m.kv_cache + m.activations + m.overhead);
@@ -205,9 +205,10 @@ TEST(ByteSize, ParsesBinaryAndDecimalUnits) {
 class CheckpointDtypes : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("qmpi_plan_dtypes_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-            "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ =
+        fs::temp_directory_path() /
+        ("qmpi_plan_dtypes_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+         "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -225,11 +226,12 @@ class CheckpointDtypes : public ::testing::Test {
 };
 
 TEST_F(CheckpointDtypes, ReadsHeadersOfPresentShardsOnly) {
-  write_shard("model-00001-of-00002.safetensors",
-              {{"__metadata__", {{"format", "pt"}}},
-               {"model.norm.weight", {{"dtype", "F32"}, {"shape", {896}}, {"data_offsets", {0, 3584}}}},
-               {"model.embed_tokens.weight",
-                {{"dtype", "BF16"}, {"shape", {151936, 896}}, {"data_offsets", {3584, 3584}}}}});
+  write_shard(
+      "model-00001-of-00002.safetensors",
+      {{"__metadata__", {{"format", "pt"}}},
+       {"model.norm.weight", {{"dtype", "F32"}, {"shape", {896}}, {"data_offsets", {0, 3584}}}},
+       {"model.embed_tokens.weight",
+        {{"dtype", "BF16"}, {"shape", {151936, 896}}, {"data_offsets", {3584, 3584}}}}});
   nlohmann::json index = {{"metadata", {{"total_size", 1}}},
                           {"weight_map",
                            {{"model.norm.weight", "model-00001-of-00002.safetensors"},

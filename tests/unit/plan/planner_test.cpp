@@ -14,7 +14,9 @@ namespace {
 std::string fixture_path(const std::string& name) {
   return std::string(QMPI_SOURCE_DIR) + "/tests/fixtures/configs/" + name + ".json";
 }
-ModelConfig fixture(const std::string& name) { return ModelConfig::load(fixture_path(name)); }
+ModelConfig fixture(const std::string& name) {
+  return ModelConfig::load(fixture_path(name));
+}
 
 PlanInputs gpus(int n, const std::string& mem, int64_t max_model_len = 32768) {
   PlanInputs in;
@@ -50,17 +52,17 @@ TEST(Planner, VerdictsFollowHeadsKvHeadsIntermediateAndLayers) {
   };
   const Case cases[] = {
       {"qwen2.5-0.5b-instruct", 2, 3, true, Err::Internal},
-      {"qwen2.5-0.5b-instruct", 4, 1, false, Err::KvHeadsNotDivisible},    // 2 KV heads
-      {"qwen2.5-0.5b-instruct", 1, 25, false, Err::PipelineLayers},        // 24 layers
+      {"qwen2.5-0.5b-instruct", 4, 1, false, Err::KvHeadsNotDivisible},  // 2 KV heads
+      {"qwen2.5-0.5b-instruct", 1, 25, false, Err::PipelineLayers},      // 24 layers
       {"qwen2.5-1.5b-instruct", 2, 1, true, Err::Internal},
       {"qwen2.5-7b-instruct", 4, 1, true, Err::Internal},
-      {"qwen2.5-7b-instruct", 3, 2, false, Err::KvHeadsNotDivisible},      // 4 KV heads
+      {"qwen2.5-7b-instruct", 3, 2, false, Err::KvHeadsNotDivisible},  // 4 KV heads
       {"qwen2.5-14b-instruct", 8, 1, true, Err::Internal},
       {"qwen2.5-32b-instruct", 8, 1, true, Err::Internal},
       {"qwen2.5-72b-instruct", 8, 1, true, Err::Internal},
-      {"qwen2.5-72b-instruct", 6, 1, false, Err::KvHeadsNotDivisible},     // 8 KV heads
+      {"qwen2.5-72b-instruct", 6, 1, false, Err::KvHeadsNotDivisible},  // 8 KV heads
       {"qwen2.5-72b-instruct", 3, 2, false, Err::KvHeadsNotDivisible},
-      {"qwen2.5-72b-instruct", 1, 81, false, Err::PipelineLayers},         // 80 layers
+      {"qwen2.5-72b-instruct", 1, 81, false, Err::PipelineLayers},  // 80 layers
   };
   for (const auto& c : cases) {
     PlanInputs in = gpus(c.tp * c.pp, "80GB");
@@ -78,8 +80,8 @@ TEST(Planner, VerdictsFollowHeadsKvHeadsIntermediateAndLayers) {
   raw["num_key_value_heads"] = 5;
   raw["hidden_size"] = 2560;
   raw["intermediate_size"] = 6912;
-  const LayoutVerdict v = evaluate_layout(ModelConfig::from_json(raw, "synthetic"), {5, 1, {}},
-                                          gpus(5, "80GB"));
+  const LayoutVerdict v =
+      evaluate_layout(ModelConfig::from_json(raw, "synthetic"), {5, 1, {}}, gpus(5, "80GB"));
   EXPECT_FALSE(v.valid);
   EXPECT_EQ(v.code, Err::IntermediateNotDivisible);
 }
@@ -94,7 +96,9 @@ TEST(Planner, Qwen72BOnSix24GBGpusFitsOnlyAsInt4) {
   EXPECT_EQ(r.failure, Err::WeightsDoNotFit);
   for (const auto& v : r.layouts) {
     EXPECT_FALSE(v.fits);
-    if (v.valid) EXPECT_EQ(v.memory_code, Err::WeightsDoNotFit);
+    if (v.valid) {
+      EXPECT_EQ(v.memory_code, Err::WeightsDoNotFit);
+    }
   }
   // Even the lightest layout holds more than 21.6 GiB of weights on its biggest rank.
   EXPECT_GT(find(r, 2, 3).biggest_rank().weights, rank_budget(in, 6) * 95 / 100);
@@ -104,7 +108,8 @@ TEST(Planner, Qwen72BOnSix24GBGpusFitsOnlyAsInt4) {
       << r.suggestions[0].sentence;
   EXPECT_TRUE(contains(r.suggestions[0].sentence, "would fit as --tp 2 --pp 3"))
       << r.suggestions[0].sentence;
-  EXPECT_TRUE(contains(r.suggestions.back().sentence, "More GPUs")) << r.suggestions.back().sentence;
+  EXPECT_TRUE(contains(r.suggestions.back().sentence, "More GPUs"))
+      << r.suggestions.back().sentence;
   EXPECT_TRUE(contains(r.suggestions.back().command, "mpirun -np "));
 }
 
@@ -156,10 +161,14 @@ TEST(Planner, NearTiesInKvRoomGoToFewerStages) {
   const PlanResult r = plan_layouts(fixture("qwen2.5-0.5b-instruct"), gpus(6, "80GB"));
   ASSERT_GE(r.best, 0);
   const LayoutVerdict& best = r.layouts[size_t(r.best)];
+  EXPECT_EQ(best.layout.tp, 2);
+  EXPECT_EQ(best.layout.pp, 3);
+  EXPECT_TRUE(find(r, 1, 6).fits);
   for (const auto& v : r.layouts) {
     if (!v.fits) continue;
-    if (double(v.kv_room_tokens) >= double(best.kv_room_tokens) * (1 - kKvRoomTolerance))
+    if (double(v.kv_room_tokens) >= double(best.kv_room_tokens) * (1 - kKvRoomTolerance)) {
       EXPECT_GE(v.layout.pp, best.layout.pp) << "tp " << v.layout.tp << " pp " << v.layout.pp;
+    }
     EXPECT_LE(double(v.kv_room_tokens), double(best.kv_room_tokens) / (1 - kKvRoomTolerance));
   }
 }
@@ -291,13 +300,21 @@ TEST(MoeSizing, Qwen2Moe57BIsSizedButNotSupported) {
 }
 
 TEST(MoeSizing, Qwen3Moe30BMatchesTheFactsTable) {
-  const nlohmann::json cfg = {
-      {"architectures", {"Qwen3MoeForCausalLM"}}, {"hidden_size", 2048},
-      {"num_hidden_layers", 48}, {"num_attention_heads", 32}, {"num_key_value_heads", 4},
-      {"head_dim", 128}, {"intermediate_size", 6144}, {"vocab_size", 151936},
-      {"num_experts", 128}, {"num_experts_per_tok", 8}, {"moe_intermediate_size", 768},
-      {"decoder_sparse_step", 1}, {"mlp_only_layers", nlohmann::json::array()},
-      {"tie_word_embeddings", false}, {"attention_bias", false}};
+  const nlohmann::json cfg = {{"architectures", {"Qwen3MoeForCausalLM"}},
+                              {"hidden_size", 2048},
+                              {"num_hidden_layers", 48},
+                              {"num_attention_heads", 32},
+                              {"num_key_value_heads", 4},
+                              {"head_dim", 128},
+                              {"intermediate_size", 6144},
+                              {"vocab_size", 151936},
+                              {"num_experts", 128},
+                              {"num_experts_per_tok", 8},
+                              {"moe_intermediate_size", 768},
+                              {"decoder_sparse_step", 1},
+                              {"mlp_only_layers", nlohmann::json::array()},
+                              {"tie_word_embeddings", false},
+                              {"attention_bias", false}};
   const auto size = moe_model_size(cfg, "30b");
   ASSERT_TRUE(size.has_value());
   EXPECT_NEAR(double(size->params), 30.532e9, 0.001e9);

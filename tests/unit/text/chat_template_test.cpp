@@ -60,13 +60,13 @@ TEST(ChatTemplateFor, GivesTheQwen25TemplateForNow) {
 }
 
 TEST_F(QwenTokenizerTest, ChatPromptIdsMatchTheFactsSheet) {
-  const std::vector<int32_t> expected{151644, 8948,  198,   2610,   525,    1207,  16948, 11,
-                                      3465,   553,   54364, 14817,  13,     1446,  525,   264,
-                                      10950,  17847, 13,    151645, 198,    151644, 872,  198,
-                                      9707,   151645, 198,  151644, 77091,  198};
-  EXPECT_EQ(tok().encode(Qwen25ChatTemplate().render(std::vector<ChatMessage>{{"user", "Hello"}},
-                                                     true)),
-            expected);
+  const std::vector<int32_t> expected{151644, 8948,   198,   2610,   525,   1207,   16948, 11,
+                                      3465,   553,    54364, 14817,  13,    1446,   525,   264,
+                                      10950,  17847,  13,    151645, 198,   151644, 872,   198,
+                                      9707,   151645, 198,   151644, 77091, 198};
+  EXPECT_EQ(
+      tok().encode(Qwen25ChatTemplate().render(std::vector<ChatMessage>{{"user", "Hello"}}, true)),
+      expected);
 }
 
 }  // namespace

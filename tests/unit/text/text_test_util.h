@@ -37,7 +37,9 @@ class QwenTokenizerTest : public ::testing::Test {
 };
 
 // The byte-level spelling of raw bytes, e.g. " w" -> "Ġw".
-inline std::string bl(std::string_view raw) { return byte_level::encode(raw); }
+inline std::string bl(std::string_view raw) {
+  return byte_level::encode(raw);
+}
 
 // The Qwen pre-tokenizer regex, as tokenizer.json stores it.
 inline const char* kQwenSplitRegex =
@@ -91,8 +93,8 @@ inline nlohmann::json tiny_tokenizer(const std::vector<std::pair<std::string, st
 inline nlohmann::json added_token(int id, const std::string& content, bool special,
                                   bool normalized = false, bool lstrip = false, bool rstrip = false,
                                   bool single_word = false) {
-  return {{"id", id},           {"content", content}, {"single_word", single_word},
-          {"lstrip", lstrip},   {"rstrip", rstrip},   {"normalized", normalized},
+  return {{"id", id},          {"content", content}, {"single_word", single_word},
+          {"lstrip", lstrip},  {"rstrip", rstrip},   {"normalized", normalized},
           {"special", special}};
 }
 

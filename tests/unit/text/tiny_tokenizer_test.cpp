@@ -88,6 +88,18 @@ TEST(TinyTokenizer, DecodeFollowsTheByteLevelDecoder) {
   EXPECT_EQ(t.decode(Ids{0xC3, 0xA9}), "\u00E9");
 }
 
+TEST(TinyTokenizer, RegexThatNeedsADeepBacktrackingStack) {
+  // A repeated group keeps one backtracking frame per repetition: 200,000 of them overflow the
+  // JIT's default 32 KiB stack, and the splitter must retry with a larger one, not fail.
+  auto j = tiny_tokenizer({{"a", "a"}});
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = R"((a|b)+|\s+|.)";
+  const Tokenizer t = from(j);
+  const std::string text = std::string(200000, 'a') + " b";
+  const Ids ids = t.encode(text);
+  EXPECT_EQ(ids.size(), 100000u + 2u);
+  EXPECT_EQ(t.decode(ids), text);
+}
+
 void expect_invalid(const nlohmann::json& j, const std::string& needle,
                     const std::string& config = "") {
   try {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -79,7 +80,9 @@ TEST_F(QwenTokenizerTest, DecodeReplacesCutCharacters) {
 TEST_F(QwenTokenizerTest, RegexWhitespaceIsUnicodeWhiteSpace) {
   // U+180E is not White_Space (Hugging Face's regex engine agrees); PCRE2's own \s would say
   // it is and split these differently.
-  EXPECT_EQ(tok().encode("a \u180E" "b"), (Ids{64, 86089, 254, 236, 65}));
+  EXPECT_EQ(tok().encode("a \u180E"
+                         "b"),
+            (Ids{64, 86089, 254, 236, 65}));
   EXPECT_EQ(tok().encode("x\u180E\u180E y"), (Ids{87, 123970, 236, 123970, 236, 379}));
   EXPECT_EQ(tok().encode("\uFEFFhi\u00A0there\u3000!"), (Ids{3225, 6023, 4102, 18532, 22441, 0}));
 }
@@ -104,6 +107,26 @@ TEST_F(QwenTokenizerTest, LongLineRoundTrips) {
   const Ids ids = tok().encode(text);
   EXPECT_LT(ids.size(), text.size() / 2);  // merges happened
   EXPECT_EQ(tok().decode(ids), text);
+}
+
+TEST_F(QwenTokenizerTest, ConcurrentEncodesAgree) {
+  std::vector<std::string> texts;
+  for (int i = 0; i < 200; ++i)
+    texts.push_back("line " + std::to_string(i) + ": \u4F60\u597D world's " +
+                    std::string(i % 7, ' ') + "end\n");
+  std::vector<Ids> expected;
+  for (const auto& t : texts) expected.push_back(tok().encode(t));
+  std::vector<int> mismatches(4, 0);
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w)
+    threads.emplace_back([&, w] {
+      for (int round = 0; round < 5; ++round)
+        for (size_t i = 0; i < texts.size(); ++i)
+          mismatches[w] += tok().encode(texts[(i * 7 + w) % texts.size()]) !=
+                           expected[(i * 7 + w) % texts.size()];
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches, std::vector<int>(4, 0));
 }
 
 TEST_F(QwenTokenizerTest, BadInputsGetRequestErrors) {
@@ -132,8 +155,8 @@ TEST(TokenizerLoad, MissingFileNamesThePath) {
     EXPECT_EQ(e.code(), Err::TokenizerMissing);
     EXPECT_THAT(e.message(), HasSubstr("/nonexistent/model does not exist"));
   }
-  const auto empty = std::filesystem::temp_directory_path() /
-                     ("qmpi_tok_empty_" + std::to_string(::getpid()));
+  const auto empty =
+      std::filesystem::temp_directory_path() / ("qmpi_tok_empty_" + std::to_string(::getpid()));
   std::filesystem::create_directories(empty);
   try {
     Tokenizer::load(empty.string());
@@ -146,8 +169,8 @@ TEST(TokenizerLoad, MissingFileNamesThePath) {
 }
 
 TEST(TokenizerLoad, AFolderIsReadThroughItsTokenizerJson) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("qmpi_tok_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("qmpi_tok_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "tokenizer.json") << test::tiny_tokenizer({{"h", "i"}}).dump();
   std::ofstream(dir / "tokenizer_config.json") << R"({"eos_token": {"content": "hi"},

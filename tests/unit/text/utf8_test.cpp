@@ -22,17 +22,19 @@ TEST(Utf8, ValidTextIsUnchanged) {
 // One U+FFFD per maximal subpart, the rule Rust's from_utf8_lossy and Python's
 // errors="replace" follow.
 TEST(Utf8, ReplacesMaximalSubparts) {
-  EXPECT_EQ(utf8::make_valid("\xE4\xBD"), R);                    // truncated 3-byte character
+  EXPECT_EQ(utf8::make_valid("\xE4\xBD"), R);  // truncated 3-byte character
   EXPECT_EQ(utf8::make_valid("\xE4\xBDx"), R + "x");
-  EXPECT_EQ(utf8::make_valid("\x80"), R);                        // lone continuation byte
+  EXPECT_EQ(utf8::make_valid("\x80"), R);  // lone continuation byte
   EXPECT_EQ(utf8::make_valid("\x80\x80"), R + R);
-  EXPECT_EQ(utf8::make_valid("\xC0\xAF"), R + R);                // overlong lead byte
-  EXPECT_EQ(utf8::make_valid("\xE0\x80\xAF"), R + R + R);        // overlong 3-byte form
-  EXPECT_EQ(utf8::make_valid("\xED\xA0\x80"), R + R + R);        // a surrogate
-  EXPECT_EQ(utf8::make_valid("\xF0\x9F\x98"), R);                // truncated emoji
+  EXPECT_EQ(utf8::make_valid("\xC0\xAF"), R + R);                  // overlong lead byte
+  EXPECT_EQ(utf8::make_valid("\xE0\x80\xAF"), R + R + R);          // overlong 3-byte form
+  EXPECT_EQ(utf8::make_valid("\xED\xA0\x80"), R + R + R);          // a surrogate
+  EXPECT_EQ(utf8::make_valid("\xF0\x9F\x98"), R);                  // truncated emoji
   EXPECT_EQ(utf8::make_valid("\xF4\x90\x80\x80"), R + R + R + R);  // above U+10FFFF
   EXPECT_EQ(utf8::make_valid("\xF5"), R);
-  EXPECT_EQ(utf8::make_valid("a\xFF" "b\xF0\x9F\x98\x80"), "a" + R + "b\U0001F600");
+  EXPECT_EQ(utf8::make_valid("a\xFF"
+                             "b\xF0\x9F\x98\x80"),
+            "a" + R + "b\U0001F600");
   EXPECT_EQ(utf8::find_invalid("ab\xE4\xBD"), 2u);
 }
 
@@ -52,8 +54,8 @@ TEST(Utf8, TellsIncompleteFromInvalid) {
 
 TEST(Utf8, AppendEncodesEveryLength) {
   std::string s;
-  for (char32_t cp : {U'\u007F', U'\u0080', U'\u07FF', U'\u0800', U'\uFFFF', U'\U00010000',
-                      U'\U0010FFFF'})
+  for (char32_t cp :
+       {U'\u007F', U'\u0080', U'\u07FF', U'\u0800', U'\uFFFF', U'\U00010000', U'\U0010FFFF'})
     utf8::append(s, cp);
   EXPECT_EQ(s, "\x7F\xC2\x80\xDF\xBF\xE0\xA0\x80\xEF\xBF\xBF\xF0\x90\x80\x80\xF4\x8F\xBF\xBF");
 }

@@ -1,0 +1,113 @@
+// qmpi batch: a JSONL file of requests in, one result line per request out (docs/batch.md).
+// Every rank starts the engine; rank 0 runs the job over the continuous-batching scheduler and
+// the others serve its steps.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "app/commands/options.h"
+#include "app/commands/prompt_input.h"
+#include "batch/batch_job.h"
+#include "dist/signals.h"
+#include "engine/scheduler.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace qmpi {
+namespace {
+
+constexpr int64_t kBatchMaxNumSeqs = 16;  // --max-num-seqs when not given (run's default is 1)
+
+// The rank as the launcher tells it, for the message a second signal prints (MPI is not up
+// yet when the handlers go in).
+std::string launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return std::string("rank ") + v;
+  return "rank 0";
+}
+
+std::string model_name(const std::string& path) {
+  std::filesystem::path p(path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();
+  return p.filename().string();
+}
+
+}  // namespace
+
+int cmd_batch(const Args& args) {
+  EngineCli cli;
+  BatchJobOptions job;
+  SchedulerConfig sched_cfg;
+  bool no_prefix_caching = false;
+  po::options_description desc = engine_options(cli);
+  po::options_description b("batch");
+  b.add_options()
+      ("input", po::value(&job.input)->required(),
+       "JSONL requests: OpenAI Batch API lines or {\"id\", \"prompt\"|\"messages\", ...}")
+      ("output", po::value(&job.output)->required(), "JSONL results, one line per input line")
+      ("output-h5", po::value(&job.output_h5),
+       "also write token ids, logprobs and timings to this HDF5 file")
+      ("ordered", po::bool_switch(&job.ordered),
+       "write results in input order (default: as they finish)")
+      ("resume", po::bool_switch(&job.resume),
+       "carry on with an earlier run: skip the ids already in --output and append")
+      ("overwrite", po::bool_switch(&job.overwrite), "replace an existing --output")
+      ("max-batched-tokens", po::value(&sched_cfg.max_batched_tokens)->default_value(2048),
+       "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")
+      ("default-max-tokens", po::value(&job.default_max_tokens)->default_value(0),
+       "max_tokens of requests that do not set it (0: 16 for completions, up to "
+       "--max-model-len for chat)")
+      ("no-prefix-caching", po::bool_switch(&no_prefix_caching),
+       "do not share KV blocks between requests with the same prompt prefix")
+      ("token-ids", po::bool_switch(&job.token_ids),
+       "add prompt_token_ids and each choice's token_ids to the results")
+      ("served-model-name", po::value(&job.model_name),
+       "\"model\" in responses of requests that name none (default: the model folder's name)")
+      ("fsync-interval", po::value(&job.fsync_interval_s)->default_value(2.0),
+       "seconds between fsyncs of the results")
+      ("progress-interval", po::value(&job.progress_interval_s)->default_value(5.0),
+       "seconds between progress lines when stderr is not a terminal");
+  desc.add(b);
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm,
+                     "qmpi batch --model DIR --input FILE --output FILE [options]\n"
+                     "       (--max-num-seqs defaults to 16 here)"))
+    return 0;
+  if (vm["max-num-seqs"].defaulted()) cli.max_num_seqs = kBatchMaxNumSeqs;
+  if (job.resume && job.overwrite) raise(Err::Usage, "give --resume or --overwrite, not both");
+  if (job.fsync_interval_s <= 0) raise(Err::Usage, "--fsync-interval must be positive");
+  sched_cfg.max_num_seqs = cli.max_num_seqs;
+  sched_cfg.prefix_caching = !no_prefix_caching;
+  if (job.model_name.empty()) job.model_name = model_name(cli.model);
+  job.progress_bar = ::isatty(STDERR_FILENO) != 0;
+
+  // Every rank: the first SIGTERM/SIGINT lets rank 0 drain while the others keep serving.
+  SignalGuard signals(launcher_rank());
+  return run_engine(to_engine_options(cli), [&](Engine& engine) {
+    try {
+      const Tokenizer tokenizer = Tokenizer::load(engine.options().model_path);
+      engine.executor().set_valid_vocab(tokenizer.vocab_size());
+      const auto chat = chat_template_for(engine.options().model_path);
+      BatchModel model;
+      model.tokenizer = &tokenizer;
+      model.chat = chat.get();
+      model.gen = engine.generation_config();
+      model.eos_ids = stop_token_ids(engine.generation_config(), engine.config());
+      model.max_model_len = engine.max_model_len();
+      model.vocab_size = engine.config().vocab_size;
+      sched_cfg.max_model_len = engine.max_model_len();
+      ExecutorRunner runner(engine.executor());
+      Scheduler sched(runner, engine.blocks(), sched_cfg);
+      run_batch_job(job, model, sched, [] { return stop_requested(); });
+      return 0;
+    } catch (const Error& e) {
+      // Reported here so that run_engine shuts the mesh down cleanly instead of aborting it.
+      std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
+      return e.exit_code();
+    }
+  });
+}
+
+}  // namespace qmpi

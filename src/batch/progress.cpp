@@ -1,0 +1,81 @@
+#include "batch/progress.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include <spdlog/fmt/fmt.h>
+
+namespace qmpi {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string duration(double s) {
+  if (s < 0 || s > 1e7) return "?";
+  const auto t = int64_t(s + 0.5);
+  if (t >= 3600) return fmt::format("{}h{:02}m", t / 3600, (t / 60) % 60);
+  if (t >= 60) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}s", t);
+}
+
+}  // namespace
+
+Progress::Progress(bool tty, double interval_s)
+    : tty_(tty), interval_s_(tty ? 0.2 : interval_s), start_s_(now_s()) {}
+
+double Progress::elapsed_s() const { return now_s() - start_s_; }
+
+std::string Progress::rates(const ProgressCounts& c) const {
+  const double t = std::max(elapsed_s(), 1e-9);
+  return fmt::format("{:.1f} tok/s in, {:.1f} tok/s out", double(c.prompt_tokens) / t,
+                     double(c.generated_tokens) / t);
+}
+
+void Progress::update(const ProgressCounts& c, bool force) {
+  const double now = now_s();
+  if (!force && now - last_s_ < interval_s_) return;
+  last_s_ = now;
+  const int64_t done = c.ok + c.failed;
+  const int64_t todo = c.total - c.skipped;
+  const double t = elapsed_s();
+  const double eta = done > 0 ? t * double(todo - done) / double(done) : -1.0;
+  const double pct = todo > 0 ? 100.0 * double(done) / double(todo) : 100.0;
+  if (tty_) {
+    const int width = 24;
+    const int fill = int(pct / 100.0 * width);
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld %s, ETA %s, KV %lld/%lld  ",
+                 std::string(size_t(fill), '#').c_str(),
+                 std::string(size_t(width - fill), '.').c_str(), (long long)done,
+                 (long long)todo, rates(c).c_str(), duration(eta).c_str(),
+                 (long long)c.kv_blocks_used, (long long)c.kv_blocks);
+    drew_bar_ = true;
+  } else {
+    std::fprintf(stderr,
+                 "batch: %lld/%lld done (%.0f%%, %lld failed), %lld running, %lld waiting, %s, "
+                 "KV %lld/%lld blocks, %s elapsed, ETA %s\n",
+                 (long long)done, (long long)todo, pct, (long long)c.failed, (long long)c.running,
+                 (long long)c.waiting, rates(c).c_str(), (long long)c.kv_blocks_used,
+                 (long long)c.kv_blocks, duration(t).c_str(), duration(eta).c_str());
+  }
+  std::fflush(stderr);
+}
+
+void Progress::summary(const ProgressCounts& c, int64_t peak_kv_blocks, const std::string& extra) {
+  if (drew_bar_) std::fprintf(stderr, "\n");
+  const double t = std::max(elapsed_s(), 1e-9);
+  std::fprintf(stderr,
+               "batch: %lld ok, %lld failed, %lld skipped (done before) | prompt %lld tokens, "
+               "generated %lld tokens | wall %.1f s | %s, %.2f req/s | peak KV %lld/%lld blocks "
+               "(%.0f%%)%s\n",
+               (long long)c.ok, (long long)c.failed, (long long)c.skipped,
+               (long long)c.prompt_tokens, (long long)c.generated_tokens, t, rates(c).c_str(),
+               double(c.ok + c.failed) / t, (long long)peak_kv_blocks, (long long)c.kv_blocks,
+               c.kv_blocks > 0 ? 100.0 * double(peak_kv_blocks) / double(c.kv_blocks) : 0.0,
+               extra.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace qmpi

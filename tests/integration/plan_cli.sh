@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# `qmpi plan` and `qmpi help errors` through the real binary: Qwen2.5-72B-Instruct's config on
+# 6 x 24 GiB (nothing fits in bf16, int4 suggested) and 6 x 80 GB (--tp 6 rejected, --tp 2
+# --pp 3 recommended), one layout explained, JSON for scripts, an MoE config sized but refused,
+# and a generated model folder read through its safetensors headers.
+set -u
+: "${QMPI:?set QMPI to the qmpi binary}" "${QMPI_SOURCE_DIR:?}" "${QMPI_TEST_TMP:?}"
+CFG="$QMPI_SOURCE_DIR/tests/fixtures/configs"
+TMP="$QMPI_TEST_TMP/plan_cli"
+rm -rf "$TMP" && mkdir -p "$TMP"
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# run NAME ARGS...: stdout -> $TMP/NAME.out, stderr -> $TMP/NAME.err, exit code -> $rc
+run() {
+  local name=$1
+  shift
+  "$QMPI" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+  rc=$?
+}
+expect_rc() { [ "$rc" -eq "$1" ] || fail "$2: exit code $rc, expected $1"; }
+# expect NAME.out|NAME.err TEXT: the file contains TEXT as a fixed string
+expect() {
+  grep -qF -- "$2" "$TMP/$1" || { fail "$1 lacks: $2"; sed 's/^/    | /' "$TMP/$1" | head -40; }
+}
+
+M72="$CFG/qwen2.5-72b-instruct.json"
+common=(--model-config "$M72" --gpus 6 --max-model-len 32768 --kv-dtype bf16)
+
+run small plan "${common[@]}" --gpu-mem 24GiB
+expect_rc 2 "72B on 6 x 24 GiB"
+expect small.out "weights   145.41 GB (135.43 GiB) in BF16"
+expect small.out "KV cache  320 KiB per token in BF16"
+expect small.out "budget    21.60 GiB per GPU (24.00 GiB x 0.90), 6 GPUs on 1 node"
+expect small.out "  6   1     6  no "
+expect small.out "QM103 num_key_value_heads (8) is not divisible by --tp 6"
+expect small.out "Nothing fits on 6 GPUs"
+expect small.out "An int4 AWQ/GPTQ checkpoint (about 41.46 GB, int4-g128 estimate) would fit as --tp 2 --pp 3"
+expect small.err "error QM150 (weights-do-not-fit)"
+
+run both plan "${common[@]}" --gpu-mem 80GB --model /models/Qwen2.5-72B-Instruct
+expect_rc 2 "--model and --model-config together"
+expect both.err "error QM100 (usage)"
+
+run big plan "${common[@]}" --gpu-mem 80GB
+expect_rc 0 "72B on 6 x 80 GB"
+expect big.out "budget    67.06 GiB per GPU (74.51 GiB x 0.90), 6 GPUs on 1 node"
+expect big.out "QM103 num_key_value_heads (8) is not divisible by --tp 6"
+expect big.out "<- recommended"
+expect big.out "Use --tp 2 --pp 3 on 6 GPUs: its biggest rank (rank 0) needs"
+expect big.out "mpirun -np 6 qmpi serve --model MODEL_DIR --tp 2 --pp 3 --backend cuda --max-model-len 32768"
+grep -E '^  2   3     6  yes .* <- recommended$' "$TMP/big.out" >/dev/null ||
+  fail "the --tp 2 --pp 3 row is not the recommended one"
+
+run tp6 plan "${common[@]}" --gpu-mem 80GB --tp 6
+expect_rc 2 "--tp 6 explained"
+expect tp6.out "layout    --tp 6 --pp 1 on 6 ranks: invalid (QM103 kv-heads-not-divisible)"
+expect tp6.err "error QM103 (kv-heads-not-divisible): num_key_value_heads (8) is not divisible by --tp 6"
+expect tp6.err "fix: Launch \`mpirun -np 6 qmpi serve --model MODEL_DIR --tp 2 --pp 3"
+
+run tp2pp3 plan "${common[@]}" --gpu-mem 80GB --tp 2 --pp 3
+expect_rc 0 "--tp 2 --pp 3 explained"
+expect tp2pp3.out "layout    --tp 2 --pp 3 on 6 ranks: valid, fits"
+for r in 0 1 2 3 4 5; do
+  grep -qE "^ +$r +0 +$((r / 2)) +$((r % 2)) " "$TMP/tp2pp3.out" || fail "no row for rank $r"
+done
+expect tp2pp3.out "   0     0     0   0  0-26        23.23     1.69"
+expect tp2pp3.out "   5     0     2   1  54-79       22.41     1.62"
+
+run tp2pp3_small plan "${common[@]}" --gpu-mem 24GiB --tp 2 --pp 3
+expect_rc 2 "--tp 2 --pp 3 on 24 GiB"
+expect tp2pp3_small.err "error QM150 (weights-do-not-fit): The model does not fit: with --tp 2 --pp 3, rank 0"
+expect tp2pp3_small.err "int4"
+
+run json plan "${common[@]}" --gpu-mem 80GB --json
+expect_rc 0 "--json"
+/usr/bin/python3 - "$TMP/json.out" <<'EOF' || fail "JSON output"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["fits"] is True, d["fits"]
+assert (d["recommended"]["tp"], d["recommended"]["pp"]) == (2, 3), d["recommended"]
+assert d["model"]["kv_bytes_per_token"] == 327680, d["model"]
+assert d["model"]["weights_bytes"] == 145412407296, d["model"]
+tp6 = [l for l in d["layouts"] if (l["tp"], l["pp"]) == (6, 1)][0]
+assert tp6["valid"] is False and tp6["code"] == "QM103", tp6
+EOF
+
+run moe plan --model-config "$CFG/qwen2-57b-a14b.json" --gpus 6 --gpu-mem 80GB --kv-dtype bf16
+expect_rc 3 "Qwen2-57B-A14B"
+expect moe.out "weights   114.82 GB"
+expect moe.out "an int4-g128 checkpoint would be about 31.45 GB"
+expect moe.out "KV cache  56 KiB per token in BF16"
+expect moe.err "error QM203 (arch-unsupported)"
+
+# A model folder: the planner reads the safetensors header (f32 weights), never the data.
+if "$QMPI" make-model --out "$TMP/tiny" --preset tiny --dtype f32 >"$TMP/make.log" 2>&1; then
+  run cpu plan --model "$TMP/tiny" --backend cpu --gpus 6 --host-mem 8GiB
+  expect_rc 0 "tiny model on CPU"
+  expect cpu.out "in F32 (safetensors headers)"
+  expect cpu.out "8.00 GiB of host memory per host"
+else
+  fail "qmpi make-model failed"; cat "$TMP/make.log"
+fi
+
+run errors help errors
+expect_rc 0 "help errors"
+expect errors.out "QM103  kv-heads-not-divisible  (exit 2)"
+run markdown help errors --markdown
+expect_rc 0 "help errors --markdown"
+sed -n '/^<!-- generated by/,$p' "$QMPI_SOURCE_DIR/docs/troubleshooting.md" | tail -n +3 >"$TMP/doc_body.md"
+cmp -s "$TMP/markdown.out" "$TMP/doc_body.md" ||
+  fail "docs/troubleshooting.md differs from \`qmpi help errors --markdown\`"
+
+run usage plan --model-config "$M72" --gpus 6 --gpu-mem 24G
+expect_rc 2 "ambiguous --gpu-mem"
+expect usage.err "ambiguous unit"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures check(s) failed; outputs in $TMP"
+  exit 1
+fi
+echo "plan_cli: all checks passed"
