@@ -5,7 +5,7 @@
 namespace qmpi {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 std::string dump(const json& j) {
   // Token strings can be part of a character: invalid UTF-8 becomes U+FFFD in the JSON text
