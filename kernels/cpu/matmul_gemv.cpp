@@ -71,13 +71,15 @@ struct GemvArgs {
   float* out;
 };
 
-// R weight rows from `row` times XR rows of x from `xrow`.
+// R weight rows from `row` times XR rows of x from `xrow`. With `ahead`, the R rows after
+// these are prefetched alongside, so the next tile finds its weights on the way from DRAM.
 template <DType WT, int R, int XR>
-void tile(const GemvArgs& g, int64_t row, int64_t xrow) {
-  const size_t esize = WT == DType::F32 ? 4 : 2;
+void tile(const GemvArgs& g, int64_t row, int64_t xrow, bool ahead) {
+  constexpr size_t esize = WT == DType::F32 ? 4 : 2;
   const char* rows[R];
   for (int r = 0; r < R; ++r)
     rows[r] = static_cast<const char*>(g.w) + size_t(row + r) * size_t(g.K) * esize;
+  const size_t next = ahead ? size_t(R) * size_t(g.K) * esize : 0;
   __m512 acc[R][XR];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < XR; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -85,7 +87,12 @@ void tile(const GemvArgs& g, int64_t row, int64_t xrow) {
   const float* xp = g.xp + xrow * g.Kp;
   for (int64_t k = 0; k < kmain; k += kStep) {
     __m512 a[R], b[R];
-    for (int r = 0; r < R; ++r) load_block<WT>(rows[r], k, a[r], b[r]);
+    for (int r = 0; r < R; ++r) {
+      if (next)
+        for (size_t line = 0; line < kStep * esize; line += 64)
+          __builtin_prefetch(rows[r] + next + size_t(k) * esize + line, 0, 1);
+      load_block<WT>(rows[r], k, a[r], b[r]);
+    }
     for (int j = 0; j < XR; ++j) {
       const __m512 xa = _mm512_loadu_ps(xp + j * g.Kp + k);
       const __m512 xb = _mm512_loadu_ps(xp + j * g.Kp + k + 16);
@@ -106,14 +113,17 @@ void tile(const GemvArgs& g, int64_t row, int64_t xrow) {
   }
 }
 
+// Rows [row, row + R) times all n rows of x; the first pass over the weights prefetches the
+// next R rows when `ahead`.
 template <DType WT, int R>
-void tile_rows(const GemvArgs& g, int64_t row, int64_t n) {
+void tile_rows(const GemvArgs& g, int64_t row, int64_t n, bool ahead) {
   for (int64_t j = 0; j < n; j += kXRows) {
+    const bool first = ahead && j == 0;
     switch (std::min<int64_t>(kXRows, n - j)) {
-      case 4: tile<WT, R, 4>(g, row, j); break;
-      case 3: tile<WT, R, 3>(g, row, j); break;
-      case 2: tile<WT, R, 2>(g, row, j); break;
-      default: tile<WT, R, 1>(g, row, j); break;
+      case 4: tile<WT, R, 4>(g, row, j, first); break;
+      case 3: tile<WT, R, 3>(g, row, j, first); break;
+      case 2: tile<WT, R, 2>(g, row, j, first); break;
+      default: tile<WT, R, 1>(g, row, j, first); break;
     }
   }
 }
@@ -121,8 +131,8 @@ void tile_rows(const GemvArgs& g, int64_t row, int64_t n) {
 template <DType WT>
 void rows_range(const GemvArgs& g, int64_t n, int64_t r0, int64_t r1) {
   int64_t r = r0;
-  for (; r + kRows <= r1; r += kRows) tile_rows<WT, kRows>(g, r, n);
-  for (; r < r1; ++r) tile_rows<WT, 1>(g, r, n);
+  for (; r + kRows <= r1; r += kRows) tile_rows<WT, kRows>(g, r, n, r + 2 * kRows <= r1);
+  for (; r < r1; ++r) tile_rows<WT, 1>(g, r, n, false);
 }
 
 void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, float* out, int nt) {
