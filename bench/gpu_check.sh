@@ -19,7 +19,7 @@
 #   bash bench/gpu_check.sh prepare
 # builds Release for sm_90 without -march=native into build-gpu-bundle/ and packs qmpi,
 # test_cuda, the shared libraries they load (not glibc, and not cuBLAS/NCCL, which the GPU
-# machine has) and the Open MPI runtime into .gpu-bundle/bundle.tar.xz (about 20 MB,
+# machine has) and the Open MPI runtime into .gpu-bundle/bundle.tar.gz (about 17 MB,
 # git-excluded).
 #
 # On a machine without a GPU, `bash bench/gpu_check.sh --cpu-dry-run` runs the same steps with
@@ -30,7 +30,7 @@
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bundle_tar="$repo/.gpu-bundle/bundle.tar.xz"
+bundle_tar="$repo/.gpu-bundle/bundle.tar.gz"
 multiarch=x86_64-linux-gnu
 ompi_plugins=/usr/lib/$multiarch/openmpi/lib/openmpi3
 pmix_plugins=/usr/lib/$multiarch/pmix2/lib/pmix
@@ -80,7 +80,7 @@ prepare() {
     fi
   done
   mkdir -p "$(dirname "$bundle_tar")"
-  tar -C "$stage" -cJf "$bundle_tar" . || return 1
+  tar -C "$stage" -czf "$bundle_tar" . || return 1
   rm -rf "$stage"
   local exclude="$repo/.git/info/exclude"
   if [[ -d "$repo/.git" ]] && ! grep -qx '/.gpu-bundle/' "$exclude" 2>/dev/null; then
@@ -123,6 +123,12 @@ row() {  # row NAME STATUS VALUE
   [[ "$2" == FAIL ]] && failed=1
   note "== $1: $2 $3"
 }
+# A command as the log shows it: without `env` and its VAR=value words.
+shown() {
+  [[ "${1:-}" == env ]] && shift
+  while [[ "${1:-}" == [A-Z_]*=* ]]; do shift; done
+  echo "$*"
+}
 # run LIMIT CMD...: the command's output goes to the log; the limit shrinks to the time left.
 run() {
   local limit="$1"
@@ -133,7 +139,7 @@ run() {
     echo "+ (out of time) $*" >>"$log"
     return 124
   fi
-  echo "+ $*" >>"$log"
+  echo "+ $(shown "$@")" >>"$log"
   timeout -k 5 "$limit" "$@" >>"$log" 2>&1
 }
 # run_to FILE LIMIT CMD...: as run, with the command's standard output kept in FILE too.
@@ -146,7 +152,7 @@ run_to() {
     echo "+ (out of time) $*" >>"$log"
     return 124
   fi
-  echo "+ $* > $file" >>"$log"
+  echo "+ $(shown "$@") > $file" >>"$log"
   timeout -k 5 "$limit" "$@" >"$file" 2>>"$log"
   local rc=$?
   cat "$file" >>"$log"
@@ -161,6 +167,9 @@ for p in python3 /usr/bin/python3; do
   fi
 done
 
+if [[ -z "$py" ]]; then
+  row "python3 with numpy" FAIL "needed to compare logits and read bench output"
+fi
 if command -v nvidia-smi >/dev/null; then
   note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)"
 fi
@@ -179,7 +188,7 @@ find_gpu_lib_dirs() {  # directories holding cuBLAS and NCCL on this machine
   fi
   local lib d dirs=()
   for lib in "${gpu_libs[@]}"; do
-    d="$(find "${roots[@]}" -maxdepth 6 -name "$lib" -print -quit 2>/dev/null)"
+    d="$(find -H "${roots[@]}" -maxdepth 6 -name "$lib" -print -quit 2>/dev/null)"
     [[ -n "$d" ]] && dirs+=("$(dirname "$d")")
   done
   printf '%s\n' "${dirs[@]}" | awk '!seen[$0]++' | paste -sd:
@@ -204,7 +213,7 @@ use_bundle() {
   [[ -f "$bundle_tar" ]] || return 1
   local b="$work/bundle" gpu_dirs ldp
   mkdir -p "$b"
-  run 60 tar -C "$b" -xJf "$bundle_tar" || return 1
+  run 60 tar -C "$b" -xzf "$bundle_tar" || return 1
   gpu_dirs="$(find_gpu_lib_dirs)"
   note "bundle: cuBLAS/NCCL from ${gpu_dirs:-nowhere}"
   ldp="$b/lib${gpu_dirs:+:$gpu_dirs}"
@@ -300,7 +309,7 @@ PY
 # the CPU backend multiplies in float32, so the end-to-end bound is looser than a kernel's.
 logits_tol=3e-2
 ids=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16
-if ((models_ok)); then
+if ((models_ok)) && [[ -n "$py" ]]; then
   for m in tiny q05; do
     name=$([[ $m == tiny ]] && echo tiny || echo qwen2.5-0.5b)
     if run 90 env "${qenv[@]}" "$qmpi" logits --model "$work/$m" --ids "$ids" \

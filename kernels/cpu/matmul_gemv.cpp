@@ -19,6 +19,7 @@ constexpr int kRows = 4;
 constexpr int kXRows = 4;
 // Below this many weight elements per thread, extra threads cost more than they bring.
 constexpr int64_t kGrain = 32 * 1024;
+static size_t kPrefetchBytes = getenv("PFB") ? atoi(getenv("PFB")) : 16384;
 
 #if defined(__AVX512F__)
 constexpr int64_t kStep = 32;  // weights per row per inner step
@@ -71,15 +72,16 @@ struct GemvArgs {
   float* out;
 };
 
-// R weight rows from `row` times XR rows of x from `xrow`. With `ahead`, the R rows after
-// these are prefetched alongside, so the next tile finds its weights on the way from DRAM.
+// R weight rows from `row` times XR rows of x from `xrow`. With `ahead`, every weight load
+// also prefetches the line kPrefetchBytes further on: one core keeps too few misses in flight
+// on its own to reach DRAM bandwidth.
 template <DType WT, int R, int XR>
 void tile(const GemvArgs& g, int64_t row, int64_t xrow, bool ahead) {
   constexpr size_t esize = WT == DType::F32 ? 4 : 2;
   const char* rows[R];
   for (int r = 0; r < R; ++r)
     rows[r] = static_cast<const char*>(g.w) + size_t(row + r) * size_t(g.K) * esize;
-  const size_t next = ahead ? size_t(R) * size_t(g.K) * esize : 0;
+  const size_t next = ahead ? kPrefetchBytes : 0;
   __m512 acc[R][XR];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < XR; ++j) acc[r][j] = _mm512_setzero_ps();
@@ -131,7 +133,7 @@ void tile_rows(const GemvArgs& g, int64_t row, int64_t n, bool ahead) {
 template <DType WT>
 void rows_range(const GemvArgs& g, int64_t n, int64_t r0, int64_t r1) {
   int64_t r = r0;
-  for (; r + kRows <= r1; r += kRows) tile_rows<WT, kRows>(g, r, n, r + 2 * kRows <= r1);
+  for (; r + kRows <= r1; r += kRows) tile_rows<WT, kRows>(g, r, n, kPrefetchBytes > 0);
   for (; r < r1; ++r) tile_rows<WT, 1>(g, r, n, false);
 }
 

@@ -13,9 +13,13 @@ namespace qmpi::cuda {
 template <class T>
 __device__ __forceinline__ float to_float(T v);
 template <>
-__device__ __forceinline__ float to_float<float>(float v) { return v; }
+__device__ __forceinline__ float to_float<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ float to_float<__half>(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_float<__half>(__half v) {
+  return __half2float(v);
+}
 template <>
 __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
   return __bfloat162float(v);
@@ -49,14 +53,23 @@ __device__ __forceinline__ float block_sum(float v) {
 template <class F>
 bool dispatch_weight_type(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::F32: f.template operator()<float>(); return true;
-    case DType::F16: f.template operator()<__half>(); return true;
-    case DType::BF16: f.template operator()<__nv_bfloat16>(); return true;
-    default: return false;
+    case DType::F32:
+      f.template operator()<float>();
+      return true;
+    case DType::F16:
+      f.template operator()<__half>();
+      return true;
+    case DType::BF16:
+      f.template operator()<__nv_bfloat16>();
+      return true;
+    default:
+      return false;
   }
 }
 
-inline dim3 grid_of(const LaunchShape& s) { return dim3(s.grid_x, s.grid_y, 1); }
+inline dim3 grid_of(const LaunchShape& s) {
+  return dim3(s.grid_x, s.grid_y, 1);
+}
 
 }  // namespace qmpi::cuda
 
@@ -66,6 +79,8 @@ namespace qmpi::cuda {
 __device__ __forceinline__ int64_t global_thread() {
   return int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
 }
-__device__ __forceinline__ int64_t grid_stride() { return int64_t(gridDim.x) * blockDim.x; }
+__device__ __forceinline__ int64_t grid_stride() {
+  return int64_t(gridDim.x) * blockDim.x;
+}
 
 }  // namespace qmpi::cuda

@@ -27,7 +27,8 @@ __global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_
 template <class T>
 __global__ void add_bias_kernel(float* out, int64_t n, int64_t width, const T* bias) {
   const int64_t total = n * width;
-  for (int64_t i = global_thread(); i < total; i += grid_stride()) out[i] += to_float(bias[i % width]);
+  for (int64_t i = global_thread(); i < total; i += grid_stride())
+    out[i] += to_float(bias[i % width]);
 }
 
 template <class T>
@@ -37,7 +38,9 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 template <>
-__device__ __forceinline__ __half from_float<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
 
 template <class T>
 __global__ void convert_kernel(const float* x, int64_t count, T* out) {
@@ -74,8 +77,8 @@ cudaError_t launch_add_bias(float* out, int64_t n, int64_t width, const void* bi
   const LaunchShape s = elementwise_shape(n * width);
   if (s.empty()) return cudaSuccess;
   const bool known = dispatch_weight_type(dtype, [&]<class T>() {
-    add_bias_kernel<T><<<grid_of(s), s.block, 0, stream>>>(out, n, width,
-                                                           static_cast<const T*>(bias));
+    add_bias_kernel<T>
+        <<<grid_of(s), s.block, 0, stream>>>(out, n, width, static_cast<const T*>(bias));
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }

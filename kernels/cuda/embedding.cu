@@ -27,8 +27,8 @@ cudaError_t launch_embedding(const int32_t* ids, int64_t n, const void* table, D
   const LaunchShape s = row_shape(n, width);
   if (s.empty()) return cudaErrorInvalidConfiguration;
   const bool known = dispatch_weight_type(dtype, [&]<class T>() {
-    embedding_kernel<T><<<grid_of(s), s.block, 0, stream>>>(
-        ids, static_cast<const T*>(table), table_rows, width, row_offset, out);
+    embedding_kernel<T><<<grid_of(s), s.block, 0, stream>>>(ids, static_cast<const T*>(table),
+                                                            table_rows, width, row_offset, out);
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }

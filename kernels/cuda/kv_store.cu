@@ -14,8 +14,7 @@ __global__ void kv_store_kernel(const float* k, const float* v, int64_t n, const
     const int64_t t = idx / row;
     const int32_t slot = slots[t];
     const int64_t e = idx % row;
-    const int64_t dst =
-        kv_offset(slot, int32_t(e / head_dim), kv_heads, head_dim) + e % head_dim;
+    const int64_t dst = kv_offset(slot, int32_t(e / head_dim), kv_heads, head_dim) + e % head_dim;
     k_cache[dst] = k[idx];
     v_cache[dst] = v[idx];
   }

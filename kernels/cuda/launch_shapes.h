@@ -31,7 +31,9 @@ inline constexpr int64_t kMaxElementwiseBlocks = 65536;
 inline constexpr uint32_t kAttentionThreads = 128;
 inline constexpr int32_t kAttentionMaxHeadDim = 256;
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // count independent elements, grid-stride.
 inline LaunchShape elementwise_shape(int64_t count) {

@@ -40,9 +40,9 @@ struct AttentionSeqDev {
 };
 
 struct AttentionParams {
-  const float* q = nullptr;          // [rows, heads, head_dim]
-  float* out = nullptr;              // same shape; rows with row_seq < 0 are left untouched
-  const float* k_cache = nullptr;    // [num_blocks, block_size, kv_heads, head_dim]
+  const float* q = nullptr;        // [rows, heads, head_dim]
+  float* out = nullptr;            // same shape; rows with row_seq < 0 are left untouched
+  const float* k_cache = nullptr;  // [num_blocks, block_size, kv_heads, head_dim]
   const float* v_cache = nullptr;
   const AttentionSeqDev* seqs = nullptr;
   const int32_t* row_seq = nullptr;  // [rows]: the sequence of each query row, or -1

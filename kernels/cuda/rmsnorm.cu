@@ -25,8 +25,8 @@ cudaError_t launch_rmsnorm(const float* x, int64_t n, const void* w, DType dtype
   const LaunchShape s = row_shape(n, width);
   if (s.empty()) return cudaErrorInvalidConfiguration;
   const bool known = dispatch_weight_type(dtype, [&]<class T>() {
-    rmsnorm_kernel<T><<<grid_of(s), s.block, 0, stream>>>(x, static_cast<const T*>(w), width, eps,
-                                                          out);
+    rmsnorm_kernel<T>
+        <<<grid_of(s), s.block, 0, stream>>>(x, static_cast<const T*>(w), width, eps, out);
   });
   return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }

@@ -25,13 +25,11 @@ namespace {
 constexpr int64_t kCompletionDefaultMaxTokens = 16;  // OpenAI's default for /v1/completions
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 bool blank(const std::string& line) {
@@ -66,8 +64,10 @@ struct Pending {
 class BatchJob {
  public:
   BatchJob(const BatchJobOptions& opts, const BatchModel& model, Scheduler& sched)
-      : opts_(opts), model_(model), sched_(sched), progress_(opts.progress_bar,
-                                                             opts.progress_interval_s) {}
+      : opts_(opts),
+        model_(model),
+        sched_(sched),
+        progress_(opts.progress_bar, opts.progress_interval_s) {}
 
   BatchSummary run(const std::function<bool()>& stop_requested);
 
@@ -97,9 +97,9 @@ class BatchJob {
   bool draining_ = false;
   double start_s_ = 0.0;
 
-  std::unordered_set<std::string> done_ids_;            // from an earlier run (--resume)
-  std::unordered_map<std::string, int64_t> seen_ids_;   // id -> line, this input
-  std::map<int64_t, std::unique_ptr<Pending>> pending_; // by index
+  std::unordered_set<std::string> done_ids_;             // from an earlier run (--resume)
+  std::unordered_map<std::string, int64_t> seen_ids_;    // id -> line, this input
+  std::map<int64_t, std::unique_ptr<Pending>> pending_;  // by index
   std::unordered_map<int64_t, std::pair<Pending*, size_t>> by_seq_;
   std::unique_ptr<ResultFile> file_;
   std::unique_ptr<H5Results> h5_;
@@ -134,9 +134,10 @@ void BatchJob::open_files() {
     int64_t missing = 0;
     for (const auto& id : done_ids_) missing += h5_->existing_ids().count(id) ? 0 : 1;
     if (missing > 0)
-      spdlog::warn("{} results in {} have no rows in {} (an earlier run was killed before "
-                   "flushing them)",
-                   missing, opts_.output, opts_.output_h5);
+      spdlog::warn(
+          "{} results in {} have no rows in {} (an earlier run was killed before "
+          "flushing them)",
+          missing, opts_.output, opts_.output_h5);
   }
   if (opts_.ordered) ordered_.emplace();
   summary_.counts.total = count_requests(opts_.input);
@@ -171,10 +172,9 @@ int64_t BatchJob::max_tokens_for(const BatchRequest& req, int64_t prompt) const 
     return *req.sampling.max_tokens;
   }
   if (room < 1)
-    raise(Err::PromptTooLong, "the prompt has " + std::to_string(prompt) +
-                                  " tokens; --max-model-len " +
-                                  std::to_string(model_.max_model_len) +
-                                  " leaves no room for output");
+    raise(Err::PromptTooLong,
+          "the prompt has " + std::to_string(prompt) + " tokens; --max-model-len " +
+              std::to_string(model_.max_model_len) + " leaves no room for output");
   int64_t want = opts_.default_max_tokens;
   if (want <= 0) want = req.endpoint == Endpoint::Completion ? kCompletionDefaultMaxTokens : room;
   return std::min(want, room);
@@ -232,9 +232,9 @@ bool BatchJob::read_line() {
   std::optional<Error> error = parsed.error;
   if (const auto it = seen_ids_.find(id); it != seen_ids_.end()) {
     // A repeated id would make resume ambiguous: the line gets an id of its own.
-    error = Error(Err::RequestField, "line " + std::to_string(line_no) + ": custom_id \"" + id +
-                                         "\" was already used on line " +
-                                         std::to_string(it->second));
+    error =
+        Error(Err::RequestField, "line " + std::to_string(line_no) + ": custom_id \"" + id +
+                                     "\" was already used on line " + std::to_string(it->second));
     id = line_id(line_no);
   } else {
     seen_ids_.emplace(id, line_no);
@@ -336,8 +336,8 @@ void BatchJob::fail(Pending& p, const Error& e) {
   }
   summary_.counts.failed++;
   emit(p.index, error_line(p.line_no, p.req.custom_id,
-                           Error(e.code(), "line " + std::to_string(p.line_no) + ": " +
-                                               e.message(), e.fix())));
+                           Error(e.code(), "line " + std::to_string(p.line_no) + ": " + e.message(),
+                                 e.fix())));
   pending_.erase(p.index);
 }
 
@@ -406,11 +406,11 @@ BatchSummary BatchJob::run(const std::function<bool()>& stop_requested) {
   summary_.stats = sched_.stats();
   std::string extra = fmt::format(" | {} preemptions, {} prefix-cached tokens",
                                   summary_.stats.preemptions, summary_.stats.cached_tokens);
-  summary_.left_for_resume = summary_.counts.total - summary_.counts.skipped -
-                             summary_.counts.ok - summary_.counts.failed;
+  summary_.left_for_resume =
+      summary_.counts.total - summary_.counts.skipped - summary_.counts.ok - summary_.counts.failed;
   if (summary_.drained)
-    extra += fmt::format(" | stopped early: {} requests left for --resume",
-                         summary_.left_for_resume);
+    extra +=
+        fmt::format(" | stopped early: {} requests left for --resume", summary_.left_for_resume);
   progress_.summary(summary_.counts, summary_.stats.peak_blocks, extra);
   return summary_;
 }

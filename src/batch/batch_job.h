@@ -19,11 +19,11 @@ namespace qmpi {
 struct BatchJobOptions {
   std::string input;
   std::string output;
-  std::string output_h5;  // empty: no HDF5 file
-  bool ordered = false;   // write results in input order
-  bool resume = false;    // skip ids already in the output, append to it
-  bool overwrite = false; // replace an existing output
-  bool token_ids = false; // add prompt/output token ids to each result
+  std::string output_h5;   // empty: no HDF5 file
+  bool ordered = false;    // write results in input order
+  bool resume = false;     // skip ids already in the output, append to it
+  bool overwrite = false;  // replace an existing output
+  bool token_ids = false;  // add prompt/output token ids to each result
   // max_tokens of requests that do not say: 0 = OpenAI's defaults (16 for completions, up to
   // max-model-len for chat).
   int64_t default_max_tokens = 0;

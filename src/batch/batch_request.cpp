@@ -12,12 +12,23 @@ namespace {
 using json = nlohmann::json;
 
 // The fields that may appear in a request body (or at the top of a plain line).
-const std::set<std::string, std::less<>> kCommonFields = {
-    "model",      "max_tokens",        "temperature",      "top_p",
-    "top_k",      "min_p",             "repetition_penalty", "presence_penalty",
-    "frequency_penalty", "seed",       "stop",             "stop_token_ids",
-    "ignore_eos", "n",                 "stream",           "user",
-    "logprobs"};
+const std::set<std::string, std::less<>> kCommonFields = {"model",
+                                                          "max_tokens",
+                                                          "temperature",
+                                                          "top_p",
+                                                          "top_k",
+                                                          "min_p",
+                                                          "repetition_penalty",
+                                                          "presence_penalty",
+                                                          "frequency_penalty",
+                                                          "seed",
+                                                          "stop",
+                                                          "stop_token_ids",
+                                                          "ignore_eos",
+                                                          "n",
+                                                          "stream",
+                                                          "user",
+                                                          "logprobs"};
 const std::set<std::string, std::less<>> kChatFields = {"messages", "max_completion_tokens",
                                                         "top_logprobs"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt"};
@@ -58,9 +69,9 @@ class LineChecker {
                        (v.is_number_float() && std::nearbyint(v.get<double>()) == v.get<double>() &&
                         std::abs(v.get<double>()) < 9.0e15);
     expect(whole, key, "an integer", v);
-    return v.is_number_unsigned() ? int64_t(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
-                                  : v.is_number_integer() ? v.get<int64_t>()
-                                                          : int64_t(v.get<double>());
+    return v.is_number_unsigned()  ? int64_t(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
+           : v.is_number_integer() ? v.get<int64_t>()
+                                   : int64_t(v.get<double>());
   }
   bool boolean(const json& obj, const std::string& key) const {
     const json& v = obj.at(key);
@@ -102,8 +113,10 @@ class LineChecker {
         for (const json& part : c) {
           if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
               !part.at("text").is_string())
-            field_error("\"" + at + ".content\" parts must be {\"type\": \"text\", \"text\": ...}, "
-                        "got " + shown(part));
+            field_error("\"" + at +
+                        ".content\" parts must be {\"type\": \"text\", \"text\": ...}, "
+                        "got " +
+                        shown(part));
           msg.content += part.at("text").get<std::string>();
         }
       } else {
@@ -147,8 +160,7 @@ class LineChecker {
     }
     if (obj.contains("top_k")) {
       const int64_t k = integer(obj, "top_k");
-      in_range(k == -1 || (k >= 1 && k <= INT32_MAX), "top_k", "-1 (off) or at least 1",
-               double(k));
+      in_range(k == -1 || (k >= 1 && k <= INT32_MAX), "top_k", "-1 (off) or at least 1", double(k));
       s.top_k = int32_t(k);
     }
     if (obj.contains("min_p")) {
@@ -232,11 +244,12 @@ class LineChecker {
   void request(const json& obj, BatchRequest& r, const std::string& skip_key) const {
     const bool chat = obj.contains("messages");
     if (chat && obj.contains("prompt")) field_error("give \"messages\" or \"prompt\", not both");
-    if (!chat && !obj.contains("prompt")) field_error("the request has no \"messages\" or \"prompt\"");
+    if (!chat && !obj.contains("prompt"))
+      field_error("the request has no \"messages\" or \"prompt\"");
     if (r.openai_line && chat != (r.endpoint == Endpoint::Chat))
-      field_error(std::string("url ") +
-                  (r.endpoint == Endpoint::Chat ? "/v1/chat/completions needs \"messages\""
-                                                : "/v1/completions needs \"prompt\""));
+      field_error(std::string("url ") + (r.endpoint == Endpoint::Chat
+                                             ? "/v1/chat/completions needs \"messages\""
+                                             : "/v1/completions needs \"prompt\""));
     r.endpoint = chat ? Endpoint::Chat : Endpoint::Completion;
     const auto& own = chat ? kChatFields : kCompletionFields;
     for (const auto& [k, v] : obj.items()) {
@@ -272,7 +285,9 @@ std::optional<std::string> read_id(const json& j) {
 
 }  // namespace
 
-std::string line_id(int64_t line_no) { return "line-" + std::to_string(line_no); }
+std::string line_id(int64_t line_no) {
+  return "line-" + std::to_string(line_no);
+}
 
 ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
   ParsedLine out;
@@ -282,8 +297,8 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
   try {
     j = json::parse(line);
   } catch (const json::parse_error& e) {
-    out.error = Error(Err::RequestJson, "line " + std::to_string(line_no) +
-                                            " is not valid JSON (" + e.what() + ")");
+    out.error = Error(Err::RequestJson,
+                      "line " + std::to_string(line_no) + " is not valid JSON (" + e.what() + ")");
     return out;
   }
   try {
@@ -296,7 +311,8 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
     if (openai) {
       for (const auto& [k, v] : j.items())
         if (!kOpenAiFields.count(k))
-          check.field_error("\"" + k + "\" is not a field of an OpenAI batch line (custom_id, "
+          check.field_error("\"" + k +
+                            "\" is not a field of an OpenAI batch line (custom_id, "
                             "method, url, body)");
       if (!j.contains("custom_id")) check.field_error("the line has no \"custom_id\"");
       r.custom_id = check.string(j, "custom_id");
@@ -317,8 +333,7 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
       check.request(j.at("body"), r, "");
     } else {
       if (!j.contains("id")) check.field_error("the line has no \"id\" (or \"custom_id\")");
-      if (!read_id(j))
-        check.expect(false, "id", "a non-empty string or an integer", j.at("id"));
+      if (!read_id(j)) check.expect(false, "id", "a non-empty string or an integer", j.at("id"));
       r.custom_id = *read_id(j);
       check.request(j, r, "id");
     }

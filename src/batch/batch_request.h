@@ -37,8 +37,8 @@ struct RequestSampling {
 struct BatchRequest {
   std::string custom_id;
   Endpoint endpoint = Endpoint::Completion;
-  bool openai_line = false;  // came as an OpenAI Batch API line
-  std::string model;         // the body's "model", echoed in the response
+  bool openai_line = false;           // came as an OpenAI Batch API line
+  std::string model;                  // the body's "model", echoed in the response
   std::vector<ChatMessage> messages;  // chat
   std::string prompt;                 // completion text
   std::vector<int32_t> prompt_ids;    // completion given as token ids

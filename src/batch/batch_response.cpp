@@ -33,8 +33,10 @@ json chat_logprobs(const ChoiceOutput& c, const Tokenizer& tok) {
         const std::string at = token_text(tok, a.token);
         alts.push_back({{"token", at}, {"logprob", a.logprob}, {"bytes", byte_list(at)}});
       }
-    content.push_back(
-        {{"token", t}, {"logprob", c.logprobs[i]}, {"bytes", byte_list(t)}, {"top_logprobs", alts}});
+    content.push_back({{"token", t},
+                       {"logprob", c.logprobs[i]},
+                       {"bytes", byte_list(t)},
+                       {"top_logprobs", alts}});
   }
   return {{"content", content}};
 }
@@ -59,8 +61,12 @@ json completion_logprobs(const ChoiceOutput& c, const Tokenizer& tok) {
           {"text_offset", offsets}};
 }
 
-std::string batch_id(int64_t line_no) { return "batch_req_" + std::to_string(line_no); }
-std::string request_id(int64_t line_no) { return "req_" + std::to_string(line_no); }
+std::string batch_id(int64_t line_no) {
+  return "batch_req_" + std::to_string(line_no);
+}
+std::string request_id(int64_t line_no) {
+  return "req_" + std::to_string(line_no);
+}
 
 }  // namespace
 
@@ -76,8 +82,8 @@ std::string success_line(const RequestOutput& out, const Tokenizer& tok, bool to
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     else
       choice["text"] = c.text;
-    choice["logprobs"] = out.logprobs ? (chat ? chat_logprobs(c, tok) : completion_logprobs(c, tok))
-                                      : json(nullptr);
+    choice["logprobs"] =
+        out.logprobs ? (chat ? chat_logprobs(c, tok) : completion_logprobs(c, tok)) : json(nullptr);
     choice["finish_reason"] = c.finish_reason;
     if (token_ids) choice["token_ids"] = c.tokens;
     choices.push_back(std::move(choice));
@@ -92,11 +98,11 @@ std::string success_line(const RequestOutput& out, const Tokenizer& tok, bool to
                  {"completion_tokens", generated},
                  {"total_tokens", out.prompt_tokens + generated}}}};
   if (token_ids) body["prompt_token_ids"] = out.prompt_ids;
-  const json line = {{"id", batch_id(out.line_no)},
-                     {"custom_id", out.custom_id},
-                     {"response",
-                      {{"status_code", 200}, {"request_id", request_id(out.line_no)}, {"body", body}}},
-                     {"error", nullptr}};
+  const json line = {
+      {"id", batch_id(out.line_no)},
+      {"custom_id", out.custom_id},
+      {"response", {{"status_code", 200}, {"request_id", request_id(out.line_no)}, {"body", body}}},
+      {"error", nullptr}};
   return dump(line);
 }
 

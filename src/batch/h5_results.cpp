@@ -64,24 +64,38 @@ struct Column {
   bool tokens;           // one entry per token rather than per row
 };
 
-hid_t t_i64() { return H5T_STD_I64LE; }
-hid_t t_i32() { return H5T_STD_I32LE; }
-hid_t t_f32() { return H5T_IEEE_F32LE; }
-hid_t t_f64() { return H5T_IEEE_F64LE; }
-hid_t t_str() { return -1; }  // variable-length string, made per use
+hid_t t_i64() {
+  return H5T_STD_I64LE;
+}
+hid_t t_i32() {
+  return H5T_STD_I32LE;
+}
+hid_t t_f32() {
+  return H5T_IEEE_F32LE;
+}
+hid_t t_f64() {
+  return H5T_IEEE_F64LE;
+}
+hid_t t_str() {
+  return -1;
+}  // variable-length string, made per use
 
 const Column kColumns[] = {
-    {"line", t_i64, false},          {"custom_id", t_str, false},
-    {"choice", t_i32, false},        {"prompt_tokens", t_i64, false},
-    {"token_start", t_i64, false},   {"token_count", t_i64, false},
-    {"finish_reason", t_str, false}, {"ttft_s", t_f64, false},
-    {"latency_s", t_f64, false},     {"finished_unix", t_f64, false},
-    {"token_ids", t_i32, true},      {"logprobs", t_f32, true},
+    {"line", t_i64, false},          {"custom_id", t_str, false},   {"choice", t_i32, false},
+    {"prompt_tokens", t_i64, false}, {"token_start", t_i64, false}, {"token_count", t_i64, false},
+    {"finish_reason", t_str, false}, {"ttft_s", t_f64, false},      {"latency_s", t_f64, false},
+    {"finished_unix", t_f64, false}, {"token_ids", t_i32, true},    {"logprobs", t_f32, true},
 };
 constexpr size_t kNumColumns = sizeof(kColumns) / sizeof(kColumns[0]);
 // Positions in kColumns.
-enum : size_t { kCustomId = 1, kTokenStart = 4, kTokenCount = 5, kRowColumns = 10, kTokenIds = 10,
-                kLogprobs = 11 };
+enum : size_t {
+  kCustomId = 1,
+  kTokenStart = 4,
+  kTokenCount = 5,
+  kRowColumns = 10,
+  kTokenIds = 10,
+  kLogprobs = 11
+};
 
 hsize_t length(hid_t ds) {
   H5Handle space(H5Dget_space(ds), H5Sclose);
@@ -106,7 +120,7 @@ struct H5Results::Impl {
   }
 
   hid_t memory_type(size_t c) const {
-    return kColumns[c].file_type == t_str ? str.get()
+    return kColumns[c].file_type == t_str   ? str.get()
            : kColumns[c].file_type == t_i64 ? H5T_NATIVE_INT64
            : kColumns[c].file_type == t_i32 ? H5T_NATIVE_INT32
            : kColumns[c].file_type == t_f32 ? H5T_NATIVE_FLOAT
@@ -129,9 +143,9 @@ struct H5Results::Impl {
       if (!sets[c].ok()) fail(std::string("create dataset ") + kColumns[c].name + " in");
     }
     H5Handle aspace(H5Screate(H5S_SCALAR), H5Sclose);
-    H5Handle attr(H5Acreate2(file.get(), "format", str.get(), aspace.get(), H5P_DEFAULT,
-                             H5P_DEFAULT),
-                  H5Aclose);
+    H5Handle attr(
+        H5Acreate2(file.get(), "format", str.get(), aspace.get(), H5P_DEFAULT, H5P_DEFAULT),
+        H5Aclose);
     const char* value = kFormat;
     H5Awrite(attr.get(), str.get(), &value);
   }
@@ -167,7 +181,8 @@ struct H5Results::Impl {
     if (rows > 0) {
       std::vector<char*> names(size_t(rows), nullptr);
       H5Handle space(H5Dget_space(sets[kCustomId].get()), H5Sclose);
-      if (H5Dread(sets[kCustomId].get(), str.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, names.data()) < 0)
+      if (H5Dread(sets[kCustomId].get(), str.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, names.data()) <
+          0)
         return false;
       for (char* s : names) ids.insert(s ? s : "");
       H5Dvlen_reclaim(str.get(), space.get(), H5P_DEFAULT, names.data());
@@ -214,9 +229,9 @@ struct H5Results::Impl {
     const auto n = hsize_t(pending.size());
     append_column(kTokenIds, ids.data(), ids.size());
     append_column(kLogprobs, lps.data(), lps.size());
-    const void* data[kRowColumns] = {line.data(),   cid.data(),    choice.data(), prompt.data(),
-                          start.data(),  count.data(),  reason.data(), ttft.data(),
-                          latency.data(), finished.data()};
+    const void* data[kRowColumns] = {line.data(),    cid.data(),     choice.data(), prompt.data(),
+                                     start.data(),   count.data(),   reason.data(), ttft.data(),
+                                     latency.data(), finished.data()};
     for (size_t c = 0; c < kRowColumns; ++c) append_column(c, data[c], n);
     rows += int64_t(n);
     tokens = at;
@@ -237,10 +252,12 @@ H5Results::H5Results(const std::string& path, bool resume) : impl_(std::make_uni
     const std::string aside = path + ".broken";
     std::error_code ec;
     std::filesystem::rename(path, aside, ec);
-    if (ec) raise(Err::OutputFile, path + " cannot be read and cannot be moved aside: " + ec.message());
-    spdlog::warn("{} could not be read (a run was killed while writing it); moved it to {} and "
-                 "started a new one",
-                 path, aside);
+    if (ec)
+      raise(Err::OutputFile, path + " cannot be read and cannot be moved aside: " + ec.message());
+    spdlog::warn(
+        "{} could not be read (a run was killed while writing it); moved it to {} and "
+        "started a new one",
+        path, aside);
   }
   impl_->create();
 }
@@ -253,7 +270,9 @@ H5Results::~H5Results() {
   }
 }
 
-void H5Results::append(H5Row row) { impl_->pending.push_back(std::move(row)); }
+void H5Results::append(H5Row row) {
+  impl_->pending.push_back(std::move(row));
+}
 
 void H5Results::flush() {
   QuietH5 quiet;
@@ -261,6 +280,8 @@ void H5Results::flush() {
   if (H5Fflush(impl_->file.get(), H5F_SCOPE_GLOBAL) < 0) impl_->fail("flush");
 }
 
-int64_t H5Results::rows() const { return impl_->rows + int64_t(impl_->pending.size()); }
+int64_t H5Results::rows() const {
+  return impl_->rows + int64_t(impl_->pending.size());
+}
 
 }  // namespace qmpi

@@ -9,8 +9,7 @@ namespace qmpi {
 namespace {
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::string duration(double s) {
@@ -26,7 +25,9 @@ std::string duration(double s) {
 Progress::Progress(bool tty, double interval_s)
     : tty_(tty), interval_s_(tty ? 0.2 : interval_s), start_s_(now_s()) {}
 
-double Progress::elapsed_s() const { return now_s() - start_s_; }
+double Progress::elapsed_s() const {
+  return now_s() - start_s_;
+}
 
 std::string Progress::rates(const ProgressCounts& c) const {
   const double t = std::max(elapsed_s(), 1e-9);
@@ -48,9 +49,9 @@ void Progress::update(const ProgressCounts& c, bool force) {
     const int fill = int(pct / 100.0 * width);
     std::fprintf(stderr, "\r[%s%s] %lld/%lld %s, ETA %s, KV %lld/%lld  ",
                  std::string(size_t(fill), '#').c_str(),
-                 std::string(size_t(width - fill), '.').c_str(), (long long)done,
-                 (long long)todo, rates(c).c_str(), duration(eta).c_str(),
-                 (long long)c.kv_blocks_used, (long long)c.kv_blocks);
+                 std::string(size_t(width - fill), '.').c_str(), (long long)done, (long long)todo,
+                 rates(c).c_str(), duration(eta).c_str(), (long long)c.kv_blocks_used,
+                 (long long)c.kv_blocks);
     drew_bar_ = true;
   } else {
     std::fprintf(stderr,

@@ -19,8 +19,7 @@ namespace qmpi {
 namespace {
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 [[noreturn]] void os_error(const std::string& what, const std::string& path) {

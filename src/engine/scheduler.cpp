@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <unordered_set>
 
 #include "engine/executor.h"
 #include "plan/errors.h"
@@ -10,14 +11,19 @@ namespace qmpi {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::None: break;
+    case FinishReason::Stop:
+      return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::None:
+      break;
   }
   return "";
 }
 
-StepResult ExecutorRunner::run(const StepPlan& plan) { return ex_.step(plan); }
+StepResult ExecutorRunner::run(const StepPlan& plan) {
+  return ex_.step(plan);
+}
 
 Scheduler::Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg)
     : runner_(runner), pool_(blocks, cfg.prefix_caching), cfg_(cfg) {
@@ -32,10 +38,10 @@ int64_t Scheduler::add(SequenceSpec spec) {
     raise(Err::SamplingInvalid,
           "max_tokens is " + std::to_string(spec.max_tokens) + "; it must be at least 1");
   if (prompt + spec.max_tokens > cfg_.max_model_len)
-    raise(Err::PromptTooLong,
-          "the prompt has " + std::to_string(prompt) + " tokens and up to " +
-              std::to_string(spec.max_tokens) + " more are requested, but --max-model-len is " +
-              std::to_string(cfg_.max_model_len));
+    raise(Err::PromptTooLong, "the prompt has " + std::to_string(prompt) + " tokens and up to " +
+                                  std::to_string(spec.max_tokens) +
+                                  " more are requested, but --max-model-len is " +
+                                  std::to_string(cfg_.max_model_len));
   // The last sampled token is never fed back, so the cache holds at most total - 1 tokens.
   const int64_t need = pool_.blocks_for(prompt + spec.max_tokens - 1);
   if (need > pool_.num_blocks())
@@ -84,14 +90,21 @@ bool Scheduler::grow(Sequence& s, int64_t tokens, std::vector<Scheduled>& planne
   return true;
 }
 
-bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget) {
+bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget,
+                      std::unordered_set<uint64_t>& computing) {
   Sequence& s = *waiting_.front();
-  if (s.blocks.empty() && pool_.prefix_caching()) {
+  const int64_t bs = pool_.block_size();
+  uint64_t first_block = 0;
+  if (s.blocks.empty() && pool_.prefix_caching() && s.total() > bs) {
+    // A sequence admitted this step is computing the same first block (n > 1, a shared system
+    // prompt): wait one step and share its blocks instead of computing them twice.
+    first_block = BlockPool::chain_hash(0, s.tokens(0, bs));
+    if (computing.count(first_block)) return false;
     // Keep at least one token to compute: the step that samples needs its logits, and a
     // shared block is never written.
-    const int64_t max_blocks = (s.total() - 1) / pool_.block_size();
+    const int64_t max_blocks = (s.total() - 1) / bs;
     const auto all = s.tokens(0, s.total());
-    s.computed = pool_.match_prefix(all, max_blocks, s.blocks, s.hashes) * pool_.block_size();
+    s.computed = pool_.match_prefix(all, max_blocks, s.blocks, s.hashes) * bs;
   }
   const int64_t n = std::min(s.total() - s.computed, budget);
   if (!pool_.ensure(s.blocks, s.computed + n)) {
@@ -101,6 +114,7 @@ bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget) {
     return false;
   }
   stats_.cached_tokens += s.computed;
+  if (first_block != 0 && s.computed == 0) computing.insert(first_block);
   waiting_.pop_front();
   s.state = SeqState::Running;
   s.admitted = ++admissions_;
@@ -134,9 +148,10 @@ std::vector<Scheduler::Scheduled> Scheduler::schedule() {
   }
 
   // New sequences join only when nothing had to be preempted: the cache is not short.
+  std::unordered_set<uint64_t> computing;  // first-block keys being computed this step
   if (stats_.preemptions == preempted_before)
     while (!waiting_.empty() && int64_t(running_.size()) < cfg_.max_num_seqs && budget() > 0)
-      if (!admit(planned, budget())) break;
+      if (!admit(planned, budget(), computing)) break;
   return planned;
 }
 
@@ -202,8 +217,8 @@ std::vector<TokenEvent> Scheduler::step() {
   const StepResult r = runner_.run(plan);
   if (r.tokens.size() != samples || r.logprobs.size() != samples || r.top_tokens.size() != tops ||
       r.top_logprobs.size() != tops)
-    raise(Err::Internal, "a step returned " + std::to_string(r.tokens.size()) +
-                             " tokens for " + std::to_string(samples) + " sampling sequences");
+    raise(Err::Internal, "a step returned " + std::to_string(r.tokens.size()) + " tokens for " +
+                             std::to_string(samples) + " sampling sequences");
   stats_.steps++;
 
   std::vector<TokenEvent> events;

@@ -14,6 +14,7 @@
 #include <deque>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "engine/block_pool.h"
@@ -53,17 +54,17 @@ struct TokenEvent {
   int64_t seq = 0;
   int32_t token = 0;
   float logprob = 0.0f;
-  std::vector<TokenLogprob> top;       // spec.sampling.top_logprobs alternatives
+  std::vector<TokenLogprob> top;  // spec.sampling.top_logprobs alternatives
   FinishReason finish = FinishReason::None;
 };
 
 struct SchedulerStats {
   int64_t steps = 0;
-  int64_t computed_tokens = 0;   // tokens run through the model (recomputed ones included)
-  int64_t cached_tokens = 0;     // tokens served from the prefix cache instead
-  int64_t generated = 0;         // tokens sampled
+  int64_t computed_tokens = 0;  // tokens run through the model (recomputed ones included)
+  int64_t cached_tokens = 0;    // tokens served from the prefix cache instead
+  int64_t generated = 0;        // tokens sampled
   int64_t preemptions = 0;
-  int64_t peak_blocks = 0;       // most KV blocks in use by running sequences at once
+  int64_t peak_blocks = 0;  // most KV blocks in use by running sequences at once
   int64_t peak_running = 0;
 };
 
@@ -98,7 +99,8 @@ class Scheduler {
   std::vector<Scheduled> schedule();
   bool grow(Sequence& s, int64_t tokens, std::vector<Scheduled>& planned);
   void preempt(Sequence& s, std::vector<Scheduled>& planned);
-  bool admit(std::vector<Scheduled>& planned, int64_t budget);
+  bool admit(std::vector<Scheduled>& planned, int64_t budget,
+             std::unordered_set<uint64_t>& computing);
   StepSeq to_step(const Scheduled& sc) const;
   void publish_full_blocks(Sequence& s);
   void retire(Sequence& s);

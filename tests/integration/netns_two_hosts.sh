@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Two hosts for real: two network namespaces joined by a veth link, each with its own hostname,
 # and Open MPI starting its daemon in the second one through an rsh agent (the way it would use
-# ssh). `mpirun -np 6 --host A:3,B:3 qmpi logits --tp 3 --pp 2` must then place one TP group
+# ssh). `mpirun -np 6` over a hostfile of the two hosts with 3 slots each, started by the
+# launch/mpirun/qmpi.sh recipe, running `qmpi logits --tp 3 --pp 2`, must then place one TP group
 # on each host, send the pipeline hop over TCP between them, and produce the logits of a
 # single-rank run. Needs root (ip netns, unshare); fails, never skips, when that is not allowed.
 # Traffic stays on the link this test creates: the root namespace gets no address on it.
@@ -86,17 +87,20 @@ ids=9707,11,1879,0,25,13,151644,872,198,3838,374,279,6722,315,9625,30
 
 # mpirun runs inside the first host (only the namespaces have addresses on the link) with that
 # host's name; it starts ranks 0-2 itself and an orted in the second host through the agent.
+# The mpirun line is the recipe's (launch/mpirun/qmpi.sh: hostfile, --map-by ppr:3:node), with
+# the agent and the link's subnet added through MPIRUN_ARGS.
+printf '%s slots=3\n%s slots=3\n' "$h1" "$h2" >"$tmp/hostfile"
 log="$tmp/mpirun.log"
 tx_bytes() { ip netns exec "$h2" cat "/sys/class/net/$veth2/statistics/tx_bytes"; }
 tx_before=$(tx_bytes)
+export HOSTFILE="$tmp/hostfile" TP=3 PP=2 BACKEND=cpu MODEL="$tmp/tiny" QMPI_BIN="$QMPI" MPIRUN
+export MPIRUN_ARGS="--mca plm_rsh_agent $agent --mca btl tcp,self \
+  --mca btl_tcp_if_include $subnet.0/24 --mca oob_tcp_if_include $subnet.0/24"
+recipe="$here/../../launch/mpirun/qmpi.sh"
+DRY_RUN=1 bash "$recipe" logits --ids "$ids" --out "$tmp/two_hosts.npy"
 set +e
 timeout 120 ip netns exec "$h1" unshare --uts sh -c "hostname $h1; exec \"\$@\"" sh \
-  "$MPIRUN" -np 6 --host "$h1:3,$h2:3" \
-  --mca plm_rsh_agent "$agent" \
-  --mca btl tcp,self --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" \
-  -x OMP_NUM_THREADS \
-  "$QMPI" logits --model "$tmp/tiny" --ids "$ids" --out "$tmp/two_hosts.npy" --tp 3 --pp 2 \
-  >"$log" 2>&1
+  bash "$recipe" logits --ids "$ids" --out "$tmp/two_hosts.npy" >"$log" 2>&1
 rc=$?
 set -e
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))

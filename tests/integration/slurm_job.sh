@@ -8,7 +8,8 @@
 #   2. the same through mpirun inside the allocation;
 #   3. a layout that does not fit: `qmpi plan` stops the job before launch, FAILED 2:0;
 #   4. a rank failure that is not qmpi's verdict (exit 4): the job reruns once with NCCL_DEBUG=INFO,
-#      and the ranks see it.
+#      and the ranks see it;
+#   5. MODE=batch: the results of a single-rank `qmpi batch`; submitted again, RESUME=1 adds none.
 # The daemons, munged and every temp folder are removed on exit, also on failure.
 set -euo pipefail
 
@@ -105,7 +106,7 @@ submit qmpi-srun
 check '"$STATE" == COMPLETED && "$EXIT" == 0:0' "job state $STATE, exit code $EXIT (want COMPLETED, 0:0)"
 check '"$OUT" == "$work/qmpi-srun-$JOB.out"' "output file named by the script's #SBATCH --output (%x-%j.out)"
 check '"$(grep -c "launch: srun --mpi=pmix" "$OUT")" == 1' "launched with srun --mpi=pmix"
-check '"$(grep -c "layout    --tp 2 --pp 3 on 6 GPUs: valid, fits" "$OUT")" == 1' "qmpi plan ran first and accepted the layout"
+check '"$(grep -c "plan: --tp 2 --pp 3 is valid and fits on 6 ranks" "$OUT")" == 1' "qmpi plan ran first and accepted the layout"
 check '"$(mapping_rows)" == 6' "mapping table with 6 ranks in the job output ($(mapping_rows) rows)"
 check '"$(output_ids)" == "$want_ids"' "greedy output ids $(output_ids) equal the single-rank run"
 check '"$(ls "$work/qmpi-logs/$JOB" | grep -c "^rank-[0-5].log$")" == 6' "one log per rank in qmpi-logs/$JOB"
@@ -142,10 +143,43 @@ check '"$(grep -c "stand-in failure, NCCL_DEBUG=WARN" "$work/qmpi-logs/$JOB/rank
 check '"$(grep -c "rerunning once with NCCL_DEBUG=INFO" "$OUT")" == 1' "the job reran with NCCL_DEBUG=INFO"
 check '"$(output_ids)" == "$want_ids"' "the rerun's greedy output ids equal the single-rank run"
 
+echo "== 5. MODE=batch, then the same job again: RESUME=1 answers nothing twice"
+cat >"$work/prompts.jsonl" <<'EOF'
+{"id": "plain", "prompt": "Once upon a time", "max_tokens": 8, "temperature": 0}
+{"id": "chat", "messages": [{"role": "user", "content": "Tell me a story."}], "max_tokens": 8, "temperature": 0}
+{"custom_id": "openai", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8, "temperature": 0}}
+EOF
+"$QMPI" batch --model "$work/tiny" --input "$work/prompts.jsonl" --output "$work/single.out.jsonl" \
+  >"$work/single-batch.log" 2>&1 || { cat "$work/single-batch.log"; die "single-rank qmpi batch failed"; }
+batch_texts() {  # batch_texts FILE: "id status text" per result line, sorted by id
+  "$PY" - "$1" <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1], encoding="utf-8"):
+    r = json.loads(line)
+    resp = r.get("response") or {}
+    choice = (resp.get("body") or {}).get("choices", [{}])[0]
+    text = choice.get("text", choice.get("message", {}).get("content"))
+    rows.append(f'{r["custom_id"]} {resp.get("status_code", "error")} {text!r}')
+print("\n".join(sorted(rows)))
+PY
+}
+want_batch="$(batch_texts "$work/single.out.jsonl")"
+submit qmpi-batch MODE=batch INPUT="$work/prompts.jsonl" OUTPUT="$work/results.jsonl" EXTRA_ARGS=
+check '"$STATE" == COMPLETED && "$EXIT" == 0:0' "job state $STATE, exit code $EXIT (want COMPLETED, 0:0)"
+check '"$(grep -c -- "batch --model .* --input $work/prompts.jsonl --output $work/results.jsonl --resume" "$OUT")" == 1' "qmpi batch --input ... --output ... --resume was launched"
+got_batch="$(batch_texts "$work/results.jsonl" 2>&1 || true)"
+echo "$got_batch" | sed 's/^/    /'
+check '"$(wc -l <"$work/results.jsonl")" == 3' "3 result lines for 3 requests"
+check '"$got_batch" == "$want_batch"' "every result (status, greedy text) equals the single-rank batch"
+submit qmpi-batch MODE=batch INPUT="$work/prompts.jsonl" OUTPUT="$work/results.jsonl" EXTRA_ARGS=
+check '"$STATE" == COMPLETED && "$EXIT" == 0:0' "resubmitted: job state $STATE, exit code $EXIT"
+check '"$(wc -l <"$work/results.jsonl")" == 3 && "$(batch_texts "$work/results.jsonl")" == "$want_batch"' "resubmitted: still exactly the 3 results"
+
 # Without slurmdbd, finished jobs stay visible through the job completion log.
 jobcomp="$(sacct -c -n -X -o JobName%20,State,ExitCode 2>&1 || true)"
 echo "$jobcomp"
-check '"$(grep -cE "qmpi-(srun|mpirun|retry) +COMPLETED +0:0" <<<"$jobcomp")" == 3 && "$(grep -cE "qmpi-nofit +FAILED +2:0" <<<"$jobcomp")" == 1' "sacct -c lists 3 COMPLETED jobs and 1 FAILED"
+check '"$(grep -cE "qmpi-(srun|mpirun|retry|batch) +COMPLETED +0:0" <<<"$jobcomp")" == 5 && "$(grep -cE "qmpi-nofit +FAILED +2:0" <<<"$jobcomp")" == 1' "sacct -c lists 5 COMPLETED jobs and 1 FAILED"
 
 ((fail == 0)) || die "slurm_job: some checks failed"
 echo "slurm_job: all checks passed ($(ms "$t0") ms)"

@@ -43,32 +43,32 @@ int cmd_batch(const Args& args) {
   bool no_prefix_caching = false;
   po::options_description desc = engine_options(cli);
   po::options_description b("batch");
-  b.add_options()
-      ("input", po::value(&job.input)->required(),
-       "JSONL requests: OpenAI Batch API lines or {\"id\", \"prompt\"|\"messages\", ...}")
-      ("output", po::value(&job.output)->required(), "JSONL results, one line per input line")
-      ("output-h5", po::value(&job.output_h5),
-       "also write token ids, logprobs and timings to this HDF5 file")
-      ("ordered", po::bool_switch(&job.ordered),
-       "write results in input order (default: as they finish)")
-      ("resume", po::bool_switch(&job.resume),
-       "carry on with an earlier run: skip the ids already in --output and append")
-      ("overwrite", po::bool_switch(&job.overwrite), "replace an existing --output")
-      ("max-batched-tokens", po::value(&sched_cfg.max_batched_tokens)->default_value(2048),
-       "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")
-      ("default-max-tokens", po::value(&job.default_max_tokens)->default_value(0),
-       "max_tokens of requests that do not set it (0: 16 for completions, up to "
-       "--max-model-len for chat)")
-      ("no-prefix-caching", po::bool_switch(&no_prefix_caching),
-       "do not share KV blocks between requests with the same prompt prefix")
-      ("token-ids", po::bool_switch(&job.token_ids),
-       "add prompt_token_ids and each choice's token_ids to the results")
-      ("served-model-name", po::value(&job.model_name),
-       "\"model\" in responses of requests that name none (default: the model folder's name)")
-      ("fsync-interval", po::value(&job.fsync_interval_s)->default_value(2.0),
-       "seconds between fsyncs of the results")
-      ("progress-interval", po::value(&job.progress_interval_s)->default_value(5.0),
-       "seconds between progress lines when stderr is not a terminal");
+  b.add_options()(
+      "input", po::value(&job.input)->required(),
+      "JSONL requests: OpenAI Batch API lines or {\"id\", \"prompt\"|\"messages\", ...}")(
+      "output", po::value(&job.output)->required(), "JSONL results, one line per input line")(
+      "output-h5", po::value(&job.output_h5),
+      "also write token ids, logprobs and timings to this HDF5 file")(
+      "ordered", po::bool_switch(&job.ordered),
+      "write results in input order (default: as they finish)")(
+      "resume", po::bool_switch(&job.resume),
+      "carry on with an earlier run: skip the ids already in --output and append")(
+      "overwrite", po::bool_switch(&job.overwrite), "replace an existing --output")(
+      "max-batched-tokens", po::value(&sched_cfg.max_batched_tokens)->default_value(2048),
+      "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")(
+      "default-max-tokens", po::value(&job.default_max_tokens)->default_value(0),
+      "max_tokens of requests that do not set it (0: 16 for completions, up to "
+      "--max-model-len for chat)")(
+      "no-prefix-caching", po::bool_switch(&no_prefix_caching),
+      "do not share KV blocks between requests with the same prompt prefix")(
+      "token-ids", po::bool_switch(&job.token_ids),
+      "add prompt_token_ids and each choice's token_ids to the results")(
+      "served-model-name", po::value(&job.model_name),
+      "\"model\" in responses of requests that name none (default: the model folder's name)")(
+      "fsync-interval", po::value(&job.fsync_interval_s)->default_value(2.0),
+      "seconds between fsyncs of the results")(
+      "progress-interval", po::value(&job.progress_interval_s)->default_value(5.0),
+      "seconds between progress lines when stderr is not a terminal");
   desc.add(b);
   po::variables_map vm;
   if (!parse_options(args, desc, vm,

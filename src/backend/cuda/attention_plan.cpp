@@ -18,8 +18,8 @@ AttentionPlan plan_attention(const AttentionBatch& b, const KvLayerView& kv) {
                              std::to_string(kv.head_dim));
   if (b.head_dim > kAttentionMaxHeadDim)
     raise(Err::ArchUnsupported,
-          "head_dim " + std::to_string(b.head_dim) + " is larger than the CUDA attention kernel's " +
-              std::to_string(kAttentionMaxHeadDim),
+          "head_dim " + std::to_string(b.head_dim) +
+              " is larger than the CUDA attention kernel's " + std::to_string(kAttentionMaxHeadDim),
           "Run this model with --backend cpu.");
 
   AttentionPlan p;

@@ -35,8 +35,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       rows_(allocator_, "gathered rows"),
       inv_freq_(allocator_, "RoPE frequencies") {
   spdlog::info("cuda: device {} {} (sm_{}{}, {} SMs, {:.1f} GiB), driver CUDA {}, runtime {}",
-               device_.index, device_.name, device_.major, device_.minor,
-               device_.multiprocessors, double(device_.total_bytes) / double(1ull << 30),
+               device_.index, device_.name, device_.major, device_.minor, device_.multiprocessors,
+               double(device_.total_bytes) / double(1ull << 30),
                cuda_version_text(device_.driver_version),
                cuda_version_text(device_.runtime_version));
 }
@@ -45,7 +45,9 @@ Buffer CudaBackend::alloc(size_t bytes) {
   return Buffer(this, allocator_.allocate(bytes, MemPurpose::Buffers, "a backend buffer"), bytes);
 }
 
-void CudaBackend::release(void* data, size_t) { allocator_.release(data); }
+void CudaBackend::release(void* data, size_t) {
+  allocator_.release(data);
+}
 
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
@@ -66,7 +68,9 @@ void CudaBackend::fill_zero(void* dst, size_t bytes) {
   check_cuda(cudaMemsetAsync(dst, 0, bytes, stream_.get()), "cudaMemsetAsync");
 }
 
-void CudaBackend::synchronize() { stream_.synchronize(); }
+void CudaBackend::synchronize() {
+  stream_.synchronize();
+}
 
 Weight CudaBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
                                 const std::function<void(void* host_dst)>& fill) {
@@ -90,8 +94,8 @@ Weight CudaBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
 void CudaBackend::embedding(const int32_t* ids, int64_t n, const WeightView& table,
                             int64_t row_offset, float* out) {
   const int32_t* d_ids = ids_.upload_i32(ids, n, stream_.get());
-  check_cuda(launch_embedding(d_ids, n, table.data, table.dtype, table.rows, table.cols,
-                              row_offset, out, stream_.get()),
+  check_cuda(launch_embedding(d_ids, n, table.data, table.dtype, table.rows, table.cols, row_offset,
+                              out, stream_.get()),
              "embedding kernel");
 }
 
@@ -105,9 +109,9 @@ void CudaBackend::matmul(const float* x, int64_t n, const WeightView& w, const W
   gemm_.run(x, n, w, out);
   if (!bias) return;
   if (bias->rows * bias->cols != w.rows)
-    raise(Err::TensorShapeMismatch,
-          "matmul bias has " + std::to_string(bias->rows * bias->cols) + " elements for a weight " +
-              "with " + std::to_string(w.rows) + " output rows");
+    raise(Err::TensorShapeMismatch, "matmul bias has " + std::to_string(bias->rows * bias->cols) +
+                                        " elements for a weight " + "with " +
+                                        std::to_string(w.rows) + " output rows");
   check_cuda(launch_add_bias(out, n, w.rows, bias->data, bias->dtype, stream_.get()),
              "add_bias kernel");
 }
@@ -138,9 +142,9 @@ void CudaBackend::kv_store(const float* k, const float* v, int64_t n, const int3
                                std::to_string(i) + " is outside the cache's " +
                                std::to_string(slots_total) + " slots");
   const int32_t* d_slots = slots_.upload_i32(slots, n, stream_.get());
-  check_cuda(launch_kv_store(k, v, n, d_slots, kv.k, kv.v, kv.num_kv_heads, kv.head_dim,
-                             stream_.get()),
-             "kv_store kernel");
+  check_cuda(
+      launch_kv_store(k, v, n, d_slots, kv.k, kv.v, kv.num_kv_heads, kv.head_dim, stream_.get()),
+      "kv_store kernel");
 }
 
 void CudaBackend::attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,

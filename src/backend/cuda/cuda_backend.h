@@ -27,7 +27,7 @@
 namespace qmpi {
 
 struct CudaBackendOptions {
-  int device = 0;  // index among the visible devices
+  int device = 0;                                    // index among the visible devices
   size_t cublas_workspace_bytes = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
 };
 
@@ -59,8 +59,7 @@ class CudaBackend final : public Backend {
                 const KvLayerView& kv) override;
   void attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
                  float* out) override;
-  void silu_mul(const float* gate, const float* up, int64_t n, int64_t width,
-                float* out) override;
+  void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out) override;
   void add(float* x, const float* y, int64_t count) override;
   void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                    float* dst) override;

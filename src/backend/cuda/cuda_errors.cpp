@@ -48,12 +48,14 @@ CudaFailure classify_cuda_error(cudaError_t rc, std::string_view call, int drive
       f.code = Err::DriverTooOld;
       break;
     case cudaErrorMemoryAllocation:
-      f.fix = "Lower --gpu-memory-utilization or --kv-blocks, or spread the model over more GPUs "
-              "(larger --tp or --pp).";
+      f.fix =
+          "Lower --gpu-memory-utilization or --kv-blocks, or spread the model over more GPUs "
+          "(larger --tp or --pp).";
       break;
     case cudaErrorNoKernelImageForDevice:
     case cudaErrorUnsupportedPtxVersion:
-      f.fix = "Rebuild qmpi for this GPU's architecture, e.g. cmake -DQMPI_CUDA_ARCHS=\"80;86;89;90\".";
+      f.fix =
+          "Rebuild qmpi for this GPU's architecture, e.g. cmake -DQMPI_CUDA_ARCHS=\"80;86;89;90\".";
       break;
     default:
       break;

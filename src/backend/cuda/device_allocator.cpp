@@ -20,8 +20,8 @@ void* DeviceAllocator::allocate(size_t bytes, MemPurpose purpose, std::string_vi
   if (rc != cudaSuccess) {
     cudaGetLastError();  // clear it: an out-of-memory is not sticky
     raise_cuda_error(rc, "cudaMalloc of " + mib_text(bytes) + " for " + std::string(what) +
-                             " (this rank already holds " +
-                             mib_text(counters_.total_in_use()) + ")");
+                             " (this rank already holds " + mib_text(counters_.total_in_use()) +
+                             ")");
   }
   blocks_.emplace(p, Block{bytes, purpose});
   const size_t i = size_t(purpose);

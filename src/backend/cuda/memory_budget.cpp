@@ -26,16 +26,14 @@ KvBudget plan_kv_blocks(const KvBudgetInput& in) {
   b.rank_budget_bytes =
       uint64_t(double(in.total_bytes) * in.utilization) / uint64_t(in.ranks_per_device);
   const uint64_t fixed = in.weight_bytes + in.workspace_bytes + in.overhead_bytes;
-  const std::string share =
-      in.ranks_per_device > 1
-          ? " (1/" + std::to_string(in.ranks_per_device) + " of the device per rank)"
-          : "";
+  const std::string share = in.ranks_per_device > 1 ? " (1/" + std::to_string(in.ranks_per_device) +
+                                                          " of the device per rank)"
+                                                    : "";
   if (fixed > b.rank_budget_bytes)
-    raise(Err::WeightsDoNotFit,
-          "weights " + mib_text(in.weight_bytes) + " + workspace " +
-              mib_text(in.workspace_bytes) + " + runtime overhead " +
-              mib_text(in.overhead_bytes) + " exceed this rank's budget of " +
-              mib_text(b.rank_budget_bytes) + share);
+    raise(Err::WeightsDoNotFit, "weights " + mib_text(in.weight_bytes) + " + workspace " +
+                                    mib_text(in.workspace_bytes) + " + runtime overhead " +
+                                    mib_text(in.overhead_bytes) + " exceed this rank's budget of " +
+                                    mib_text(b.rank_budget_bytes) + share);
   uint64_t kv = b.rank_budget_bytes - fixed;
   // The weights and workspace are already allocated, so free memory is compared with the KV
   // cache alone; the overhead not yet taken (cuBLAS/NCCL growth) is kept free too.

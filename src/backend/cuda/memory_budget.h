@@ -28,7 +28,7 @@ struct KvBudget {
   uint64_t rank_budget_bytes = 0;  // total x utilization / ranks_per_device
   uint64_t kv_bytes = 0;           // num_blocks x bytes_per_block
   int64_t num_blocks = 0;
-  bool limited_by_free = false;    // another process holds memory: free memory set the limit
+  bool limited_by_free = false;  // another process holds memory: free memory set the limit
 };
 
 // Raises Err::Usage for a utilization outside (0, 1], Err::WeightsDoNotFit when weights,

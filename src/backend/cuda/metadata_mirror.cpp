@@ -21,8 +21,9 @@ const void* MetadataMirror::upload(const void* host, size_t bytes, cudaStream_t 
   if (bytes > device_.capacity()) device_.reserve(want);
   if (bytes > staging_.capacity()) staging_.reserve(want);
   std::memcpy(staging_.data(), src, bytes);
-  check_cuda(cudaMemcpyAsync(device_.data(), staging_.data(), bytes, cudaMemcpyHostToDevice, stream),
-             "cudaMemcpyAsync (metadata upload)");
+  check_cuda(
+      cudaMemcpyAsync(device_.data(), staging_.data(), bytes, cudaMemcpyHostToDevice, stream),
+      "cudaMemcpyAsync (metadata upload)");
   copied_.record(stream);
   last_.assign(src, src + bytes);
   valid_ = true;

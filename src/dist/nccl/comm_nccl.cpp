@@ -46,8 +46,9 @@ NcclComm::NcclComm(MPI_Comm group, std::string label) : label_(std::move(label))
   if (r != ncclSuccess) {
     std::string fix;
     if (r == ncclInvalidUsage)
-      fix = "NCCL needs one GPU per rank: launch at most one rank per GPU, or let ranks share "
-            "GPUs with --comm mpi.";
+      fix =
+          "NCCL needs one GPU per rank: launch at most one rank per GPU, or let ranks share "
+          "GPUs with --comm mpi.";
     comm_ = nullptr;
     raise(Err::NcclInit,
           "ncclCommInitRank for rank " + std::to_string(rank_) + " of " + std::to_string(size_) +

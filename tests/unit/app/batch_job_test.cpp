@@ -14,6 +14,7 @@
 #include "../temp_dir.h"
 #include "../text/text_test_util.h"
 #include "batch/batch_job.h"
+#include "batch/h5_results.h"
 
 namespace qmpi {
 namespace {
@@ -101,13 +102,22 @@ std::string line(const std::string& id, const std::string& prompt, const std::st
   return j.dump();
 }
 
+std::string fmt_id(const char* prefix, int i) {
+  std::string s = prefix;
+  s += std::to_string(i);
+  return s;
+}
+
 std::vector<std::string> mixed_input() {
   std::vector<std::string> in;
-  for (int i = 0; i < 18; ++i)
-    in.push_back(line("r" + std::to_string(i), "prompt number " + std::to_string(i * 7),
-                      "\"max_tokens\": " + std::to_string(3 + i % 9) +
-                          (i % 3 == 0 ? ", \"ignore_eos\": true" : "") +
-                          (i % 4 == 1 ? ", \"temperature\": 0.9" : "")));
+  for (int i = 0; i < 18; ++i) {
+    json extra = {{"max_tokens", 3 + i % 9}};
+    if (i % 3 == 0) extra["ignore_eos"] = true;
+    if (i % 4 == 1) extra["temperature"] = 0.9;
+    const std::string fields = extra.dump();
+    in.push_back(
+        line(fmt_id("r", i), fmt_id("prompt number ", i * 7), fields.substr(1, fields.size() - 2)));
+  }
   in.push_back(json({{"custom_id", "chat"},
                      {"url", "/v1/chat/completions"},
                      {"body",
@@ -115,7 +125,7 @@ std::vector<std::string> mixed_input() {
                        {"max_tokens", 6},
                        {"logprobs", true},
                        {"top_logprobs", 2}}}})
-                    .dump());
+                   .dump());
   in.push_back(line("n3", "several choices", "\"n\": 3, \"max_tokens\": 5, \"temperature\": 1"));
   in.push_back("{\"id\": \"broken\", ");                                    // invalid JSON
   in.push_back(line("typo", "x", "\"temprature\": 0"));                     // unknown field
@@ -233,6 +243,7 @@ TEST(BatchJob, StoppedEarlyThenResumedGivesEveryResultOnce) {
   for (bool ordered : {false, true}) {
     JobSetup s;
     s.ordered = ordered;
+    s.h5 = true;
     s.stop_after = 3;
     const JobRun first = run_job(dir, input, s);
     EXPECT_TRUE(first.summary.drained);
@@ -252,25 +263,37 @@ TEST(BatchJob, StoppedEarlyThenResumedGivesEveryResultOnce) {
     const auto got = by_id(last.lines);
     ASSERT_EQ(got.size(), full.size()) << (ordered ? "ordered" : "unordered");
     for (const auto& [id, l] : full) EXPECT_EQ(essence(got.at(id)), essence(l)) << id;
+    // The HDF5 file grew with each run and holds a row per choice of every result.
+    std::unordered_set<std::string> ok_ids;
+    int64_t choices = 0;
+    for (const auto& [id, l] : got)
+      if (l["error"].is_null()) {
+        ok_ids.insert(id);
+        choices += int64_t(l["response"]["body"]["choices"].size());
+      }
+    const H5Results h5(dir.file("out.h5"), true);
+    EXPECT_EQ(h5.existing_ids(), ok_ids);
+    EXPECT_EQ(h5.rows(), choices);
   }
 }
 
 TEST(BatchJob, StopStringsAndStopIds) {
   TempDir dir;
-  const JobRun free_run = run_job(dir, {line("s", "stop here", "\"max_tokens\": 30, \"ignore_eos\": true")}, JobSetup{});
+  const JobRun free_run = run_job(
+      dir, {line("s", "stop here", "\"max_tokens\": 30, \"ignore_eos\": true")}, JobSetup{});
   const json& c0 = free_run.lines.at(0)["response"]["body"]["choices"][0];
   const std::string text = c0["text"];
   ASSERT_EQ(text.size(), 30u);
   const std::string stop = text.substr(11, 3);
   const auto ids = c0["token_ids"].get<std::vector<int32_t>>();
-  const JobRun stopped = run_job(
-      dir,
-      {line("s", "stop here",
-            "\"max_tokens\": 30, \"ignore_eos\": true, \"stop\": " + json(stop).dump()),
-       line("t", "stop here",
-            "\"max_tokens\": 30, \"ignore_eos\": true, \"stop_token_ids\": [" +
-                std::to_string(ids[7]) + "]")},
-      JobSetup{});
+  const JobRun stopped =
+      run_job(dir,
+              {line("s", "stop here",
+                    "\"max_tokens\": 30, \"ignore_eos\": true, \"stop\": " + json(stop).dump()),
+               line("t", "stop here",
+                    "\"max_tokens\": 30, \"ignore_eos\": true, \"stop_token_ids\": [" +
+                        std::to_string(ids[7]) + "]")},
+              JobSetup{});
   const auto m = by_id(stopped.lines);
   const json& cs = m.at("s")["response"]["body"]["choices"][0];
   EXPECT_EQ(cs["finish_reason"], "stop");

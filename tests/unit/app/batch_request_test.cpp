@@ -93,22 +93,22 @@ TEST(BatchRequest, WrongTypes) {
   bad(R"({"id": "t", "prompt": 5})", Err::RequestField, "\"prompt\" must be", "t");
   bad(R"({"id": "t", "prompt": ["a", "b"]})", Err::RequestField, "one prompt per line", "t");
   bad(R"({"id": "t", "messages": "hi"})", Err::RequestField, "\"messages\" must be", "t");
-  bad(R"({"id": "t", "messages": [{"role": "user", "content": 3}]})", Err::RequestField,
-      "content", "t");
+  bad(R"({"id": "t", "messages": [{"role": "user", "content": 3}]})", Err::RequestField, "content",
+      "t");
   bad(R"({"id": "t", "prompt": "x", "stop": [1]})", Err::RequestField, "\"stop\"", "t");
   bad(R"({"id": "t", "prompt": "x", "ignore_eos": 1})", Err::RequestField, "true or false", "t");
   bad(R"({"id": "t", "prompt": "x", "stream": true})", Err::RequestField, "stream", "t");
   bad(R"({"id": {"a": 1}, "prompt": "x"})", Err::RequestField, "\"id\" must be");
-  bad(R"({"custom_id": 5, "url": "/v1/completions", "body": {"prompt": "x"}})",
-      Err::RequestField, "\"custom_id\" must be a string", "5");
+  bad(R"({"custom_id": 5, "url": "/v1/completions", "body": {"prompt": "x"}})", Err::RequestField,
+      "\"custom_id\" must be a string", "5");
 }
 
 TEST(BatchRequest, MissingPartsAndWrongEndpoints) {
   bad(R"({"prompt": "x"})", Err::RequestField, "no \"id\"");
   bad(R"({"id": "m"})", Err::RequestField, "no \"messages\" or \"prompt\"", "m");
   bad(R"({"id": "m", "prompt": "x", "messages": []})", Err::RequestField, "not both", "m");
-  bad(R"({"custom_id": "m", "url": "/v1/embeddings", "body": {"prompt": "x"}})",
-      Err::RequestField, "\"url\"", "m");
+  bad(R"({"custom_id": "m", "url": "/v1/embeddings", "body": {"prompt": "x"}})", Err::RequestField,
+      "\"url\"", "m");
   bad(R"({"custom_id": "m", "method": "GET", "url": "/v1/completions", "body": {"prompt": "x"}})",
       Err::RequestField, "\"method\"", "m");
   bad(R"({"custom_id": "m", "url": "/v1/chat/completions", "body": {"prompt": "x"}})",

@@ -62,9 +62,9 @@ TEST(AttentionPlan, EmptyBatchHasNoRows) {
 }
 
 TEST(AttentionPlan, InconsistentMetadataIsAnInternalError) {
-  EXPECT_EQ(code_of(Fixture({{0, 3, 2, 0}}, {0})), Err::Internal);         // q_len > ctx_len
-  EXPECT_EQ(code_of(Fixture({{0, 1, 5, 0}}, {0, 16})), Err::Internal);     // block 16 of 16
-  EXPECT_EQ(code_of(Fixture({{0, 1, 5, 0}}, {0, -1})), Err::Internal);     // negative block
+  EXPECT_EQ(code_of(Fixture({{0, 3, 2, 0}}, {0})), Err::Internal);      // q_len > ctx_len
+  EXPECT_EQ(code_of(Fixture({{0, 1, 5, 0}}, {0, 16})), Err::Internal);  // block 16 of 16
+  EXPECT_EQ(code_of(Fixture({{0, 1, 5, 0}}, {0, -1})), Err::Internal);  // negative block
   EXPECT_EQ(code_of(Fixture({{0, 2, 2, 0}, {1, 1, 1, 1}}, {0, 1})), Err::Internal);  // row 1 twice
   Fixture gqa({{0, 1, 1, 0}}, {0});
   gqa.batch.num_kv_heads = 3;  // 4 heads do not split over 3 KV heads

@@ -7,8 +7,8 @@ namespace qmpi::cuda {
 namespace {
 
 TEST(CudaErrors, NoDriverIsNoGpuAndSaysSo) {
-  const CudaFailure f = classify_cuda_error(cudaErrorInsufficientDriver, "cudaGetDeviceCount", 0,
-                                            13000);
+  const CudaFailure f =
+      classify_cuda_error(cudaErrorInsufficientDriver, "cudaGetDeviceCount", 0, 13000);
   EXPECT_EQ(f.code, Err::NoGpu);
   EXPECT_EQ(f.message.rfind("cudaGetDeviceCount failed: ", 0), 0u) << f.message;
   EXPECT_NE(f.message.find("cudaErrorInsufficientDriver"), std::string::npos) << f.message;
@@ -16,8 +16,8 @@ TEST(CudaErrors, NoDriverIsNoGpuAndSaysSo) {
 }
 
 TEST(CudaErrors, OldDriverIsDriverTooOldWithBothVersions) {
-  const CudaFailure f = classify_cuda_error(cudaErrorInsufficientDriver, "cudaSetDevice(0)",
-                                            12040, 13000);
+  const CudaFailure f =
+      classify_cuda_error(cudaErrorInsufficientDriver, "cudaSetDevice(0)", 12040, 13000);
   EXPECT_EQ(f.code, Err::DriverTooOld);
   EXPECT_NE(f.message.find("CUDA 12.4"), std::string::npos) << f.message;
   EXPECT_NE(f.message.find("CUDA 13.0"), std::string::npos) << f.message;
@@ -63,8 +63,7 @@ TEST(CudaErrors, CublasStatusIsNamed) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Err::CudaError);
     EXPECT_NE(e.message().find("cublasCreate failed: "), std::string::npos) << e.message();
-    EXPECT_NE(e.message().find("CUBLAS_STATUS_NOT_INITIALIZED"), std::string::npos)
-        << e.message();
+    EXPECT_NE(e.message().find("CUBLAS_STATUS_NOT_INITIALIZED"), std::string::npos) << e.message();
   }
 }
 

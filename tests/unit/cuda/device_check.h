@@ -89,8 +89,8 @@ class DeviceCheck : public ::testing::Test {
       diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
       norm += double(want[i]) * want[i];
     }
-    EXPECT_EQ(unwritten, 0u) << what << ": elements left unwritten or not finite (seed "
-                             << seed_ << ")";
+    EXPECT_EQ(unwritten, 0u) << what << ": elements left unwritten or not finite (seed " << seed_
+                             << ")";
     const double rel = norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
     EXPECT_LT(rel, tol) << what << ": relative error (seed " << seed_ << ")";
     std::printf("  %-48s relative error %.2e\n", what.c_str(), rel);
@@ -102,6 +102,8 @@ class DeviceCheck : public ::testing::Test {
   std::unique_ptr<Backend> cpu_;
 };
 
-inline const char* name_of(DType t) { return dtype_name(t).data(); }
+inline const char* name_of(DType t) {
+  return dtype_name(t).data();
+}
 
 }  // namespace qmpi::test

@@ -82,7 +82,8 @@ TEST_F(CudaDevice, CopyBandwidth) {
     v = float(s >> 8);
   }
   Buffer src = to_gpu(host), dst = poisoned(count);
-  const double gbps = measure_copy_bandwidth(*gpu_, src.data(), dst.data(), count * sizeof(float), 20);
+  const double gbps =
+      measure_copy_bandwidth(*gpu_, src.data(), dst.data(), count * sizeof(float), 20);
   EXPECT_EQ(from_gpu(dst, count), host);
   EXPECT_GT(gbps, 0.0);
   std::printf("copy_bandwidth_gbps=%.1f\n", gbps);

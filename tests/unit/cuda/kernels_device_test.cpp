@@ -60,9 +60,9 @@ TEST_F(CudaKernels, MatmulWithBiasForEveryWeightType) {
       WeightPair w = weight(dt, s.rows, s.cols, -0.1f, 0.1f);
       WeightPair b = weight(dt, 1, s.rows, -1.0f, 1.0f);
       const std::vector<float> x = random(size_t(s.n * s.cols), -2.0f, 2.0f);
-      const std::string what = std::string("matmul ") + name_of(dt) + " " +
-                               std::to_string(s.n) + "x" + std::to_string(s.cols) + " . " +
-                               std::to_string(s.rows) + "x" + std::to_string(s.cols) + "^T";
+      const std::string what = std::string("matmul ") + name_of(dt) + " " + std::to_string(s.n) +
+                               "x" + std::to_string(s.cols) + " . " + std::to_string(s.rows) + "x" +
+                               std::to_string(s.cols) + "^T";
       const double tol = dt == DType::F32 ? kF32 : k16Bit;
       std::vector<float> want(size_t(s.n * s.rows));
       const WeightView bc = b.cpu.view(), bg = b.gpu.view();
@@ -215,7 +215,8 @@ TEST_F(CudaKernels, AllocatorCountsWeightsAndBuffers) {
     WeightPair w = weight(DType::BF16, 64, 32, -1.0f, 1.0f);
     Buffer b = gpu_->alloc(1000);
     const cuda::MemoryCounters& c = gpu_->memory_counters();
-    EXPECT_EQ(c.used(cuda::MemPurpose::Weights), before.used(cuda::MemPurpose::Weights) + 64 * 32 * 2);
+    EXPECT_EQ(c.used(cuda::MemPurpose::Weights),
+              before.used(cuda::MemPurpose::Weights) + 64 * 32 * 2);
     EXPECT_EQ(c.used(cuda::MemPurpose::Buffers), before.used(cuda::MemPurpose::Buffers) + 1000);
   }
   EXPECT_EQ(gpu_->memory_counters().total_in_use(), before.total_in_use());

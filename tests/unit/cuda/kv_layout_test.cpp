@@ -69,7 +69,7 @@ TEST(KvLayout, CpuAttentionReadsTheSlotsKvSlotNames) {
   for (float& x : cache.v) x = u(rng);
 
   const std::vector<int32_t> table = {6, 2, 7, 0};  // 13 keys over 4 blocks, out of order
-  const AttentionSeq seq{0, 3, 13, 0};             // 3 new tokens at positions 10, 11, 12
+  const AttentionSeq seq{0, 3, 13, 0};              // 3 new tokens at positions 10, 11, 12
   AttentionBatch b;
   b.seqs = &seq;
   b.num_seqs = 1;
@@ -87,9 +87,8 @@ TEST(KvLayout, CpuAttentionReadsTheSlotsKvSlotNames) {
       for (int32_t d = 0; d < D; ++d) {
         double mean = 0.0;
         for (int32_t p = 0; p <= pos; ++p)
-          mean += cache.v[size_t(kv_offset(kv_slot(table.data(), p, bs), kv_head_of(h, heads, H),
-                                           H, D) +
-                                 d)];
+          mean += cache.v[size_t(
+              kv_offset(kv_slot(table.data(), p, bs), kv_head_of(h, heads, H), H, D) + d)];
         mean /= pos + 1;
         EXPECT_NEAR(out[(size_t(i) * heads + size_t(h)) * D + size_t(d)], mean, 1e-5)
             << "row " << i << " head " << h << " dim " << d;

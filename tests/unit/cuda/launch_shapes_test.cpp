@@ -6,7 +6,9 @@
 namespace qmpi::cuda {
 namespace {
 
-int64_t threads_of(const LaunchShape& s) { return int64_t(s.grid_x) * s.grid_y * s.block; }
+int64_t threads_of(const LaunchShape& s) {
+  return int64_t(s.grid_x) * s.grid_y * s.block;
+}
 
 TEST(LaunchShapes, ElementwiseCoversEveryElementOrStridesOverThem) {
   EXPECT_TRUE(elementwise_shape(0).empty());
@@ -15,7 +17,7 @@ TEST(LaunchShapes, ElementwiseCoversEveryElementOrStridesOverThem) {
     const LaunchShape s = elementwise_shape(count);
     SCOPED_TRACE(count);
     EXPECT_EQ(s.block, kElementwiseThreads);
-    EXPECT_GE(threads_of(s), count);                   // one thread per element...
+    EXPECT_GE(threads_of(s), count);                     // one thread per element...
     EXPECT_LT(threads_of(s) - count, int64_t(s.block));  // ...and less than a block to spare
   }
   // Past the cap the grid stays at the cap and the kernels loop (grid-stride).
@@ -28,9 +30,9 @@ TEST(LaunchShapes, RowShapeIsWholeWarpsAndOneBlockPerRow) {
   EXPECT_TRUE(row_shape(0, 896).empty());
   EXPECT_TRUE(row_shape(4, 0).empty());
   EXPECT_EQ(row_shape(3, 1).block, kWarp);
-  EXPECT_EQ(row_shape(3, 896).block, 224u);   // 896 / 4 elements per thread
-  EXPECT_EQ(row_shape(3, 100).block, 32u);    // 25 threads round up to one warp
-  EXPECT_EQ(row_shape(3, 130).block, 64u);    // 33 threads round up to two warps
+  EXPECT_EQ(row_shape(3, 896).block, 224u);  // 896 / 4 elements per thread
+  EXPECT_EQ(row_shape(3, 100).block, 32u);   // 25 threads round up to one warp
+  EXPECT_EQ(row_shape(3, 130).block, 64u);   // 33 threads round up to two warps
   EXPECT_EQ(row_shape(3, 8192).block, kMaxBlock);
   EXPECT_EQ(row_shape(3, 1 << 20).block, kMaxBlock);  // wide rows loop inside the block
   for (int64_t width : {1, 31, 896, 3584, 8192, 29568}) {

@@ -46,8 +46,7 @@ TEST(MemoryBudget, RanksSharingADeviceSplitTheBudget) {
   in.ranks_per_device = 6;
   const KvBudget b = plan_kv_blocks(in);
   EXPECT_EQ(b.rank_budget_bytes, uint64_t(140.0 * 0.9 * double(GiB)) / 6);
-  EXPECT_EQ(b.num_blocks,
-            int64_t((b.rank_budget_bytes - GiB - 512 * MiB - GiB) / (2 * MiB)));
+  EXPECT_EQ(b.num_blocks, int64_t((b.rank_budget_bytes - GiB - 512 * MiB - GiB) / (2 * MiB)));
 }
 
 TEST(MemoryBudget, FreeMemoryCapsTheCacheWhenOthersHoldTheDevice) {

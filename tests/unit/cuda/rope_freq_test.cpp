@@ -22,8 +22,8 @@ TEST(RopeFreq, RotationFromTheseFrequenciesEqualsTheCpuTable) {
     std::vector<float> x(positions.size() * heads * size_t(dim));
     for (float& v : x) v = u(rng);
     std::vector<float> want = x;
-    cpu::RopeTable(theta, dim).apply(want.data(), int64_t(positions.size()), heads,
-                                     positions.data(), 1);
+    cpu::RopeTable(theta, dim)
+        .apply(want.data(), int64_t(positions.size()), heads, positions.data(), 1);
     const std::vector<float> inv = rope_inv_freq(theta, dim);
     ASSERT_EQ(inv.size(), size_t(half));
     for (size_t t = 0; t < positions.size(); ++t)
@@ -33,8 +33,8 @@ TEST(RopeFreq, RotationFromTheseFrequenciesEqualsTheCpuTable) {
           const float c = float(std::cos(double(angle))), s = float(std::sin(double(angle)));
           const size_t base = (t * heads + size_t(h)) * size_t(dim);
           const float a = x[base + size_t(m)], b = x[base + size_t(m + half)];
-          ASSERT_EQ(want[base + size_t(m)], a * c - b * s) << "theta " << theta << " pos "
-                                                           << positions[t] << " m " << m;
+          ASSERT_EQ(want[base + size_t(m)], a * c - b * s)
+              << "theta " << theta << " pos " << positions[t] << " m " << m;
           ASSERT_EQ(want[base + size_t(m + half)], b * c + a * s);
         }
   }

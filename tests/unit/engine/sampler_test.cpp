@@ -63,9 +63,9 @@ TEST(Sampler, MasksMatchTheReference) {
     float temperature, top_p, min_p;
     int32_t top_k;
   };
-  for (const Case c : {Case{1.0f, 1.0f, 0.0f, 3}, Case{0.7f, 0.8f, 0.0f, -1},
-                       Case{1.3f, 1.0f, 0.2f, -1}, Case{1.0f, 0.9f, 0.1f, 5},
-                       Case{2.0f, 0.5f, 0.0f, 8}, Case{1.0f, 1.0f, 0.0f, -1}}) {
+  for (const Case c :
+       {Case{1.0f, 1.0f, 0.0f, 3}, Case{0.7f, 0.8f, 0.0f, -1}, Case{1.3f, 1.0f, 0.2f, -1},
+        Case{1.0f, 0.9f, 0.1f, 5}, Case{2.0f, 0.5f, 0.0f, 8}, Case{1.0f, 1.0f, 0.0f, -1}}) {
     SamplingParams p;
     p.temperature = c.temperature;
     p.top_p = c.top_p;
@@ -74,9 +74,9 @@ TEST(Sampler, MasksMatchTheReference) {
     p.seed = 99;
     const auto want = reference(p);
     const auto got = empirical(p, 20000);
-    const std::string label = "T=" + std::to_string(c.temperature) + " top_k=" +
-                              std::to_string(c.top_k) + " top_p=" + std::to_string(c.top_p) +
-                              " min_p=" + std::to_string(c.min_p);
+    const std::string label =
+        "T=" + std::to_string(c.temperature) + " top_k=" + std::to_string(c.top_k) +
+        " top_p=" + std::to_string(c.top_p) + " min_p=" + std::to_string(c.min_p);
     for (const auto& [tok, f] : got)
       EXPECT_TRUE(want.count(tok)) << label << ": token " << tok << " is masked but was drawn";
     for (const auto& [tok, pr] : want) {

@@ -242,6 +242,19 @@ TEST(Scheduler, PrefixCacheHitsGiveTheSameResultsAsMisses) {
   expect_same(run_all(specs, s, &stats), want);
 }
 
+TEST(Scheduler, ChoicesOfOneRequestShareTheirPromptBlocks) {
+  std::mt19937 rng(12);
+  SequenceSpec s = make_spec(rng, 41, 6, 0.8f);
+  std::vector<SequenceSpec> specs;
+  for (uint32_t c = 0; c < 4; ++c) {  // as a request with n = 4 comes in
+    specs.push_back(s);
+    specs.back().sampling.seed = choice_seed(s.sampling.seed, c);
+  }
+  SchedulerStats stats;
+  expect_same(run_all(specs, Limits{}, &stats), run_alone(specs));
+  EXPECT_EQ(stats.cached_tokens, 3 * 40) << "the last three reuse the first one's 10 blocks";
+}
+
 TEST(Scheduler, MaxModelLenEndsWithLength) {
   std::mt19937 rng(8);
   SequenceSpec s = make_spec(rng, 10, 6, 0.0f);
@@ -262,8 +275,9 @@ TEST(Scheduler, StopIdEndsTheSequence) {
   ASSERT_EQ(free_run[0].tokens.size(), 200u);
   s.stop_ids = {free_run[0].tokens[5]};
   const auto stopped = run_all({s}, setup);
-  const auto first = std::find(free_run[0].tokens.begin(), free_run[0].tokens.end(),
-                               free_run[0].tokens[5]) - free_run[0].tokens.begin();
+  const auto first =
+      std::find(free_run[0].tokens.begin(), free_run[0].tokens.end(), free_run[0].tokens[5]) -
+      free_run[0].tokens.begin();
   EXPECT_EQ(int64_t(stopped[0].tokens.size()), first + 1);
   EXPECT_EQ(stopped[0].finish, FinishReason::Stop);
 }

@@ -1,0 +1,104 @@
+# Shared by launch/mpirun/*.sh (sourced, not run): builds and runs one mpirun line that starts
+# TP x PP qmpi ranks with a placement that keeps each TP group on one host and, where the host
+# has several NUMA domains, consecutive ranks in the same domain. See launch/mpirun/README.md.
+#
+# Environment (all optional except MODEL or SYNTHETIC_CONFIG):
+#   MODEL / SYNTHETIC_CONFIG  model folder, or a config.json for --synthetic-weights
+#   TP, PP                    layout (each script sets its default)
+#   BACKEND                   cuda (default) or cpu
+#   HOSTFILE                  Open MPI hostfile (default: this host only, TP x PP slots)
+#   RANKS_PER_HOST            ranks on each host (default: the first host's slots=, or TP x PP)
+#   NUMA_PER_HOST             NUMA domains per host (default: counted on this host)
+#   MAP_BY, BIND_TO           override the placement chosen below
+#   MPIRUN, MPIRUN_ARGS       the mpirun to use and extra options for it
+#   QMPI_BIN                  qmpi binary (default: qmpi on PATH, else build/qmpi of this checkout)
+#   LOG_DIR                   also write each rank's output to LOG_DIR/1/rank.N/{stdout,stderr}
+#   DRY_RUN=1                 print the mpirun line instead of running it
+set -euo pipefail
+
+_launch_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+qmpi_mpirun() {  # qmpi_mpirun COMMAND [qmpi options...]
+  local sub="$1"
+  shift
+  local qmpi="${QMPI_BIN:-}"
+  if [[ -z "$qmpi" ]]; then
+    if command -v qmpi >/dev/null; then qmpi=qmpi
+    elif [[ -x "$_launch_dir/../../build/qmpi" ]]; then qmpi="$(cd "$_launch_dir/../.." && pwd)/build/qmpi"
+    else echo "error: qmpi is not on PATH and build/qmpi does not exist; set QMPI_BIN" >&2; return 2
+    fi
+  fi
+  local model_args=()
+  if [[ -n "${SYNTHETIC_CONFIG:-}" ]]; then
+    model_args=(--synthetic-weights --model-config "$SYNTHETIC_CONFIG")
+  elif [[ -n "${MODEL:-}" ]]; then
+    model_args=(--model "$MODEL")
+  else
+    echo "error: set MODEL to the model folder (or SYNTHETIC_CONFIG to a config.json)" >&2
+    return 2
+  fi
+  local tp="${TP:?}" pp="${PP:?}" np
+  np=$((tp * pp))
+
+  local hosts=() per_host
+  if [[ -n "${HOSTFILE:-}" ]]; then
+    [[ -r "$HOSTFILE" ]] || { echo "error: HOSTFILE=$HOSTFILE cannot be read" >&2; return 2; }
+    hosts=(--hostfile "$HOSTFILE")
+    per_host="${RANKS_PER_HOST:-$(grep -v '^ *#' "$HOSTFILE" | grep -oE 'slots=[0-9]+' | head -n1 | cut -d= -f2)}"
+    per_host="${per_host:-$np}"
+  else
+    hosts=(--host "localhost:$np")
+    per_host="${RANKS_PER_HOST:-$np}"
+  fi
+  if ((tp > per_host || per_host % tp != 0)); then
+    echo "error: --tp $tp does not fit in $per_host ranks per host: a TP group would span hosts" >&2
+    echo "       (TP all-reduces twice per layer; keep it inside a host and let PP cross hosts)" >&2
+    return 2
+  fi
+
+  # Placement. ppr:N:numa puts N consecutive ranks in each NUMA domain in turn (ranks 0-3 in
+  # domain 0, 4-7 in domain 1 for N=4), and --bind-to numa keeps each rank's host memory next
+  # to its GPU, assuming GPUs are numbered by domain (the usual PCIe layout; check with
+  # `nvidia-smi topo -m`). Without several domains, ppr:N:node fills one host before the next.
+  # Never --map-by slot/core with --bind-to numa: that binds rank 0 to domain 0, rank 1 to
+  # domain 1, ... and splits every TP pair across the sockets.
+  local numa="${NUMA_PER_HOST:-$(ls -d /sys/devices/system/node/node[0-9]* 2>/dev/null | wc -l)}"
+  ((numa >= 1)) || numa=1
+  local map_by bind_to
+  if ((numa > 1 && per_host % numa == 0)); then
+    map_by="ppr:$((per_host / numa)):numa"
+    bind_to=numa
+  else
+    map_by="ppr:$per_host:node"
+    bind_to=none
+  fi
+  map_by="${MAP_BY:-$map_by}"
+  bind_to="${BIND_TO:-$bind_to}"
+
+  # One OpenMP thread pool per rank, sized so the ranks of a host share its cores.
+  local cores threads
+  cores="$(nproc)"
+  threads=$((cores / per_host))
+  ((threads >= 1)) || threads=1
+  export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$threads}"
+  export NCCL_DEBUG="${NCCL_DEBUG:-WARN}"
+  local forward=() v
+  for v in OMP_NUM_THREADS NCCL_DEBUG NCCL_DEBUG_SUBSYS NCCL_IB_DISABLE NCCL_SOCKET_IFNAME \
+    NCCL_P2P_LEVEL CUDA_VISIBLE_DEVICES; do
+    [[ -n "${!v:-}" ]] && forward+=(-x "$v")
+  done
+  local logs=()
+  [[ -n "${LOG_DIR:-}" ]] && logs=(--output-filename "$LOG_DIR")
+  local extra=()
+  eval "extra=(${MPIRUN_ARGS:-})"
+
+  local cmd=("${MPIRUN:-mpirun}" -np "$np" "${hosts[@]}" --map-by "$map_by" --bind-to "$bind_to"
+    "${forward[@]}" "${logs[@]}" "${extra[@]}"
+    "$qmpi" "$sub" "${model_args[@]}" --tp "$tp" --pp "$pp" --backend "${BACKEND:-cuda}" "$@")
+  if [[ "${DRY_RUN:-0}" == 1 ]]; then
+    printf '%q ' "${cmd[@]}"
+    echo
+    return 0
+  fi
+  "${cmd[@]}"
+}
