@@ -327,8 +327,9 @@ if ((models_ok)) && [[ -n "$py" ]]; then
   done
 
   # The whole distributed path on one GPU: six ranks share it, TP staged through host memory.
-  if run 150 env "${qenv[@]}" OMP_NUM_THREADS=1 "$mpirun" --allow-run-as-root --oversubscribe \
-       --bind-to none -np 6 "$qmpi" logits --model "$work/q05" --ids "$ids" \
+  # CUDA_VISIBLE_DEVICES lets the ranks share the listed GPU round-robin (--comm mpi).
+  if run 150 env "${qenv[@]}" OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" \
+       "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 6 "$qmpi" logits --model "$work/q05" --ids "$ids" \
        --out "$work/q05.tp2pp3.npy" --tp 2 --pp 3 --backend "$backend" --comm mpi; then
     if value="$(compare "$work/q05.tp2pp3.npy" "$work/q05.cpu.npy" "$logits_tol")"; then
       row "6 ranks tp2 pp3 --comm mpi vs cpu" ok "$value"

@@ -105,6 +105,13 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
       if (mpi.rank() == 0) std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
       return e.exit_code();
     }
+    // The driver failed on its own input (a prompt too long, a bad option value): the other
+    // ranks are waiting for the next step, so release them before exiting.
+    if (engine && engine->is_driver()) {
+      std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
+      engine->shutdown();
+      return e.exit_code();
+    }
     std::fprintf(stderr, "qmpi: [rank %d %s] %s\n", mpi.rank(), mpi.processor_name().c_str(),
                  e.render().c_str());
     std::fflush(stderr);

@@ -47,7 +47,8 @@ CudaDeviceInfo select_cuda_device(int index) {
           "this rank was given CUDA device " + std::to_string(index) + " but only " +
               std::to_string(count) + " device(s) are visible",
           "Launch at most " + std::to_string(count) +
-              " ranks per host, or let ranks share a GPU with --comm mpi.");
+              " ranks per host, or let ranks share GPUs with --comm mpi and CUDA_VISIBLE_DEVICES "
+              "set (e.g. CUDA_VISIBLE_DEVICES=0): ranks then take the listed GPUs round-robin.");
   check_cuda(cudaSetDevice(index), "cudaSetDevice(" + std::to_string(index) + ")");
   cudaDeviceProp prop{};
   check_cuda(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
