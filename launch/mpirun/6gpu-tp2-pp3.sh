@@ -10,6 +10,7 @@
 # pairs (0,1), (2,3), (4,5) sit under the same PCIe switch, e.g. CUDA_VISIBLE_DEVICES=0,1,2,3,4,5
 # when GPUs 0-3 share socket 0 (nvidia-smi topo -m). Other settings: launch/mpirun/common.bash.
 set -euo pipefail
+# shellcheck source=launch/mpirun/common.bash
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 [[ $# -ge 1 ]] || { sed -n '2,9p' "$0"; exit 2; }
 TP=2 PP=3 qmpi_mpirun "$@"

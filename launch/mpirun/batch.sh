@@ -9,6 +9,7 @@
 # Extra arguments go to qmpi batch (e.g. --max-num-seqs 64). Other settings:
 # launch/mpirun/common.bash.
 set -euo pipefail
+# shellcheck source=launch/mpirun/common.bash
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 : "${INPUT:?set INPUT to a JSONL file of requests}"
 OUTPUT="${OUTPUT:-${INPUT%.jsonl}.out.jsonl}"

@@ -7,6 +7,7 @@
 #
 # DRY_RUN=1 prints the mpirun line instead. Other settings: launch/mpirun/common.bash.
 set -euo pipefail
+# shellcheck source=launch/mpirun/common.bash
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 [[ $# -ge 1 ]] || { sed -n '2,8p' "$0"; exit 2; }
 TP="${TP:-${RANKS_PER_HOST:-1}}" PP="${PP:-1}" qmpi_mpirun "$@"

@@ -8,6 +8,7 @@
 # Extra arguments go to qmpi serve (e.g. --max-num-seqs 32). SIGTERM (Ctrl-C) drains the
 # requests in flight before the ranks exit. Other settings: launch/mpirun/common.bash.
 set -euo pipefail
+# shellcheck source=launch/mpirun/common.bash
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"
 TP="${TP:-2}" PP="${PP:-3}"
 http=()

@@ -34,21 +34,29 @@ po::options_description sampling_options(SamplingCli& s) {
 
 PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
   PromptSource src;
-  const std::string& model = engine.options().model_path;
-  const bool has_tokenizer = !model.empty() && std::filesystem::is_directory(model) &&
-                             std::filesystem::exists(std::filesystem::path(model) / "tokenizer.json");
+  // The tokenizer sits beside the weights, or beside config.json for synthetic weights.
+  const EngineOptions& o = engine.options();
+  std::filesystem::path dir = o.model_path;
+  if (dir.empty() && !o.model_config.empty()) {
+    dir = o.model_config;
+    if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();
+  }
+  const bool has_tokenizer = !dir.empty() && std::filesystem::exists(dir / "tokenizer.json");
   if (!p.ids.empty() && !p.text.empty())
     raise(Err::Usage, "give either --prompt/--text or --ids, not both");
   if (p.ids.empty() && p.text.empty()) raise(Err::Usage, "give a prompt with --prompt or --ids");
-  if (has_tokenizer || p.ids.empty())
-    src.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(model));
+  if (p.ids.empty() && !has_tokenizer)
+    raise(Err::TokenizerMissing,
+          "a text prompt needs tokenizer.json, and there is none in '" + dir.string() + "'",
+          "Put the model's tokenizer.json beside config.json, or give the prompt as --ids.");
+  if (has_tokenizer) src.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(dir.string()));
   if (!p.ids.empty()) {
     src.ids = parse_id_list(p.ids, "ids");
   } else if (p.chat) {
     std::vector<ChatMessage> msgs;
     if (!p.system.empty()) msgs.push_back({"system", p.system});
     msgs.push_back({"user", p.text});
-    src.ids = src.tokenizer->encode(chat_template_for(model)->render(msgs, true));
+    src.ids = src.tokenizer->encode(chat_template_for(dir.string())->render(msgs, true));
   } else {
     src.ids = src.tokenizer->encode(p.text);
   }
