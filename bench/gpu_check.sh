@@ -13,7 +13,9 @@
 # not part of the copy) and, when that machine lacks qmpi's Debian build dependencies (MPI,
 # HDF5, spdlog, Boost, GTest, ...: the device image has CUDA, CMake and ninja but no registry to
 # install them from), .gpu-bundle as well. The script first tries a native build (Release,
-# -DQMPI_CUDA=ON, sm_90 only) and falls back to the bundle.
+# -DQMPI_CUDA=ON, sm_90 only) and falls back to the bundle. Through the device tool:
+#   run(command="bash bench/gpu_check.sh", carry=[".cache/qwen-tokenizer", ".gpu-bundle"],
+#       timeout_s=540)
 #
 # On the dev machine (Debian 12 with scripts/setup.sh's packages), before the GPU call:
 #   bash bench/gpu_check.sh prepare

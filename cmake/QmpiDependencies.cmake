@@ -16,4 +16,6 @@ pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 # Debian's cpp-httplib is a compiled library; its pkg-config flags fix the class layout.
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# SHA-256 for `qmpi doctor --verify-sha256` (OpenSSL, already a dependency of cpp-httplib).
+pkg_check_modules(LIBCRYPTO REQUIRED IMPORTED_TARGET libcrypto)
 find_package(Python3 REQUIRED COMPONENTS Interpreter)

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "io/checkpoint_dir.h"
+#include "io/h5_checkpoint.h"
 #include "plan/errors.h"
 
 namespace qmpi {
@@ -31,14 +32,11 @@ int64_t slice_numel(const std::vector<int64_t>& shape, const Slice& slice) {
   return n;
 }
 
-std::unique_ptr<WeightSource> open_weight_source(const std::string& model_path) {
+std::unique_ptr<WeightSource> open_weight_source(const std::string& model_path,
+                                                 bool verify_checksums) {
   const fs::path p(model_path);
-  if (p.extension() == ".h5")
-    raise(Err::H5Format,
-          model_path +
-              ": HDF5 checkpoints are not supported yet; qmpi reads Hugging Face "
-              "safetensors folders",
-          "Pass the Hugging Face model folder (config.json + *.safetensors) to --model.");
+  if (is_h5_path(model_path))
+    return std::make_unique<H5Weights>(model_path, H5ReadOptions{verify_checksums});
   if (!fs::exists(p)) raise(Err::ModelDirMissing, "model path " + model_path + " does not exist");
   if (!fs::is_directory(p))
     raise(Err::ModelDirMissing, model_path + " is a file, not a model folder",

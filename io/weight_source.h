@@ -47,6 +47,8 @@ class WeightSource {
 int64_t slice_numel(const std::vector<int64_t>& shape, const Slice& slice);
 
 // Opens a model: a folder with model.safetensors or model.safetensors.index.json, or a .h5 file.
-std::unique_ptr<WeightSource> open_weight_source(const std::string& model_path);
+// verify_checksums: check the CRC-32s of every chunk read (.h5 files; safetensors have none).
+std::unique_ptr<WeightSource> open_weight_source(const std::string& model_path,
+                                                 bool verify_checksums = false);
 
 }  // namespace qmpi

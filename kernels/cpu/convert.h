@@ -6,7 +6,9 @@
 #include "core/dtype.h"
 #include "kernels/cpu/aligned.h"
 
-#include "kernels/cpu/x86.h"
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 namespace qmpi::cpu {
 

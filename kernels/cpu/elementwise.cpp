@@ -17,8 +17,8 @@ void silu_mul_span(const float* g, const float* u, int64_t count, float* out) {
   for (; i + 16 <= count; i += 16) {
     const __m512 gv = _mm512_loadu_ps(g + i);
     const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-    _mm512_storeu_ps(out + i,
-                     _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_loadu_ps(u + i)));
+    _mm512_storeu_ps(
+        out + i, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_loadu_ps(u + i)));
   }
 #endif
   for (; i < count; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
@@ -29,7 +29,8 @@ void silu_mul_span(const float* g, const float* u, int64_t count, float* out) {
 void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out,
               int threads) {
   const int64_t count = n * width;
-#pragma omp parallel num_threads(threads_for(threads, count, kGrain))
+  const int nt = threads_for(threads, count, kGrain);
+#pragma omp parallel num_threads(nt)
   {
     const Range r = split_range(count, 16, omp_get_thread_num(), omp_get_num_threads());
     silu_mul_span(gate + r.begin, up + r.begin, r.end - r.begin, out + r.begin);
@@ -37,7 +38,8 @@ void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, floa
 }
 
 void add(float* x, const float* y, int64_t count, int threads) {
-#pragma omp parallel for simd num_threads(threads_for(threads, count, kGrain)) schedule(static)
+  const int nt = threads_for(threads, count, kGrain);
+#pragma omp parallel for simd num_threads(nt) schedule(static)
   for (int64_t i = 0; i < count; ++i) x[i] += y[i];
 }
 

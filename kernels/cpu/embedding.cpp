@@ -12,7 +12,8 @@ void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t r
                float* out, int threads) {
   const int64_t width = table.cols;
   const size_t row_bytes = size_t(width) * dtype_size(table.dtype);
-#pragma omp parallel for num_threads(threads_for(threads, n * width, 1 << 16)) schedule(static)
+  const int nt = threads_for(threads, n * width, 1 << 16);
+#pragma omp parallel for num_threads(nt) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const int64_t r = int64_t(ids[i]) - row_offset;
     float* o = out + i * width;
@@ -24,8 +25,7 @@ void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t r
   }
 }
 
-void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
-                 float* dst) {
+void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width, float* dst) {
   for (int64_t i = 0; i < count; ++i)
     std::memcpy(dst + i * width, src + int64_t(rows[i]) * width, size_t(width) * sizeof(float));
 }

@@ -26,8 +26,8 @@ void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bi
             const MatmulOptions& opt);
 
 // The two paths, for tests and benchmarks; both assume matmul()'s checks passed.
-void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
-                 float* out, const MatmulOptions& opt);
+void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out,
+                 const MatmulOptions& opt);
 void matmul_blocked(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
                     float* out, const MatmulOptions& opt);
 

@@ -17,7 +17,6 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/parallel.h"
-
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -32,6 +31,8 @@ constexpr int kMR = 4;
 constexpr int kNT = 16;
 constexpr bool kHalfPanels = false;
 #endif
+// Tokens packed and multiplied at a time: bounds the packed copy of x for long prompts.
+constexpr int64_t kChunkTokens = 256;
 #if defined(__AVX512BF16__)
 constexpr bool kHaveBf16Dot = true;
 #else
@@ -87,8 +88,8 @@ void store_tile(const float* tile, int mr, int64_t tokens, int64_t row0, int64_t
 // Slice `part` of `parts` of [p, p + bytes) into L2.
 void prefetch_slice(const char* p, size_t bytes, int64_t part, int64_t parts) {
   const size_t lines = (bytes + 63) / 64;
-  for (size_t i = lines * size_t(part) / size_t(parts); i < lines * size_t(part + 1) / size_t(parts);
-       ++i)
+  for (size_t i = lines * size_t(part) / size_t(parts);
+       i < lines * size_t(part + 1) / size_t(parts); ++i)
     __builtin_prefetch(p + i * 64, 0, 2);
 }
 
@@ -125,8 +126,7 @@ void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* til
   const int64_t pairs = K / 2;
   auto step = [&](int64_t kp, auto pair_of_row) {
     __m512bh xs[NV];
-    for (int v = 0; v < NV; ++v)
-      xs[v] = (__m512bh)_mm512_loadu_si512(xp + kp * 16 * NV + 16 * v);
+    for (int v = 0; v < NV; ++v) xs[v] = (__m512bh)_mm512_loadu_si512(xp + kp * 16 * NV + 16 * v);
     for (int i = 0; i < MR; ++i) {
       const __m512bh b = (__m512bh)_mm512_set1_epi32(int(pair_of_row(i)));
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], b, xs[v]);
@@ -201,43 +201,49 @@ TileFn pick_tile(bool, int mr, int) {
 
 #endif
 
-void blocked(const float* x, int64_t n, const WeightView& w, const float* bias, float* out,
-             int nt, bool bf16_dot) {
+void blocked(const float* x, int64_t n, const WeightView& w, const float* bias, float* out, int nt,
+             bool bf16_dot) {
   const int64_t K = w.cols, N = w.rows;
-  const Panels pn{n, bf16_dot ? (K + 1) / 2 : K};
-  AlignedArray<uint32_t> xp = make_aligned<uint32_t>(pn.size());
+  const int64_t depth = bf16_dot ? (K + 1) / 2 : K;
+  AlignedArray<uint32_t> xp =
+      make_aligned<uint32_t>(Panels{std::min(n, kChunkTokens), depth}.size());
   const size_t esize = dtype_size(w.dtype);
+  const char* wbytes = static_cast<const char*>(w.data);
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num(), tn = omp_get_num_threads();
-    const Range pr = split_range(pn.count(), 1, t, tn);
-    for (int64_t p = pr.begin; p < pr.end; ++p) {
-      if (bf16_dot)
-        pack_panel_bf16(x, K, pn, p, xp.get() + pn.offset(p));
-      else
-        pack_panel_f32(x, K, pn, p, reinterpret_cast<float*>(xp.get()) + pn.offset(p));
-    }
-#pragma omp barrier
     AlignedArray<float> wide = bf16_dot ? nullptr : make_aligned<float>(size_t(kMR * K));
     alignas(64) float tile[kMR * kNT];
     const Range rr = split_range(N, kMR, t, tn);
-    const char* wbytes = static_cast<const char*>(w.data);
-    for (int64_t r0 = rr.begin; r0 < rr.end; r0 += kMR) {
-      const int mr = int(std::min<int64_t>(kMR, rr.end - r0));
-      const void* rows = wbytes + size_t(r0 * K) * esize;
-      if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
-        convert_to_f32(rows, w.dtype, mr * K, wide.get());
-        rows = wide.get();
+    for (int64_t c0 = 0; c0 < n; c0 += kChunkTokens) {
+      const Panels pn{std::min(kChunkTokens, n - c0), depth};
+      const float* xc = x + c0 * K;
+      const Range pr = split_range(pn.count(), 1, t, tn);
+      for (int64_t p = pr.begin; p < pr.end; ++p) {
+        if (bf16_dot)
+          pack_panel_bf16(xc, K, pn, p, xp.get() + pn.offset(p));
+        else
+          pack_panel_f32(xc, K, pn, p, reinterpret_cast<float*>(xp.get()) + pn.offset(p));
       }
-      // The next block's rows come from DRAM: ask for them while this block computes.
-      const int64_t next = std::min<int64_t>(kMR, rr.end - r0 - mr);
-      const size_t next_bytes = size_t(std::max<int64_t>(next, 0) * K) * esize;
-      const char* next_rows = wbytes + size_t((r0 + mr) * K) * esize;
-      for (int64_t p = 0; p < pn.count(); ++p) {
-        prefetch_slice(next_rows, next_bytes, p, pn.count());
-        pick_tile(bf16_dot, mr, pn.width(p))(rows, K, K, xp.get() + pn.offset(p), tile);
-        store_tile(tile, mr, pn.tokens(p), r0, p * kNT, bias, out, N);
+#pragma omp barrier
+      for (int64_t r0 = rr.begin; r0 < rr.end; r0 += kMR) {
+        const int mr = int(std::min<int64_t>(kMR, rr.end - r0));
+        const void* rows = wbytes + size_t(r0 * K) * esize;
+        if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
+          convert_to_f32(rows, w.dtype, mr * K, wide.get());
+          rows = wide.get();
+        }
+        // The next block's rows come from DRAM: ask for them while this block computes.
+        const int64_t next = std::min<int64_t>(kMR, rr.end - r0 - mr);
+        const size_t next_bytes = size_t(std::max<int64_t>(next, 0) * K) * esize;
+        const char* next_rows = wbytes + size_t((r0 + mr) * K) * esize;
+        for (int64_t p = 0; p < pn.count(); ++p) {
+          prefetch_slice(next_rows, next_bytes, p, pn.count());
+          pick_tile(bf16_dot, mr, pn.width(p))(rows, K, K, xp.get() + pn.offset(p), tile);
+          store_tile(tile, mr, pn.tokens(p), r0, c0 + p * kNT, bias, out, N);
+        }
       }
+#pragma omp barrier  // the next chunk overwrites the panels
     }
   }
 }

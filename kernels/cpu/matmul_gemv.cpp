@@ -8,7 +8,6 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/parallel.h"
-
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -19,12 +18,12 @@ constexpr int kRows = 4;
 constexpr int kXRows = 4;
 // Below this many weight elements per thread, extra threads cost more than they bring.
 constexpr int64_t kGrain = 32 * 1024;
-// How far ahead of each weight load the GEMV prefetches (into L1). Measured on Zen 4/5 with
-// one thread: 16 KiB takes a bf16 GEMV from ~70% to ~93% of the read bandwidth.
-constexpr size_t kPrefetchBytes = 16 * 1024;
 
 #if defined(__AVX512F__)
 constexpr int64_t kStep = 32;  // weights per row per inner step
+// How far ahead of each weight load the GEMV prefetches. On the project's Zen machine, with one
+// thread, 16 KiB took a bf16 GEMV from ~70% to ~90% of the measured read bandwidth.
+constexpr size_t kPrefetchBytes = 16 * 1024;
 
 // Each row of x, zero-padded to a multiple of kStep. For BF16 weights every block of 32 is
 // stored as its 16 even then its 16 odd elements: a 64-byte load of 32 bf16 widens to float32
@@ -46,20 +45,22 @@ void pack_x(const float* x, int64_t n, int64_t K, DType wt, float* xp, int64_t K
 }
 
 // Weights [k, k + 32) of one row as two float32 vectors, in pack_x's order.
+struct Block {
+  __m512 a, b;
+};
 template <DType WT>
-inline void load_block(const void* row, int64_t k, __m512& a, __m512& b) {
+inline Block load_block(const void* row, int64_t k) {
   if constexpr (WT == DType::BF16) {
-    __m512i v = _mm512_loadu_si512(static_cast<const uint16_t*>(row) + k);
-    a = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-    b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
+    const __m512i v = _mm512_loadu_si512(static_cast<const uint16_t*>(row) + k);
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
+            _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))))};
   } else if constexpr (WT == DType::F16) {
     const auto* p = static_cast<const uint16_t*>(row) + k;
-    a = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-    b = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
+    return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)))};
   } else {
     const float* p = static_cast<const float*>(row) + k;
-    a = _mm512_loadu_ps(p);
-    b = _mm512_loadu_ps(p + 16);
+    return {_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16)};
   }
 }
 
@@ -90,19 +91,19 @@ void tile(const GemvArgs& g, int64_t row, int64_t xrow, bool ahead) {
   const int64_t kmain = g.K / kStep * kStep;
   const float* xp = g.xp + xrow * g.Kp;
   for (int64_t k = 0; k < kmain; k += kStep) {
-    __m512 a[R], b[R];
+    __m512 xa[XR], xb[XR];
+    for (int j = 0; j < XR; ++j) {
+      xa[j] = _mm512_loadu_ps(xp + j * g.Kp + k);
+      xb[j] = _mm512_loadu_ps(xp + j * g.Kp + k + 16);
+    }
     for (int r = 0; r < R; ++r) {
       if (next)
         for (size_t line = 0; line < kStep * esize; line += 64)
           __builtin_prefetch(rows[r] + next + size_t(k) * esize + line, 0, 3);
-      load_block<WT>(rows[r], k, a[r], b[r]);
-    }
-    for (int j = 0; j < XR; ++j) {
-      const __m512 xa = _mm512_loadu_ps(xp + j * g.Kp + k);
-      const __m512 xb = _mm512_loadu_ps(xp + j * g.Kp + k + 16);
-      for (int r = 0; r < R; ++r) {
-        acc[r][j] = _mm512_fmadd_ps(a[r], xa, acc[r][j]);
-        acc[r][j] = _mm512_fmadd_ps(b[r], xb, acc[r][j]);
+      const Block w = load_block<WT>(rows[r], k);
+      for (int j = 0; j < XR; ++j) {
+        acc[r][j] = _mm512_fmadd_ps(w.a, xa[j], acc[r][j]);
+        acc[r][j] = _mm512_fmadd_ps(w.b, xb[j], acc[r][j]);
       }
     }
   }
@@ -123,10 +124,18 @@ template <DType WT, int R>
 void tile_rows(const GemvArgs& g, int64_t row, int64_t n) {
   for (int64_t j = 0; j < n; j += kXRows) {
     switch (std::min<int64_t>(kXRows, n - j)) {
-      case 4: tile<WT, R, 4>(g, row, j, j == 0); break;
-      case 3: tile<WT, R, 3>(g, row, j, j == 0); break;
-      case 2: tile<WT, R, 2>(g, row, j, j == 0); break;
-      default: tile<WT, R, 1>(g, row, j, j == 0); break;
+      case 4:
+        tile<WT, R, 4>(g, row, j, j == 0);
+        break;
+      case 3:
+        tile<WT, R, 3>(g, row, j, j == 0);
+        break;
+      case 2:
+        tile<WT, R, 2>(g, row, j, j == 0);
+        break;
+      default:
+        tile<WT, R, 1>(g, row, j, j == 0);
+        break;
     }
   }
 }
@@ -147,9 +156,15 @@ void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, flo
   {
     const Range rr = split_range(w.rows, kRows, omp_get_thread_num(), omp_get_num_threads());
     switch (w.dtype) {
-      case DType::BF16: rows_range<DType::BF16>(g, n, rr.begin, rr.end); break;
-      case DType::F16: rows_range<DType::F16>(g, n, rr.begin, rr.end); break;
-      default: rows_range<DType::F32>(g, n, rr.begin, rr.end); break;
+      case DType::BF16:
+        rows_range<DType::BF16>(g, n, rr.begin, rr.end);
+        break;
+      case DType::F16:
+        rows_range<DType::F16>(g, n, rr.begin, rr.end);
+        break;
+      default:
+        rows_range<DType::F32>(g, n, rr.begin, rr.end);
+        break;
     }
   }
 }
@@ -165,8 +180,8 @@ void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, flo
     const Range rr = split_range(N, kRows, omp_get_thread_num(), omp_get_num_threads());
     for (int64_t r0 = rr.begin; r0 < rr.end; r0 += kRows) {
       const int64_t rows = std::min<int64_t>(kRows, rr.end - r0);
-      convert_to_f32(static_cast<const char*>(w.data) + size_t(r0 * K) * esize, w.dtype,
-                     rows * K, wf.get());
+      convert_to_f32(static_cast<const char*>(w.data) + size_t(r0 * K) * esize, w.dtype, rows * K,
+                     wf.get());
       for (int64_t i = 0; i < n; ++i) {
         const float* xi = x + i * K;
         for (int64_t r = 0; r < rows; ++r) {
@@ -185,8 +200,8 @@ void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, flo
 
 }  // namespace
 
-void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
-                 float* out, const MatmulOptions& opt) {
+void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out,
+                 const MatmulOptions& opt) {
   AlignedArray<float> b = widen(bias);
   AlignedArray<float> rounded;
   if (opt.bf16_activations && w.dtype == DType::BF16) {

@@ -11,7 +11,8 @@ void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* o
   const int64_t width = w.cols;
   AlignedArray<float> wf = widen(&w);
   const float* g = wf.get();
-#pragma omp parallel for num_threads(threads_for(threads, n * width, 1 << 16)) schedule(static)
+  const int nt = threads_for(threads, n * width, 1 << 16);
+#pragma omp parallel for num_threads(nt) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float* xi = x + i * width;
     float* oi = out + i * width;

@@ -8,7 +8,9 @@
 namespace qmpi::cpu {
 
 // 0 means the OpenMP default (OMP_NUM_THREADS or the core count).
-inline int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+inline int resolve_threads(int threads) {
+  return threads > 0 ? threads : omp_get_max_threads();
+}
 
 // Threads worth starting for `work` units when one thread should get at least `grain` units:
 // small decode-time ops stay on the calling thread instead of paying a fork/join.

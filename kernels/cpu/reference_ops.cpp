@@ -70,9 +70,9 @@ void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t r
   for (int64_t i = 0; i < n; ++i) {
     int64_t r = int64_t(ids[i]) - row_offset;
     for (int64_t c = 0; c < table.cols; ++c)
-      out[i * table.cols + c] =
-          (r >= 0 && r < table.rows) ? load_as_f32(table.data, table.dtype, r * table.cols + c)
-                                     : 0.0f;
+      out[i * table.cols + c] = (r >= 0 && r < table.rows)
+                                    ? load_as_f32(table.data, table.dtype, r * table.cols + c)
+                                    : 0.0f;
   }
 }
 

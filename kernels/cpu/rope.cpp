@@ -36,8 +36,7 @@ void RopeTable::cover(int32_t position) {
   rows_ = rows;
 }
 
-void RopeTable::apply(float* x, int64_t n, int32_t heads, const int32_t* positions,
-                      int threads) {
+void RopeTable::apply(float* x, int64_t n, int32_t heads, const int32_t* positions, int threads) {
   int32_t top = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (positions[i] < 0)
@@ -47,8 +46,8 @@ void RopeTable::apply(float* x, int64_t n, int32_t heads, const int32_t* positio
   }
   if (n > 0) cover(top);
   const int64_t half = head_dim_ / 2;
-#pragma omp parallel for num_threads(threads_for(threads, n * heads * head_dim_, 1 << 15)) \
-    schedule(static)
+  const int nt = threads_for(threads, n * heads * head_dim_, 1 << 15);
+#pragma omp parallel for num_threads(nt) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float* c = cos_.data() + int64_t(positions[i]) * half;
     const float* s = sin_.data() + int64_t(positions[i]) * half;

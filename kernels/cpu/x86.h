@@ -1,5 +1,6 @@
 // x86 intrinsics for the vector kernels (each use guarded by the matching __AVX512F__ /
-// __AVX512BF16__ / __F16C__ macro, with a portable path beside it).
+// __AVX512BF16__ / __F16C__ macro, with a portable path beside it). Include it from kernel
+// sources only: it silences a warning for the rest of the translation unit.
 #pragma once
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

@@ -20,11 +20,15 @@ struct Command {
 constexpr Command kCommands[] = {
     {"run", qmpi::cmd_run, "generate text for one prompt (streams to stdout)"},
     {"batch", qmpi::cmd_batch, "JSONL requests in, JSONL results out (continuous batching)"},
+    {"serve", qmpi::cmd_serve, "online server: ZeroMQ broker and OpenAI-compatible HTTP API"},
+    {"client", qmpi::cmd_client, "send one request to a running server, stream the text"},
     {"logits", qmpi::cmd_logits, "write the logits of every prompt position to a .npy file"},
     {"bench", qmpi::cmd_bench, "measure prefill and decode throughput and memory bandwidth"},
     {"plan", qmpi::cmd_plan, "pre-flight planner: which TP x PP layouts fit, and why"},
+    {"doctor", qmpi::cmd_doctor, "check machine, MPI, GPUs, model files and comm before a run"},
     {"tokenize", qmpi::cmd_tokenize, "JSONL {\"text\"} -> {\"ids\"} with the model's tokenizer"},
     {"make-model", qmpi::cmd_make_model, "write a random-weight model in the Hugging Face layout"},
+    {"convert", qmpi::cmd_convert, "Hugging Face model folder -> one .h5 file for parallel loading"},
 };
 
 void usage(std::FILE* to) {

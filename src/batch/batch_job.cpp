@@ -22,8 +22,6 @@
 namespace qmpi {
 namespace {
 
-constexpr int64_t kCompletionDefaultMaxTokens = 16;  // OpenAI's default for /v1/completions
-
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -75,8 +73,6 @@ class BatchJob {
   void open_files();
   bool read_line();
   void admit(const ParsedLine& parsed, int64_t line_no, int64_t index);
-  std::vector<int32_t> prompt_ids(const BatchRequest& req) const;
-  int64_t max_tokens_for(const BatchRequest& req, int64_t prompt) const;
   void on_token(const TokenEvent& ev);
   void finish_choice(Pending& p, Choice& c, const std::string& reason);
   void complete(Pending& p);
@@ -144,60 +140,14 @@ void BatchJob::open_files() {
   input_.open(opts_.input, std::ios::binary);
 }
 
-std::vector<int32_t> BatchJob::prompt_ids(const BatchRequest& req) const {
-  std::vector<int32_t> ids;
-  if (req.endpoint == Endpoint::Chat)
-    ids = model_.tokenizer->encode(model_.chat->render(req.messages, true));
-  else if (!req.prompt_ids.empty())
-    ids = req.prompt_ids;
-  else
-    ids = model_.tokenizer->encode(req.prompt);
-  if (ids.empty()) raise(Err::RequestField, "the prompt has no tokens");
-  for (int32_t id : ids)
-    if (id >= model_.vocab_size)
-      raise(Err::RequestField, "prompt token id " + std::to_string(id) +
-                                   " is outside the vocabulary (" +
-                                   std::to_string(model_.vocab_size) + " ids)");
-  return ids;
-}
-
-int64_t BatchJob::max_tokens_for(const BatchRequest& req, int64_t prompt) const {
-  const int64_t room = model_.max_model_len - prompt;
-  if (req.sampling.max_tokens) {
-    if (*req.sampling.max_tokens > room)
-      raise(Err::PromptTooLong,
-            "the prompt has " + std::to_string(prompt) + " tokens and max_tokens is " +
-                std::to_string(*req.sampling.max_tokens) + ", more than --max-model-len " +
-                std::to_string(model_.max_model_len) + " allows");
-    return *req.sampling.max_tokens;
-  }
-  if (room < 1)
-    raise(Err::PromptTooLong,
-          "the prompt has " + std::to_string(prompt) + " tokens; --max-model-len " +
-              std::to_string(model_.max_model_len) + " leaves no room for output");
-  int64_t want = opts_.default_max_tokens;
-  if (want <= 0) want = req.endpoint == Endpoint::Completion ? kCompletionDefaultMaxTokens : room;
-  return std::min(want, room);
-}
-
 void BatchJob::admit(const ParsedLine& parsed, int64_t line_no, int64_t index) {
   auto p = std::make_unique<Pending>();
   p->index = index;
   p->line_no = line_no;
   p->req = *parsed.request;
-  p->prompt = prompt_ids(p->req);
+  p->prompt = request_prompt_ids(p->req, model_);
   const RequestSampling& rs = p->req.sampling;
-  for (int32_t id : rs.stop_token_ids)
-    if (id >= model_.vocab_size)
-      raise(Err::SamplingInvalid, "stop_token_ids has " + std::to_string(id) +
-                                      ", outside the vocabulary (" +
-                                      std::to_string(model_.vocab_size) + " ids)");
-  SequenceSpec spec;
-  spec.prompt = p->prompt;
-  spec.max_tokens = max_tokens_for(p->req, int64_t(p->prompt.size()));
-  spec.sampling = resolve_request_sampling(p->req, model_.gen);
-  if (!rs.ignore_eos) spec.stop_ids = model_.eos_ids;
-  spec.stop_ids.insert(spec.stop_ids.end(), rs.stop_token_ids.begin(), rs.stop_token_ids.end());
+  SequenceSpec spec = request_sequence_spec(p->req, p->prompt, model_, opts_.default_max_tokens);
   const uint64_t seed = spec.sampling.seed;
   p->choices.resize(size_t(rs.n));
   try {

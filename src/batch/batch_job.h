@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "batch/progress.h"
+#include "batch/request_spec.h"
 #include "engine/scheduler.h"
 #include "model/config.h"
 #include "text/chat_template.h"
@@ -31,16 +32,6 @@ struct BatchJobOptions {
   double fsync_interval_s = 2.0;
   double progress_interval_s = 5.0;
   bool progress_bar = false;  // stderr is a terminal
-};
-
-// What the job needs to know about the model.
-struct BatchModel {
-  const Tokenizer* tokenizer = nullptr;
-  const ChatTemplate* chat = nullptr;
-  GenerationConfig gen;
-  std::vector<int32_t> eos_ids;
-  int64_t max_model_len = 0;
-  int64_t vocab_size = 0;  // prompt ids and stop_token_ids must be below it
 };
 
 struct BatchSummary {

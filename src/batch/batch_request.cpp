@@ -41,7 +41,8 @@ constexpr size_t kMaxStopStrings = 16;
 // Builds the messages of one line; `where` is "line 12" for every message.
 class LineChecker {
  public:
-  explicit LineChecker(int64_t line_no) : where_("line " + std::to_string(line_no)) {}
+  explicit LineChecker(std::string where, bool allow_stream = false)
+      : where_(std::move(where)), allow_stream_(allow_stream) {}
 
   [[noreturn]] void field_error(const std::string& what) const {
     raise(Err::RequestField, where_ + ": " + what);
@@ -218,8 +219,11 @@ class LineChecker {
                double(n));
       s.n = int32_t(n);
     }
-    if (obj.contains("stream") && !obj.at("stream").is_null() && boolean(obj, "stream"))
-      field_error("\"stream\": true is not available in batch jobs (results are whole lines)");
+    if (obj.contains("stream") && !obj.at("stream").is_null() && boolean(obj, "stream")) {
+      if (!allow_stream_)
+        field_error("\"stream\": true is not available in batch jobs (results are whole lines)");
+      r.stream = true;
+    }
     if (obj.contains("user") && !obj.at("user").is_null()) string(obj, "user");
     const std::string range = "in [0, " + std::to_string(kMaxTopLogprobs) + "]";
     if (chat) {
@@ -269,6 +273,7 @@ class LineChecker {
 
  private:
   std::string where_;
+  bool allow_stream_;
 };
 
 // The custom_id / id of a line, if it has a usable one.
@@ -292,7 +297,7 @@ std::string line_id(int64_t line_no) {
 ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
   ParsedLine out;
   out.custom_id = line_id(line_no);
-  const LineChecker check(line_no);
+  const LineChecker check("line " + std::to_string(line_no));
   json j;
   try {
     j = json::parse(line);
@@ -342,6 +347,13 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
     out.error = e;
   }
   return out;
+}
+
+void read_request_body(const nlohmann::json& body, BatchRequest& r, const std::string& where,
+                       bool allow_stream) {
+  const LineChecker check(where, allow_stream);
+  if (!body.is_object()) raise(Err::RequestJson, where + ": the request is not a JSON object");
+  check.request(body, r, "");
 }
 
 SamplingParams resolve_request_sampling(const BatchRequest& req, const GenerationConfig& gen) {

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "engine/sampling_params.h"
 #include "model/config.h"
 #include "plan/errors.h"
@@ -43,6 +45,7 @@ struct BatchRequest {
   std::string prompt;                 // completion text
   std::vector<int32_t> prompt_ids;    // completion given as token ids
   RequestSampling sampling;
+  bool stream = false;  // "stream": true (serving only)
 };
 
 struct ParsedLine {
@@ -53,6 +56,13 @@ struct ParsedLine {
 
 // `line_no` is 1-based and goes into error messages.
 ParsedLine parse_request_line(std::string_view line, int64_t line_no);
+
+// Checks the request fields of `body` (an OpenAI request body, or the fields of a plain request
+// without its id) into `r`. With `r.openai_line` set, `r.endpoint` is what the URL asks for and
+// the body must match it. `where` starts every message ("line 7", "request \"a1\""). Only
+// serving passes `allow_stream`. Raises RequestJson, RequestField or SamplingInvalid.
+void read_request_body(const nlohmann::json& body, BatchRequest& r, const std::string& where,
+                       bool allow_stream);
 
 // The id a line without a usable custom_id/id gets in the output.
 std::string line_id(int64_t line_no);

@@ -68,9 +68,7 @@ std::string request_id(int64_t line_no) {
   return "req_" + std::to_string(line_no);
 }
 
-}  // namespace
-
-std::string success_line(const RequestOutput& out, const Tokenizer& tok, bool token_ids) {
+json body_json(const RequestOutput& out, const Tokenizer& tok, bool token_ids) {
   const bool chat = out.endpoint == Endpoint::Chat;
   json choices = json::array();
   int64_t generated = 0;
@@ -98,6 +96,17 @@ std::string success_line(const RequestOutput& out, const Tokenizer& tok, bool to
                  {"completion_tokens", generated},
                  {"total_tokens", out.prompt_tokens + generated}}}};
   if (token_ids) body["prompt_token_ids"] = out.prompt_ids;
+  return body;
+}
+
+}  // namespace
+
+std::string response_body(const RequestOutput& out, const Tokenizer& tok, bool token_ids) {
+  return dump(body_json(out, tok, token_ids));
+}
+
+std::string success_line(const RequestOutput& out, const Tokenizer& tok, bool token_ids) {
+  const json body = body_json(out, tok, token_ids);
   const json line = {
       {"id", batch_id(out.line_no)},
       {"custom_id", out.custom_id},

@@ -39,6 +39,9 @@ struct RequestOutput {
 // One JSON line (no newline). `token_ids` adds "prompt_token_ids" to the body and "token_ids"
 // to each choice (qmpi extensions; the test suite compares ids).
 std::string success_line(const RequestOutput& out, const Tokenizer& tokenizer, bool token_ids);
+// The body alone (chat.completion or text_completion, its "id" from line_no), as an HTTP
+// server answers it.
+std::string response_body(const RequestOutput& out, const Tokenizer& tokenizer, bool token_ids);
 std::string error_line(int64_t line_no, const std::string& custom_id, const Error& error);
 
 }  // namespace qmpi

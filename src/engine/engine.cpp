@@ -60,7 +60,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   if (opts_.synthetic_weights)
     source = std::make_unique<SyntheticWeights>(cfg_, opts_.synthetic_seed, cfg_.torch_dtype);
   else
-    source = open_weight_source(opts_.model_path);
+    source = open_weight_source(opts_.model_path, opts_.verify_checksums);
   Qwen2Weights weights = load_qwen2_weights(cfg_, plan, *source, *backend_);
   weight_bytes_ = weights.bytes;
   bytes_read_ = source->bytes_read();

@@ -26,6 +26,7 @@ class MpiRuntime;
 
 struct EngineOptions {
   std::string model_path;           // HF folder or .h5
+  bool verify_checksums = false;    // .h5: check the CRC-32 of every chunk this rank reads
   bool synthetic_weights = false;   // random weights from the config alone (per-rank slices)
   std::string model_config;         // config.json for synthetic weights (else model_path's)
   uint64_t synthetic_seed = 0;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 
+#include "dist/signals.h"
 #include "engine/sampler.h"
 #include "engine/timed_comm.h"
 
@@ -39,11 +40,22 @@ void Executor::shutdown() {
   broadcast_plan(&p);
 }
 
+bool Executor::poll_stop() {
+  StepPlan p;
+  p.poll_stop = true;
+  broadcast_plan(&p);
+  return stop_requested_anywhere(world_);
+}
+
 void Executor::serve() {
   for (;;) {
     StepPlan p;
     broadcast_plan(&p);
     if (p.shutdown) return;
+    if (p.poll_stop) {
+      stop_requested_anywhere(world_);
+      continue;
+    }
     execute(p);
   }
 }

@@ -42,6 +42,9 @@ class Executor {
   StepResult step(const StepPlan& plan);  // rank 0 only
   void serve();                           // ranks other than 0
   void shutdown();                        // rank 0: ends every serve()
+  // Rank 0: asks every rank whether it saw SIGINT/SIGTERM (stop_requested_anywhere, joined by
+  // every serve()), so that all ranks agree at the same point. A server polls it between steps.
+  bool poll_stop();
 
   // Rank 0: token ids the sampler may pick (the tokenizer's size; embedding rows past it have
   // no text). Sent with every step. 0 = every row.

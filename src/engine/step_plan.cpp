@@ -58,7 +58,7 @@ class Reader {
 
 std::vector<uint8_t> encode_step_plan(const StepPlan& plan) {
   Writer w;
-  w.pod(uint8_t(plan.shutdown));
+  w.pod(uint8_t(plan.shutdown | (plan.poll_stop << 1)));
   w.pod(plan.valid_vocab);
   w.pod(uint64_t(plan.seqs.size()));
   for (const auto& s : plan.seqs) {
@@ -78,7 +78,9 @@ std::vector<uint8_t> encode_step_plan(const StepPlan& plan) {
 StepPlan decode_step_plan(std::span<const uint8_t> bytes) {
   Reader r(bytes);
   StepPlan p;
-  p.shutdown = r.pod<uint8_t>() != 0;
+  const auto plan_flags = r.pod<uint8_t>();
+  p.shutdown = plan_flags & 1;
+  p.poll_stop = plan_flags & 2;
   p.valid_vocab = r.pod<int64_t>();
   const auto n = r.pod<uint64_t>();
   p.seqs.resize(n);

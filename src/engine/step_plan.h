@@ -27,6 +27,7 @@ struct StepSeq {
 
 struct StepPlan {
   bool shutdown = false;
+  bool poll_stop = false;   // no step: every rank joins stop_requested_anywhere (serving)
   int64_t valid_vocab = 0;  // ids that can be sampled (the tokenizer's size); 0 = every row
   std::vector<StepSeq> seqs;
   std::vector<int64_t> finished;  // sequences whose state the last stage can drop

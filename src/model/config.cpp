@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "io/h5_checkpoint.h"
 #include "plan/errors.h"
 
 namespace qmpi {
@@ -94,6 +95,22 @@ nlohmann::json read_json_file(const fs::path& path) {
   }
 }
 
+// /meta/<name> of a qmpi .h5 file as JSON; null when absent and not `required`.
+nlohmann::json read_h5_json(const std::string& path, const std::string& name, bool required) {
+  const auto text = read_h5_meta(path, name);
+  const std::string source = path + ":/meta/" + name;
+  if (!text) {
+    if (!required) return json();
+    raise(Err::ConfigInvalid, path + " holds no /meta/" + name,
+          "Convert the model again with `qmpi convert` (it stores " + name + ").");
+  }
+  try {
+    return json::parse(*text);
+  } catch (const json::exception& e) {
+    raise(Err::ConfigInvalid, source + " is not valid JSON (" + e.what() + ")");
+  }
+}
+
 }  // namespace
 
 ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
@@ -158,12 +175,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
 
 ModelConfig ModelConfig::load(const std::string& model_path) {
   const fs::path p(model_path);
-  if (p.extension() == ".h5")
-    raise(Err::H5Format,
-          model_path +
-              ": HDF5 checkpoints are not supported yet; qmpi reads Hugging Face "
-              "safetensors folders",
-          "Pass the Hugging Face model folder (config.json + *.safetensors) to --model.");
+  if (is_h5_path(model_path))
+    return from_json(read_h5_json(model_path, "config.json", true),
+                     model_path + ":/meta/config.json");
   if (!fs::exists(p)) raise(Err::ModelDirMissing, "model path " + model_path + " does not exist");
   // A folder holds config.json; a .json file is taken as the config itself (--model-config).
   const fs::path file = fs::is_directory(p) ? p / "config.json" : p;
@@ -206,10 +220,18 @@ GenerationConfig GenerationConfig::load(const std::string& model_path, const Mod
   GenerationConfig g;
   g.eos_token_ids = config.eos_token_ids;
   const fs::path p(model_path);
-  const fs::path file = p / "generation_config.json";
-  if (!fs::is_directory(p) || !fs::exists(file)) return g;
-  const json j = read_json_file(file);
-  const std::string source = file.string();
+  json j;
+  std::string source;
+  if (is_h5_path(model_path)) {
+    j = read_h5_json(model_path, "generation_config.json", false);
+    source = model_path + ":/meta/generation_config.json";
+    if (j.is_null()) return g;
+  } else {
+    const fs::path file = p / "generation_config.json";
+    if (!fs::is_directory(p) || !fs::exists(file)) return g;
+    j = read_json_file(file);
+    source = file.string();
+  }
   if (!j.is_object()) raise(Err::ConfigInvalid, source + " is not a JSON object");
   g.temperature = optional<double>(j, "temperature", g.temperature, source);
   g.top_p = optional<double>(j, "top_p", g.top_p, source);

@@ -66,6 +66,18 @@ constexpr std::array kCatalogue{
                kExitUser,
                "Tokens per second collapse, or the first all-reduce hangs until an NCCL watchdog "
                "timeout, when a TP group spans two nodes."},
+    ErrorEntry{Err::TpSlowLink, "tp-slow-link",
+               "Tensor-parallel peers on one host are joined by a slow link.",
+               "TP all-reduces twice per layer; GPUs that reach each other only across the CPU "
+               "interconnect (SYS) or without peer access go through host memory, several times "
+               "slower than NVLink or a shared PCIe switch.",
+               "Put each TP group on GPUs that share NVLink or a PCIe switch (order "
+               "CUDA_VISIBLE_DEVICES as `qmpi doctor` or `nvidia-smi topo -m` shows), or use a "
+               "smaller --tp and more --pp.",
+               kExitRuntime,
+               "Decode throughput far below expectations on a two-socket server; `nvidia-smi topo "
+               "-m` shows SYS between GPUs of one TP group, or NCCL_DEBUG=INFO shows rings `via "
+               "SHM` instead of P2P."},
     ErrorEntry{Err::WeightsDoNotFit, "weights-do-not-fit",
                "The model's weights do not fit in the memory of one rank.",
                "Weights + KV cache + workspace + runtime overhead exceed the budget of the most "
@@ -172,6 +184,16 @@ constexpr std::array kCatalogue{
                kExitModel,
                "A JSON decode error on model.safetensors.index.json, or a KeyError for "
                "`weight_map`."},
+    ErrorEntry{Err::TensorUnexpected, "tensor-unexpected",
+               "The checkpoint holds tensors that config.json does not account for.",
+               "qmpi loads only the tensors the config implies and ignores the rest: extra layers "
+               "mean config.json and the weights come from different models, extra qweight/scales "
+               "tensors a quantized checkpoint.",
+               "Use the config.json that shipped with these weights; harmless extras (a saved "
+               "lm_head.weight of a tied model) can be left.",
+               kExitModel,
+               "`Some weights of the model checkpoint at ... were not used when initializing "
+               "Qwen2ForCausalLM`, followed by output that makes no sense."},
     ErrorEntry{Err::TokenizerMissing, "tokenizer-missing", "The model has no tokenizer.json.",
                "qmpi reads the Hugging Face tokenizer.json next to config.json.",
                "Copy tokenizer.json and tokenizer_config.json from the model's repository into "
@@ -248,6 +270,26 @@ constexpr std::array kCatalogue{
                "Nothing to fix; batch jobs resume with --resume.", kExitRuntime,
                "The job ends on Ctrl-C, `Terminated`, or Slurm's `CANCELLED ... DUE TO TIME "
                "LIMIT`."},
+    ErrorEntry{Err::HostLimits, "host-limits",
+               "A host limit is below what a multi-rank job needs.",
+               "MPI and NCCL keep shared-memory segments in /dev/shm and open descriptors for "
+               "every peer, shard and socket; a small /dev/shm (64 MB in a default container) or "
+               "a low open-file limit makes them fail part-way through a run.",
+               "Give containers a larger /dev/shm (`docker run --shm-size=16g` or `--ipc=host`) and "
+               "raise the open-file limit (`ulimit -n 65536`, or `nofile` in "
+               "/etc/security/limits.conf).",
+               kExitRuntime,
+               "`NCCL WARN Error while creating shared memory segment /dev/shm/nccl-...`, a `Bus "
+               "error` inside a container, or `Too many open files`."},
+    ErrorEntry{Err::CommWrongResult, "comm-wrong-result",
+               "A collective or transfer delivered wrong data.",
+               "A broken peer-to-peer path (PCIe ACS or an IOMMU in the way, virtualised GPUs) or "
+               "a faulty link corrupts data without reporting an error.",
+               "Rerun `qmpi doctor` with NCCL_P2P_DISABLE=1; if that passes, disable PCIe ACS / the "
+               "IOMMU for the GPUs or keep P2P off; otherwise check the named ranks' links.",
+               kExitRuntime,
+               "Nonsense output only with --tp > 1, or nccl-tests reporting a non-zero `#wrong` "
+               "column."},
     ErrorEntry{Err::RequestJson, "request-json", "A request is not valid JSON.",
                "The line or body could not be parsed.",
                "Send one JSON object per request (one per line in JSONL files).", kExitUser,
@@ -285,6 +327,23 @@ constexpr std::array kCatalogue{
                "The server was started with --api-key.",
                "Send `Authorization: Bearer <key>`.", kExitUser,
                "HTTP 401 for a request without the server's API key."},
+    ErrorEntry{Err::ClientTooSlow, "client-too-slow",
+               "The server dropped a client that did not read its replies.",
+               "Replies waiting for one client are limited (ZeroMQ's high-water mark plus "
+               "--client-buffer-bytes) so that a stalled reader cannot hold memory or slow "
+               "others; its requests are cancelled.",
+               "Read replies as they come (a receive loop or a poller), or run fewer streaming "
+               "requests per connection.",
+               kExitUser,
+               "A `client-too-slow` error after a stream stopped, or a stream that ends early "
+               "while the client was busy elsewhere."},
+    ErrorEntry{Err::NoReply, "no-reply", "`qmpi client` got no reply from the server in time.",
+               "The server is not running at that address, is still loading, or is stuck.",
+               "Check the --connect address and the server's log; raise --timeout for long "
+               "generations or a slow start.",
+               kExitRuntime,
+               "A ZeroMQ client that waits forever: ZeroMQ connects lazily and never reports an "
+               "address where nothing listens."},
     ErrorEntry{Err::InputFile, "input-file", "An input file cannot be read.",
                "It does not exist or is not readable.", "Check the path and its permissions.",
                kExitUser,

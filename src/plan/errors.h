@@ -18,6 +18,7 @@ enum class Err : uint16_t {
   IntermediateNotDivisible = 104,
   PipelineLayers = 105,
   TpSpansHosts = 106,
+  TpSlowLink = 107,
   // memory (QM15x)
   WeightsDoNotFit = 150,
   KvCacheDoesNotFit = 151,
@@ -37,6 +38,7 @@ enum class Err : uint16_t {
   ChecksumMismatch = 211,
   H5Format = 212,
   IndexInvalid = 213,
+  TensorUnexpected = 214,
   // tokenizer (QM3xx)
   TokenizerMissing = 300,
   TokenizerInvalid = 301,
@@ -51,6 +53,8 @@ enum class Err : uint16_t {
   VisibleDevices = 407,
   BackendUnavailable = 408,
   Interrupted = 409,
+  HostLimits = 410,
+  CommWrongResult = 411,
   // request input (QM5xx)
   RequestJson = 500,
   RequestField = 501,
@@ -60,6 +64,8 @@ enum class Err : uint16_t {
   UnknownRequestId = 505,
   BodyTooLarge = 506,
   Unauthorized = 507,
+  ClientTooSlow = 508,
+  NoReply = 509,
   // files the job reads or writes (QM6xx)
   InputFile = 600,
   OutputFile = 601,

@@ -8,6 +8,7 @@
 #ifdef QMPI_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "dist/nccl/comm_nccl.h"
+#include "dist/nccl/comm_staged_mpi.h"
 #endif
 
 namespace qmpi {
@@ -33,6 +34,7 @@ std::vector<int> parse_layers(const std::string& s) {
 EngineOptions to_engine_options(const EngineCli& c) {
   EngineOptions o;
   o.model_path = c.model;
+  o.verify_checksums = c.verify;
   o.synthetic_weights = c.synthetic;
   o.model_config = c.model_config;
   o.synthetic_seed = c.seed;
@@ -61,7 +63,14 @@ EngineOptions to_engine_options(const EngineCli& c) {
     o.cuda = true;
     o.allow_device_sharing = c.comm == "mpi";
     o.make_backend = [](int device) { return make_cuda_backend(CudaBackendOptions{device}); };
-    if (c.comm != "mpi") o.make_tp_comm = make_nccl_comm;
+    // NCCL by default; --comm mpi stages device buffers through host memory (several ranks
+    // may then share one GPU).
+    if (c.comm == "mpi")
+      o.make_tp_comm = [t = c.comm_timeout](MPI_Comm g, const std::string& label) {
+        return make_staged_mpi_comm(g, label, t);
+      };
+    else
+      o.make_tp_comm = make_nccl_comm;
 #else
     raise(Err::BackendUnavailable, "this qmpi was built without the CUDA backend (no nvcc at build time)");
 #endif

@@ -33,6 +33,8 @@ po::options_description engine_options(EngineCli& c) {
   po::options_description d("model and layout");
   d.add_options()
       ("model", po::value(&c.model), "model folder (Hugging Face layout) or .h5 file")
+      ("verify", po::bool_switch(&c.verify),
+       "with a .h5 model: check the CRC-32 of every chunk each rank reads")
       ("synthetic-weights", po::bool_switch(&c.synthetic),
        "deterministic random weights from config.json alone, generated per rank for its own "
        "shard (size a cluster before downloading)")

@@ -20,6 +20,7 @@ bool parse_options(const Args& args, const po::options_description& desc, po::va
 
 struct EngineCli {
   std::string model;
+  bool verify = false;
   std::string model_config;
   bool synthetic = false;
   uint64_t seed = 0;

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "io/h5_checkpoint.h"
 #include "plan/errors.h"
 #include "text/chat_template.h"
 
@@ -32,6 +33,14 @@ po::options_description sampling_options(SamplingCli& s) {
   return d;
 }
 
+std::shared_ptr<const Tokenizer> h5_model_tokenizer(const std::string& h5_path) {
+  const auto json = read_h5_meta(h5_path, "tokenizer.json");
+  if (!json) return nullptr;
+  return std::make_shared<const Tokenizer>(
+      Tokenizer::from_json(*json, read_h5_meta(h5_path, "tokenizer_config.json").value_or(""),
+                           h5_path + ":/meta/tokenizer.json"));
+}
+
 PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
   PromptSource src;
   // The tokenizer sits beside the weights, or beside config.json for synthetic weights.
@@ -41,7 +50,11 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
     dir = o.model_config;
     if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();
   }
-  const bool has_tokenizer = !dir.empty() && std::filesystem::exists(dir / "tokenizer.json");
+  const bool h5 = !o.model_path.empty() && is_h5_path(o.model_path);
+  const auto h5_tokenizer = h5 ? h5_model_tokenizer(o.model_path) : nullptr;
+  const bool has_tokenizer =
+      h5 ? h5_tokenizer != nullptr
+         : !dir.empty() && std::filesystem::exists(dir / "tokenizer.json");
   if (!p.ids.empty() && !p.text.empty())
     raise(Err::Usage, "give either --prompt/--text or --ids, not both");
   if (p.ids.empty() && p.text.empty()) raise(Err::Usage, "give a prompt with --prompt or --ids");
@@ -49,7 +62,9 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
     raise(Err::TokenizerMissing,
           "a text prompt needs tokenizer.json, and there is none in '" + dir.string() + "'",
           "Put the model's tokenizer.json beside config.json, or give the prompt as --ids.");
-  if (has_tokenizer) src.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(dir.string()));
+  if (has_tokenizer)
+    src.tokenizer =
+        h5 ? h5_tokenizer : std::make_shared<const Tokenizer>(Tokenizer::load(dir.string()));
   if (!p.ids.empty()) {
     src.ids = parse_id_list(p.ids, "ids");
   } else if (p.chat) {

@@ -34,6 +34,10 @@ struct PromptSource {
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the model has none (ids given)
 };
 
+// The tokenizer stored in a qmpi .h5 model (/meta/tokenizer.json and tokenizer_config.json), or
+// null when the file holds none.
+std::shared_ptr<const Tokenizer> h5_model_tokenizer(const std::string& h5_path);
+
 // Rank 0: loads the model's tokenizer (needed for --prompt/--chat, optional with --ids), builds
 // the prompt ids and tells the executor how many ids can be sampled.
 PromptSource load_prompt_source(Engine& engine, const PromptCli& p);

@@ -21,8 +21,8 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options) : options_(options) {}
 Buffer CpuBackend::alloc(size_t bytes) {
   // Round up to whole cache lines: aligned_alloc wants a multiple of the alignment, and a
   // zero-byte buffer still gets a distinct, non-null pointer.
-  const size_t rounded = std::max<size_t>(1, (bytes + cpu::kCacheLine - 1) / cpu::kCacheLine) *
-                         cpu::kCacheLine;
+  const size_t rounded =
+      std::max<size_t>(1, (bytes + cpu::kCacheLine - 1) / cpu::kCacheLine) * cpu::kCacheLine;
   void* p = std::aligned_alloc(cpu::kCacheLine, rounded);
   if (!p)
     raise(Err::WeightsDoNotFit,
@@ -31,7 +31,9 @@ Buffer CpuBackend::alloc(size_t bytes) {
   return Buffer(this, p, bytes);
 }
 
-void CpuBackend::release(void* data, size_t) { std::free(data); }
+void CpuBackend::release(void* data, size_t) {
+  std::free(data);
+}
 
 void CpuBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
   std::memcpy(dst, host_src, bytes);
@@ -41,7 +43,9 @@ void CpuBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
   std::memcpy(host_dst, src, bytes);
 }
 
-void CpuBackend::fill_zero(void* dst, size_t bytes) { std::memset(dst, 0, bytes); }
+void CpuBackend::fill_zero(void* dst, size_t bytes) {
+  std::memset(dst, 0, bytes);
+}
 
 Weight CpuBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
                                const std::function<void(void* host_dst)>& fill) {

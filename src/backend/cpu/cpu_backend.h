@@ -47,8 +47,7 @@ class CpuBackend final : public Backend {
                 const KvLayerView& kv) override;
   void attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
                  float* out) override;
-  void silu_mul(const float* gate, const float* up, int64_t n, int64_t width,
-                float* out) override;
+  void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out) override;
   void add(float* x, const float* y, int64_t count) override;
   void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                    float* dst) override;

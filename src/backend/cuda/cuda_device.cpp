@@ -59,7 +59,6 @@ CudaDeviceInfo select_cuda_device(int index) {
   info.minor = prop.minor;
   info.multiprocessors = prop.multiProcessorCount;
   info.total_bytes = prop.totalGlobalMem;
-  info.l2_bytes = uint64_t(prop.l2CacheSize);
   cudaDriverGetVersion(&info.driver_version);
   cudaRuntimeGetVersion(&info.runtime_version);
   return info;

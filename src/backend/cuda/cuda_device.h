@@ -30,7 +30,6 @@ struct CudaDeviceInfo {
   int major = 0, minor = 0;  // compute capability
   int multiprocessors = 0;
   uint64_t total_bytes = 0;
-  uint64_t l2_bytes = 0;
   int driver_version = 0;
   int runtime_version = 0;
 };

@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -104,6 +105,15 @@ class DeviceCheck : public ::testing::Test {
 
 inline const char* name_of(DType t) {
   return dtype_name(t).data();
+}
+
+// Elements that differ (sizes must match). Large arrays are compared through this count so a
+// failure does not print millions of elements.
+inline size_t mismatches(const std::vector<float>& got, const std::vector<float>& want) {
+  if (got.size() != want.size()) return std::max(got.size(), want.size());
+  size_t n = 0;
+  for (size_t i = 0; i < got.size(); ++i) n += got[i] != want[i];
+  return n;
 }
 
 }  // namespace qmpi::test

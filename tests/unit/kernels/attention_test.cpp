@@ -24,8 +24,12 @@ struct Pool {
   std::vector<int32_t> free_blocks;
 
   Pool(int64_t blocks, int32_t bs, int32_t kvh, int32_t d, std::mt19937& rng)
-      : block_size(bs), kv_heads(kvh), head_dim(d), num_blocks(blocks),
-        k(size_t(blocks * bs * kvh * d), std::nanf("")), v(k.size(), std::nanf("")),
+      : block_size(bs),
+        kv_heads(kvh),
+        head_dim(d),
+        num_blocks(blocks),
+        k(size_t(blocks * bs * kvh * d), std::nanf("")),
+        v(k.size(), std::nanf("")),
         free_blocks(size_t(blocks)) {
     // NaN everywhere no sequence wrote: reading an unowned slot poisons the output.
     std::iota(free_blocks.begin(), free_blocks.end(), 0);
@@ -59,7 +63,12 @@ struct Batch {
   std::vector<int32_t> tables;
   int32_t rows = 0;
   AttentionBatch view(int32_t heads, const Pool& p) const {
-    return {seqs.data(), int32_t(seqs.size()), tables.data(), heads, p.kv_heads, p.head_dim,
+    return {seqs.data(),
+            int32_t(seqs.size()),
+            tables.data(),
+            heads,
+            p.kv_heads,
+            p.head_dim,
             1.0f / std::sqrt(float(p.head_dim))};
   }
 };
@@ -77,8 +86,8 @@ Batch make_batch(const std::vector<SeqSpec>& specs, Pool& pool, std::mt19937& rn
 TEST(Attention, MatchesReferenceForMixedBatches) {
   std::mt19937 rng(21);
   // Decode (q_len 1), whole-prompt prefill (q_len = ctx) and prefill on top of a past.
-  const std::vector<SeqSpec> specs{{1, 1},   {15, 15}, {16, 1}, {17, 17},
-                                   {17, 5},  {100, 1}, {100, 37}, {16, 16}};
+  const std::vector<SeqSpec> specs{{1, 1},  {15, 15}, {16, 1},   {17, 17},
+                                   {17, 5}, {100, 1}, {100, 37}, {16, 16}};
   for (int32_t bs : {16, 4})
     for (auto [heads, kvh] : {std::pair<int32_t, int32_t>{2, 2}, {4, 2}, {14, 2}, {7, 1}})
       for (int32_t d : {64, 24}) {

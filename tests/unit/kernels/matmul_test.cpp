@@ -43,8 +43,8 @@ void check_exact(const Case& c, uint32_t seed) {
       for (int threads : {1, 2}) {
         std::fill(got.begin(), got.end(), -1.0f);
         path(x.data(), c.n, w.view(), b, got.data(), MatmulOptions{threads, false});
-        EXPECT_LT(max_rel_err(got, want), 1e-5) << describe(c) << " bias " << with_bias
-                                                << " threads " << threads;
+        EXPECT_LT(max_rel_err(got, want), 1e-5)
+            << describe(c) << " bias " << with_bias << " threads " << threads;
       }
     }
   }
@@ -54,9 +54,14 @@ TEST(Matmul, ExactPathsMatchReferenceOnAwkwardShapes) {
   uint32_t seed = 1;
   for (DType t : {DType::BF16, DType::F16, DType::F32})
     for (int64_t n : {1, 3, 17, 100})
-      for (auto [N, K] : {std::pair<int64_t, int64_t>{1, 1}, {5, 31}, {13, 45}, {37, 96},
-                          {29, 133}})
+      for (auto [N, K] :
+           {std::pair<int64_t, int64_t>{1, 1}, {5, 31}, {13, 45}, {37, 96}, {29, 133}})
         check_exact({t, n, N, K}, seed++);
+}
+
+TEST(Matmul, LongPromptsAreMultipliedInChunks) {
+  check_exact({DType::BF16, 531, 29, 133}, 3);
+  check_exact({DType::F32, 300, 12, 64}, 4);
 }
 
 TEST(Matmul, ExactPathsMatchReferenceAtModelWidth) {

@@ -49,8 +49,8 @@ TEST(Rope, MatchesReferenceAcrossPositionsAndTableGrowth) {
     for (double theta : {10000.0, 1e6}) {
       cpu::RopeTable table(theta, head_dim);
       // Small positions first, then ones that make the cached table grow.
-      for (std::vector<int32_t> pos : {std::vector<int32_t>{0, 1, 2}, {7, 300, 1000, 5},
-                                       {32767, 4095, 0}}) {
+      for (std::vector<int32_t> pos :
+           {std::vector<int32_t>{0, 1, 2}, {7, 300, 1000, 5}, {32767, 4095, 0}}) {
         const int32_t heads = 3;
         const int64_t n = int64_t(pos.size());
         std::vector<float> x = test::random_floats(size_t(n * heads * head_dim), rng);

@@ -1,0 +1,141 @@
+// qmpi client: one request to a running `qmpi serve` over ZeroMQ, for a person at a terminal.
+// Streams the text to stdout as it comes (--stream), or prints it when done; --health and
+// --stats print the server's replies. An error reply exits with its catalogue code's status.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "app/commands/options.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+namespace {
+
+using json = nlohmann::json;
+
+struct ClientCli {
+  std::string connect = "tcp://127.0.0.1:5555";
+  std::string prompt;
+  std::string system;
+  bool chat = false, stream = false, health = false, stats = false, ignore_eos = false;
+  bool json_out = false;
+  int64_t max_tokens = 0;
+  double temperature = -1.0;
+  int64_t seed = -1;
+  double timeout_s = 600.0;
+};
+
+// A reply {"type": "error", "code": "QM501", ...} as the Error it stands for.
+[[noreturn]] void raise_reply(const json& j) {
+  const std::string code = j.value("code", "");
+  int number = 0;
+  if (code.size() > 2 && code.rfind("QM", 0) == 0) number = std::atoi(code.c_str() + 2);
+  Err err = Err::Internal;
+  for (const auto& e : error_catalogue())
+    if (int(e.code) == number) err = e.code;
+  raise(err, "the server answered: " + j.value("message", std::string("(no message)")),
+        j.value("fix", std::string()));
+}
+
+json request_of(const ClientCli& c) {
+  json j = {{"v", 1}, {"type", "generate"}, {"id", "client-" + std::to_string(::getpid())}};
+  if (c.chat) {
+    json messages = json::array();
+    if (!c.system.empty()) messages.push_back({{"role", "system"}, {"content", c.system}});
+    messages.push_back({{"role", "user"}, {"content", c.prompt}});
+    j["messages"] = messages;
+  } else {
+    j["prompt"] = c.prompt;
+  }
+  if (c.max_tokens > 0) j["max_tokens"] = c.max_tokens;
+  if (c.temperature >= 0) j["temperature"] = c.temperature;
+  if (c.seed >= 0) j["seed"] = c.seed;
+  if (c.ignore_eos) j["ignore_eos"] = true;
+  j["stream"] = c.stream;
+  return j;
+}
+
+}  // namespace
+
+int cmd_client(const Args& args) {
+  ClientCli c;
+  po::options_description desc("client");
+  desc.add_options()("connect", po::value(&c.connect)->default_value(c.connect),
+                     "the server's --zmq endpoint")(
+      "prompt", po::value(&c.prompt), "the prompt (a completion, or the user turn with --chat)")(
+      "chat", po::bool_switch(&c.chat), "send the prompt as a chat message")(
+      "system", po::value(&c.system), "system message for --chat")(
+      "stream", po::bool_switch(&c.stream), "print the text as it is generated")(
+      "max-tokens", po::value(&c.max_tokens)->default_value(0),
+      "tokens to generate at most (0: the server's default)")(
+      "temperature", po::value(&c.temperature), "0 for greedy (default: the model's setting)")(
+      "seed", po::value(&c.seed), "sampling seed")(
+      "ignore-eos", po::bool_switch(&c.ignore_eos), "keep generating past end-of-sequence")(
+      "json", po::bool_switch(&c.json_out), "print the server's final message as JSON")(
+      "health", po::bool_switch(&c.health), "print the server's health and exit")(
+      "stats", po::bool_switch(&c.stats), "print the server's stats (JSON) and exit")(
+      "timeout", po::value(&c.timeout_s)->default_value(600.0),
+      "seconds to wait for each reply before giving up");
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm,
+                     "qmpi client --connect tcp://HOST:5555 --prompt TEXT [--chat] [--stream]"))
+    return 0;
+  if (!c.health && !c.stats && c.prompt.empty())
+    raise(Err::Usage, "give --prompt TEXT (or --health / --stats)");
+  if (c.timeout_s <= 0) raise(Err::Usage, "--timeout must be positive");
+
+  zmq::context_t ctx(1);
+  zmq::socket_t sock(ctx, zmq::socket_type::dealer);
+  sock.set(zmq::sockopt::linger, 0);
+  try {
+    sock.connect(c.connect);
+  } catch (const zmq::error_t& e) {
+    raise(Err::Usage, "cannot connect to " + c.connect + ": " + e.what(),
+          "Give the server's endpoint, e.g. --connect tcp://127.0.0.1:5555.");
+  }
+  const json req = c.health  ? json{{"v", 1}, {"type", "health"}}
+                   : c.stats ? json{{"v", 1}, {"type", "stats"}}
+                             : request_of(c);
+  sock.send(zmq::buffer(req.dump()), zmq::send_flags::none);
+
+  const auto wait = std::chrono::milliseconds(int64_t(c.timeout_s * 1000));
+  for (;;) {
+    zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, wait) == 0)
+      raise(Err::NoReply,
+            "no reply from " + c.connect + " in " + std::to_string(int(c.timeout_s)) + " s");
+    zmq::message_t msg;
+    (void)sock.recv(msg, zmq::recv_flags::none);
+    const json j = json::parse(msg.to_string_view(), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) raise(Err::Internal, "the server sent a non-JSON reply");
+    const std::string type = j.value("type", "");
+    if (type == "error") raise_reply(j);
+    if (type == "health" || type == "stats") {
+      std::cout << (type == "health" ? j.value("status", "") : j.dump()) << std::endl;
+      return 0;
+    }
+    if (type == "delta") {
+      std::cout << j.value("text", "") << std::flush;
+      continue;
+    }
+    if (type == "final") {
+      if (c.json_out) {
+        if (c.stream) std::cout << "\n";
+        std::cout << j.dump() << std::endl;
+      } else if (c.stream) {
+        std::cout << std::endl;
+      } else {
+        std::cout << j["choices"][0].value("text", "") << std::endl;
+      }
+      return 0;
+    }
+  }
+}
+
+}  // namespace qmpi

@@ -1,0 +1,192 @@
+// qmpi serve: an online server over the whole mesh (docs/serving.md, docs/protocol.md). Rank 0
+// opens the ZeroMQ broker (and the HTTP front) before the engine is built, so clients can ask
+// for health while the ranks load; then its MPI thread runs the serving loop and the other ranks
+// serve its steps. SIGTERM drains: the requests in flight finish, then every rank exits 0.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "app/commands/options.h"
+#include "app/commands/prompt_input.h"
+#include "dist/signals.h"
+#include "engine/scheduler.h"
+#include "io/h5_checkpoint.h"
+#include "serve/http_gateway.h"
+#include "serve/metrics.h"
+#include "serve/request_hub.h"
+#include "serve/serve_loop.h"
+#include "serve/zmq_broker.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace qmpi {
+namespace {
+
+constexpr int64_t kServeMaxNumSeqs = 16;  // --max-num-seqs when not given (run's default is 1)
+constexpr auto kFlushOnExit = std::chrono::milliseconds(2000);
+
+// The launcher's rank: the fronts start before MPI, on rank 0 only.
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return 0;
+}
+
+std::string model_name(const std::string& path) {
+  std::filesystem::path p(path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();
+  return is_h5_path(p.string()) ? p.stem().string() : p.filename().string();
+}
+
+// What the fronts need before the engine exists: the tokenizer, the chat template and the
+// vocabulary size, read from the model's files on rank 0.
+struct FrontFiles {
+  std::shared_ptr<const Tokenizer> tokenizer;
+  std::unique_ptr<ChatTemplate> chat;
+  BatchModel model;
+};
+
+FrontFiles load_front_files(const EngineCli& cli) {
+  FrontFiles f;
+  std::filesystem::path dir = cli.model;
+  if (dir.empty() && !cli.model_config.empty()) {
+    dir = cli.model_config;
+    if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();
+  }
+  if (dir.empty()) raise(Err::Usage, "--model is required");
+  if (is_h5_path(dir.string())) {
+    f.tokenizer = h5_model_tokenizer(dir.string());
+    if (!f.tokenizer)
+      raise(Err::TokenizerMissing, dir.string() + " holds no tokenizer, and serving needs one",
+            "Convert the model again from a folder that has tokenizer.json.");
+  } else {
+    f.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(dir.string()));
+  }
+  f.chat = chat_template_for(dir.string());
+  f.model.tokenizer = f.tokenizer.get();
+  f.model.chat = f.chat.get();
+  f.model.vocab_size = ModelConfig::load(dir.string()).vocab_size;
+  return f;
+}
+
+// cpp-httplib writes with plain send(): a client that hangs up must not kill the server.
+void ignore_sigpipe() {
+  struct sigaction sa {};
+  sa.sa_handler = SIG_IGN;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGPIPE, &sa, nullptr);
+}
+
+}  // namespace
+
+int cmd_serve(const Args& args) {
+  EngineCli cli;
+  SchedulerConfig sched_cfg;
+  ServeLoopOptions loop_opts;
+  BrokerOptions zmq;
+  HttpOptions http;
+  int64_t max_queue = 256;
+  bool no_prefix_caching = false;
+  po::options_description desc = engine_options(cli);
+  po::options_description s("serve");
+  s.add_options()(
+      "zmq", po::value(&zmq.endpoint)->default_value("tcp://0.0.0.0:5555"),
+      "ZeroMQ ROUTER endpoint of the request broker (tcp://HOST:PORT; port * picks a free one). "
+      "Keep it on a trusted network: ZeroMQ clients are not authenticated")(
+      "http", po::value(&http.listen),
+      "also serve the OpenAI-compatible HTTP API on HOST:PORT (port 0 picks a free one)")(
+      "api-key", po::value(&http.api_key),
+      "HTTP clients must send `Authorization: Bearer KEY` on /v1/ routes")(
+      "max-queue", po::value(&max_queue)->default_value(256),
+      "requests waiting to start beyond which new ones get a `busy` error")(
+      "max-request-bytes", po::value(&zmq.max_message_bytes)->default_value(size_t(1) << 20),
+      "largest ZeroMQ message and HTTP body accepted")(
+      "client-buffer-bytes", po::value(&zmq.client_buffer_bytes)->default_value(size_t(4) << 20),
+      "replies held for one client that does not read before it is dropped")(
+      "zmq-sndhwm", po::value(&zmq.send_hwm)->default_value(1000),
+      "messages ZeroMQ queues per client before --client-buffer-bytes starts to count")(
+      "http-threads", po::value(&http.threads)->default_value(64),
+      "HTTP connections served at once (each streaming response holds one)")(
+      "max-batched-tokens", po::value(&sched_cfg.max_batched_tokens)->default_value(2048),
+      "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")(
+      "default-max-tokens", po::value(&loop_opts.default_max_tokens)->default_value(0),
+      "max_tokens of requests that do not set it (0: 16 for completions, up to "
+      "--max-model-len for chat)")(
+      "no-prefix-caching", po::bool_switch(&no_prefix_caching),
+      "do not share KV blocks between requests with the same prompt prefix")(
+      "served-model-name", po::value(&loop_opts.model_name),
+      "the model's name in /v1/models and responses (default: the model folder's name)");
+  desc.add(s);
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm,
+                     "qmpi serve --model DIR --zmq tcp://0.0.0.0:5555 [--http 0.0.0.0:8000] "
+                     "[options]\n       (--max-num-seqs defaults to 16 here)"))
+    return 0;
+  if (vm["max-num-seqs"].defaulted()) cli.max_num_seqs = kServeMaxNumSeqs;
+  if (max_queue < 1) raise(Err::Usage, "--max-queue must be at least 1");
+  if (zmq.max_message_bytes < 1024) raise(Err::Usage, "--max-request-bytes must be at least 1024");
+  if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
+  sched_cfg.max_num_seqs = cli.max_num_seqs;
+  sched_cfg.prefix_caching = !no_prefix_caching;
+  if (loop_opts.model_name.empty())
+    loop_opts.model_name = model_name(cli.model.empty() ? cli.model_config : cli.model);
+  http.model_name = loop_opts.model_name;
+  http.max_body_bytes = zmq.max_message_bytes;
+  http.client_buffer_bytes = zmq.client_buffer_bytes;
+
+  // Every rank: the first SIGTERM/SIGINT drains (all ranks agree through the stop poll).
+  SignalGuard signals("rank " + std::to_string(launcher_rank()));
+  std::unique_ptr<FrontFiles> files;
+  std::unique_ptr<RequestHub> hub;
+  std::unique_ptr<ServeMetrics> metrics;
+  std::unique_ptr<ZmqBroker> broker;
+  std::unique_ptr<HttpGateway> gateway;
+  if (launcher_rank() == 0) {
+    ignore_sigpipe();
+    files = std::make_unique<FrontFiles>(load_front_files(cli));
+    hub = std::make_unique<RequestHub>(max_queue);
+    metrics = std::make_unique<ServeMetrics>();
+    broker = std::make_unique<ZmqBroker>(zmq, files->model, *hub, *metrics);
+    spdlog::info("zmq: listening on {}", broker->endpoint());
+    if (!http.listen.empty()) {
+      gateway = std::make_unique<HttpGateway>(http, files->model, *hub, *metrics);
+      spdlog::info("http: listening on {}:{}", gateway->host(), gateway->port());
+    }
+  }
+  const auto stop_fronts = [&](std::chrono::milliseconds flush) {
+    if (gateway) gateway->stop();
+    if (broker) broker->stop(flush);
+  };
+
+  return run_engine(to_engine_options(cli), [&](Engine& engine) {
+    try {
+      if (!hub)
+        raise(Err::Internal, "MPI rank 0 is not the launcher's rank 0; the fronts are not open");
+      engine.executor().set_valid_vocab(files->tokenizer->vocab_size());
+      BatchModel model = files->model;
+      model.gen = engine.generation_config();
+      model.eos_ids = stop_token_ids(engine.generation_config(), engine.config());
+      model.max_model_len = engine.max_model_len();
+      model.vocab_size = engine.config().vocab_size;
+      sched_cfg.max_model_len = engine.max_model_len();
+      ExecutorRunner runner(engine.executor());
+      Scheduler sched(runner, engine.blocks(), sched_cfg);
+      ServeLoop loop(loop_opts, model, sched, *hub, *metrics, &engine.executor().times());
+      loop.run([&] { return engine.executor().poll_stop(); });
+      stop_fronts(kFlushOnExit);
+      spdlog::info("served {} requests; stopped cleanly", metrics->counters().ok);
+      return 0;
+    } catch (const Error& e) {
+      // The requests in flight got the error; give the fronts a moment to send it.
+      stop_fronts(std::chrono::milliseconds(500));
+      std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
+      return e.exit_code();
+    }
+  });
+}
+
+}  // namespace qmpi

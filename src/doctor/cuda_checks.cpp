@@ -1,0 +1,275 @@
+#include "doctor/cuda_checks.h"
+
+#include "plan/errors.h"
+
+#ifndef QMPI_WITH_CUDA
+
+namespace qmpi::doctor {
+
+bool cuda_built() { return false; }
+bool cuda_usable() { return false; }
+
+std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
+  if (in.required)
+    return {fail("cuda", Err::BackendUnavailable,
+                 "--backend cuda: this qmpi was built without the CUDA backend (no nvcc at build "
+                 "time)")};
+  return {ok("cuda", "CUDA backend: not built into this qmpi (no nvcc at build time); GPU checks "
+                     "skipped, runs use the CPU backend")};
+}
+
+std::vector<Finding> check_cuda_rank(int, int, bool, const std::string&) { return {}; }
+
+void use_cuda_for_selftest(SelfTestSetup&, int, int, bool) {
+  raise(Err::BackendUnavailable, "this qmpi was built without the CUDA backend");
+}
+
+}  // namespace qmpi::doctor
+
+#else
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_errors.h"
+#include "dist/nccl/comm_nccl.h"
+#include "dist/nccl/comm_staged_mpi.h"
+#include "dist/topology.h"
+#include "doctor/host_checks.h"
+#include "doctor/nvml.h"
+#include "doctor/visible_devices.h"
+#include "plan/byte_size.h"
+
+namespace qmpi::doctor {
+namespace {
+
+constexpr const char* kSection = "cuda";
+
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  // NCCL >= 2.9 encodes major*10000 + minor*100 + patch.
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100);
+}
+
+struct Device {
+  int index = 0;
+  std::string name, pci;
+  uint64_t total = 0;
+  int major = 0, minor = 0;
+  void* nvml = nullptr;
+  std::string label() const { return "cuda:" + std::to_string(index); }
+};
+
+// Device memory for the self-test, freed when the test ends.
+class DeviceMemory : public TestMemory {
+ public:
+  ~DeviceMemory() override {
+    for (void* p : blocks_) cudaFree(p);
+  }
+  std::string name() const override { return "cuda"; }
+  void* alloc(size_t bytes) override {
+    void* p = nullptr;
+    cuda::check_cuda(cudaMalloc(&p, bytes), "cudaMalloc (doctor self-test)");
+    blocks_.push_back(p);
+    return p;
+  }
+  void upload(void* dst, const void* host, size_t bytes) override {
+    cuda::check_cuda(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  void download(void* host, const void* src, size_t bytes) override {
+    cuda::check_cuda(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  }
+  void synchronize() override { cuda::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+ private:
+  std::vector<void*> blocks_;
+};
+
+}  // namespace
+
+bool cuda_built() { return true; }
+bool cuda_usable() { return cuda::probe_cuda().usable; }
+
+std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
+  std::vector<Finding> out;
+  const cuda::CudaProbe probe = cuda::probe_cuda();
+  const std::string built = "CUDA backend built (runtime " +
+                            cuda::cuda_version_text(probe.runtime_version) + ", NCCL " +
+                            nccl_version() + ")";
+  if (!probe.usable) {
+    if (probe.error == Err::DriverTooOld || in.required)
+      out.push_back(fail(kSection, probe.error, built + " but " + probe.message));
+    else
+      out.push_back(ok(kSection, built + ", but no NVIDIA driver or device is present on this "
+                                 "host (" + probe.message + "); GPU checks skipped"));
+    return out;
+  }
+  std::string why_no_nvml;
+  const std::unique_ptr<Nvml> nvml = Nvml::open(&why_no_nvml);
+  out.push_back(ok(kSection, built + "; driver supports CUDA " +
+                                 cuda::cuda_version_text(probe.driver_version) +
+                                 (nvml ? " (driver " + nvml->driver_version() + ")" : "")));
+
+  std::vector<Device> devices;
+  for (int i = 0; i < probe.device_count; ++i) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    Device d;
+    d.index = i;
+    d.name = prop.name;
+    d.total = prop.totalGlobalMem;
+    d.major = prop.major;
+    d.minor = prop.minor;
+    char pci[32] = {};
+    if (cudaDeviceGetPCIBusId(pci, sizeof pci, i) == cudaSuccess) d.pci = pci;
+    if (nvml && !d.pci.empty()) d.nvml = nvml->device_by_pci(d.pci);
+    devices.push_back(d);
+    out.push_back(ok(kSection, d.label() + ": " + d.name + ", " + format_bytes(d.total) +
+                                   ", compute " + std::to_string(d.major) + "." +
+                                   std::to_string(d.minor) + ", PCI " + d.pci));
+  }
+  const int count = int(devices.size());
+
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const auto problems = check_visible_devices(visible, count, nvml ? nvml->device_count() : -1);
+  for (const auto& p : problems) out.push_back(fail(kSection, Err::VisibleDevices, p.message, p.fix));
+  if (problems.empty())
+    out.push_back(ok(kSection, visible ? std::string("CUDA_VISIBLE_DEVICES=\"") + visible +
+                                             "\": " + std::to_string(count) + " device(s) visible"
+                                       : "CUDA_VISIBLE_DEVICES is unset: all " +
+                                             std::to_string(count) + " device(s) visible"));
+
+  if (in.local_size > count && !in.share_devices)
+    out.push_back(fail(kSection, Err::VisibleDevices,
+                       std::to_string(in.local_size) + " ranks on this host but " +
+                           std::to_string(count) + " GPU(s) visible: qmpi runs one rank per GPU",
+                       "Launch at most " + std::to_string(count) +
+                           " ranks per host, or let ranks share GPUs with --comm mpi."));
+  else
+    out.push_back(ok(kSection, std::to_string(in.local_size) + " rank(s) on this host, " +
+                                   std::to_string(count) + " GPU(s) visible" +
+                                   (in.local_size > count ? " (shared: --comm mpi)" : "")));
+
+  std::string in_use;
+  for (const Device& d : devices) {
+    uint64_t used = 0;
+    if (d.nvml) {
+      if (auto m = nvml->memory(d.nvml)) used = m->used;
+    } else {
+      // Without NVML: cudaMemGetInfo, which creates a context here (counted in `used`).
+      size_t free_b = 0, total_b = 0;
+      if (cudaSetDevice(d.index) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+        used = total_b - free_b;
+    }
+    if (used > kGpuMemoryInUseWarn)
+      out.push_back(warn(kSection, Err::GpuMemoryInUse,
+                         d.label() + " (" + d.name + "): " + format_bytes(used) + " of " +
+                             format_bytes(d.total) + " is already in use by other processes"));
+    else
+      in_use += (in_use.empty() ? "" : ", ") + d.label() + " " + format_bytes(used);
+  }
+  if (!in_use.empty()) out.push_back(ok(kSection, "memory already in use: " + in_use));
+
+  // The device of local rank r, as the engine picks it.
+  auto device_of = [&](int local_rank) { return count > 0 ? local_rank % count : 0; };
+  std::vector<std::pair<int, int>> peers;  // device pairs of TP peers
+  for (const auto& group : in.tp_groups)
+    for (size_t a = 0; a < group.size(); ++a)
+      for (size_t b = a + 1; b < group.size(); ++b) {
+        const int da = device_of(group[a]), db = device_of(group[b]);
+        if (da != db && std::find(peers.begin(), peers.end(), std::make_pair(da, db)) == peers.end())
+          peers.emplace_back(da, db);
+      }
+
+  if (!nvml) {
+    out.push_back(ok(kSection, "GPU link matrix: NVML not available (" + why_no_nvml + ")"));
+  } else if (count > 1) {
+    std::string matrix = "GPU link matrix (NVML):\n        ";
+    for (const Device& d : devices) matrix += d.label() + std::string(8 - std::min<size_t>(7, d.label().size()), ' ');
+    for (const Device& a : devices) {
+      matrix += "\n" + a.label() + std::string(8 - std::min<size_t>(7, a.label().size()), ' ');
+      for (const Device& b : devices) {
+        int links = 0;
+        const LinkLevel l = a.nvml && b.nvml ? nvml->link(a.nvml, b.nvml, &links) : LinkLevel::Unknown;
+        const std::string cell = link_name(l, links);
+        matrix += cell + std::string(8 - std::min<size_t>(7, cell.size()), ' ');
+      }
+    }
+    out.push_back(ok(kSection, matrix));
+    for (const auto& [da, db] : peers) {
+      int links = 0;
+      const Device &a = devices[size_t(da)], &b = devices[size_t(db)];
+      if (!a.nvml || !b.nvml) continue;
+      const LinkLevel l = nvml->link(a.nvml, b.nvml, &links);
+      if (link_is_slow_for_tp(l))
+        out.push_back(warn(kSection, Err::TpSlowLink,
+                           "TP peers on " + a.label() + " and " + b.label() + " are joined by " +
+                               link_name(l, links) + " (across CPU sockets)"));
+    }
+  } else {
+    out.push_back(ok(kSection, "GPU link matrix: one GPU, no links to check"));
+  }
+
+  std::string no_peer;
+  for (const auto& [da, db] : peers) {
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, da, db) == cudaSuccess && !can)
+      out.push_back(warn(kSection, Err::TpSlowLink,
+                         "TP peers on cuda:" + std::to_string(da) + " and cuda:" +
+                             std::to_string(db) + " have no peer access: their all-reduces go "
+                             "through host memory"));
+  }
+  if (!peers.empty()) out.push_back(ok(kSection, "peer access checked for " +
+                                                     std::to_string(peers.size()) +
+                                                     " pair(s) of TP peers' GPUs"));
+
+  if (in.cfg && count > 0) {
+    PlanInputs plan = in.plan;
+    plan.backend = BackendKind::Cuda;
+    plan.gpu_mem = UINT64_MAX;
+    for (const Device& d : devices) plan.gpu_mem = std::min(plan.gpu_mem, d.total);
+    auto mem = memory_findings(kSection, *in.cfg, in.layout, plan,
+                               "--gpu-memory-utilization " + std::to_string(plan.gpu_util).substr(0, 4) +
+                                   " of " + format_bytes(plan.gpu_mem));
+    out.insert(out.end(), mem.begin(), mem.end());
+  }
+  return out;
+}
+
+std::vector<Finding> check_cuda_rank(int local_rank, int local_size, bool share_devices,
+                                     const std::string& host) {
+  if (!cuda::probe_cuda().usable) return {};
+  try {
+    choose_device(true, local_rank, local_size, std::getenv("CUDA_VISIBLE_DEVICES"), share_devices,
+                  host);
+  } catch (const Error& e) {
+    return {fail(kSection, e)};
+  }
+  return {};
+}
+
+void use_cuda_for_selftest(SelfTestSetup& setup, int local_rank, int local_size,
+                           bool share_devices) {
+  const DeviceChoice d = choose_device(true, local_rank, local_size,
+                                       std::getenv("CUDA_VISIBLE_DEVICES"), share_devices, "");
+  cuda::select_cuda_device(d.index);
+  if (share_devices) {
+    const double timeout = setup.timeout_s;
+    setup.tp_comm = [timeout](MPI_Comm group, const std::string& label) {
+      return make_staged_mpi_comm(group, label, timeout);
+    };
+  } else {
+    setup.tp_comm = make_nccl_comm;
+  }
+  setup.tp_memory = std::make_unique<DeviceMemory>();
+}
+
+}  // namespace qmpi::doctor
+
+#endif

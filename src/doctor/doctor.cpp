@@ -1,0 +1,273 @@
+#include "doctor/doctor.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+
+#include "dist/gather_strings.h"
+#include "dist/mpi_comm_handle.h"
+#include "dist/topology.h"
+#include "doctor/cuda_checks.h"
+#include "doctor/host_checks.h"
+#include "doctor/model_checks.h"
+#include "doctor/mpi_checks.h"
+#include "doctor/sha256.h"
+#include "plan/byte_size.h"
+
+namespace qmpi::doctor {
+namespace {
+
+struct Job {
+  int rank = 0, world = 1;
+  std::vector<HostSlot> slots;
+  int hosts = 1;
+  const HostSlot& me() const { return slots[size_t(rank)]; }
+  bool host_leader() const { return me().local_rank == 0; }
+  std::string host_tag() const { return "host " + me().host; }
+};
+
+void append(std::vector<Finding>& to, std::vector<Finding> from, const std::string& where) {
+  for (Finding& f : from) {
+    if (f.where.empty()) f.where = where;
+    to.push_back(std::move(f));
+  }
+}
+
+// The layout and backend every rank uses, as rank 0 decides them (ranks could read a config
+// differently; the self-test must not).
+struct Decision {
+  Layout layout;
+  bool by_default = false;
+  bool cuda = false;
+};
+
+Decision decide(const DoctorOptions& o, const Job& job, const ModelConfig* cfg) {
+  nlohmann::json j;
+  if (job.rank == 0) {
+    Decision d;
+    if (o.tp || o.pp) {
+      d.layout = Layout{std::max(o.tp, 1), std::max(o.pp, 1), o.pp_layers};
+    } else {
+      d.layout = default_layout(job.slots, cfg);
+      d.by_default = true;
+    }
+    d.cuda = o.backend == "cuda" || (o.backend == "auto" && cuda_built() && cuda_usable());
+    j = {{"tp", d.layout.tp}, {"pp", d.layout.pp}, {"default", d.by_default}, {"cuda", d.cuda}};
+  }
+  j = nlohmann::json::parse(broadcast_string(MPI_COMM_WORLD, j.dump(), 0));
+  Decision d;
+  d.layout = Layout{j["tp"].get<int>(), j["pp"].get<int>(), o.pp_layers};
+  d.by_default = j["default"].get<bool>();
+  d.cuda = j["cuda"].get<bool>();
+  return d;
+}
+
+PlanInputs plan_inputs(const DoctorOptions& o, const Job& job, const Decision& d,
+                       const std::map<std::string, DType>& dtypes) {
+  PlanInputs in;
+  in.gpus = d.layout.tp * d.layout.pp;
+  // Under the job's own mpirun the ranks sit on its hosts; alone, doctor plans for this host.
+  in.nodes = job.world == in.gpus && in.gpus % job.hosts == 0 ? job.hosts : 1;
+  in.backend = d.cuda ? BackendKind::Cuda : BackendKind::Cpu;
+  in.gpu_util = o.gpu_util;
+  in.max_model_len = o.max_model_len;
+  in.max_num_seqs = o.max_num_seqs;
+  in.block_size = o.block_size;
+  in.tensor_dtypes = dtypes;
+  in.model_arg = o.model.empty() ? "--synthetic-weights --model-config " + o.model_config
+                                 : "--model " + o.model;
+  return in;
+}
+
+// The TP groups' local ranks on this host (groups of two or more there).
+std::vector<std::vector<int>> tp_groups_on_host(const Job& job, const Layout& l) {
+  std::vector<std::vector<int>> out;
+  if (job.world != l.tp * l.pp) return out;
+  for (int s = 0; s < l.pp; ++s) {
+    std::vector<int> locals;
+    for (int t = 0; t < l.tp; ++t) {
+      const HostSlot& slot = job.slots[size_t(s * l.tp + t)];
+      if (slot.host_index == job.me().host_index) locals.push_back(slot.local_rank);
+    }
+    if (locals.size() > 1) out.push_back(locals);
+  }
+  return out;
+}
+
+// Collective over the ranks of each host: they share the manifest's files.
+std::vector<Finding> verify_manifest(const DoctorOptions& o, const Job& job) {
+  MPI_Comm split = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, job.me().host_index, job.me().local_rank, &split);
+  MpiCommHandle host(split);
+  std::vector<Finding> out;
+  std::vector<ManifestEntry> entries;
+  try {
+    entries = read_sha256_manifest(o.sha256_manifest);
+  } catch (const Error& e) {
+    if (job.host_leader()) out.push_back(fail("model", e));
+    return out;
+  }
+  std::vector<size_t> mine;
+  for (size_t i = size_t(job.me().local_rank); i < entries.size(); i += size_t(job.me().local_size))
+    mine.push_back(i);
+  const auto t0 = std::chrono::steady_clock::now();
+  uint64_t bytes = 0;
+  out = verify_sha256(o.model.empty() ? "." : o.model, entries, mine, &bytes);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  uint64_t total = 0;
+  int failures = int(out.size()), all_failures = 0;
+  double slowest = 0;
+  MPI_Reduce(&bytes, &total, 1, MPI_UINT64_T, MPI_SUM, 0, host.get());
+  MPI_Reduce(&failures, &all_failures, 1, MPI_INT, MPI_SUM, 0, host.get());
+  MPI_Reduce(&took, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, host.get());
+  if (job.host_leader() && all_failures == 0) {
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.1f s", slowest);
+    out.push_back(ok("model", "sha256: all " + std::to_string(entries.size()) + " file(s) in " +
+                                  o.sha256_manifest + " match (" + format_bytes(total) +
+                                  " hashed by " + std::to_string(job.me().local_size) +
+                                  " rank(s) in " + rate + ")"));
+  }
+  return out;
+}
+
+}  // namespace
+
+DoctorReport run_doctor(const DoctorOptions& o) {
+  Job job;
+  MPI_Comm_rank(MPI_COMM_WORLD, &job.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &job.world);
+  job.slots = discover_hosts(MPI_COMM_WORLD);
+  std::set<int> host_ids;
+  for (const HostSlot& s : job.slots) host_ids.insert(s.host_index);
+  job.hosts = int(host_ids.size());
+  const std::string here = job.host_tag();
+  std::vector<Finding> mine;
+
+  // The model: one rank per host checks the folder as that host sees it; every rank needs the
+  // config for the layout.
+  std::optional<ModelConfig> cfg;
+  std::map<std::string, DType> dtypes;
+  if (!o.model.empty()) {
+    if (job.host_leader()) {
+      ModelCheck m = check_model(o.model);
+      cfg = m.config;
+      dtypes = std::move(m.tensor_dtypes);
+      append(mine, std::move(m.findings), here);
+    } else {
+      try {
+        cfg = ModelConfig::load(o.model);
+      } catch (const Error&) {
+      }
+    }
+  } else if (!o.model_config.empty()) {
+    try {
+      cfg = ModelConfig::load(o.model_config);
+      if (job.rank == 0)
+        mine.push_back(ok("model", "--model-config " + o.model_config + ": " + cfg->architecture +
+                                       " (layout and memory checks only; give --model DIR to "
+                                       "check the files)"));
+    } catch (const Error& e) {
+      if (job.rank == 0) mine.push_back(fail("model", e));
+    }
+  }
+  const ModelConfig* config = cfg ? &*cfg : nullptr;
+  const Decision d = decide(o, job, config);
+  const Layout& layout = d.layout;
+
+  if (job.rank == 0) {
+    append(mine, mpi_findings(mpi_library_version(), job.slots), "");
+    append(mine, layout_findings(layout, d.by_default, job.slots, config), "");
+  }
+
+  const PlanInputs plan = plan_inputs(o, job, d, dtypes);
+  if (job.host_leader()) {
+    GpuHostInput gpu;
+    gpu.host = job.me().host;
+    gpu.local_size = job.me().local_size;
+    gpu.tp_groups = tp_groups_on_host(job, layout);
+    gpu.required = o.backend == "cuda";
+    gpu.share_devices = o.share_devices;
+    gpu.cfg = d.cuda ? config : nullptr;
+    gpu.layout = layout;
+    gpu.plan = plan;
+    append(mine, check_cuda_host(gpu), here);
+
+    const HostLimits limits = read_host_limits();
+    append(mine, host_limit_findings(limits), here);
+    if (config && !d.cuda) {
+      PlanInputs in = plan;
+      in.host_mem = limits.mem_available;
+      const int sharing = in.gpus / in.nodes;
+      append(mine,
+             memory_findings("host", *config, layout, in,
+                             "MemAvailable " + format_bytes(limits.mem_available) + " shared by " +
+                                 std::to_string(sharing) + " rank(s) on this host"),
+             here);
+    } else if (!d.cuda) {
+      mine.push_back(ok("host", "MemAvailable: " + format_bytes(limits.mem_available) +
+                                    " (give --model or --model-config to check a layout's "
+                                    "memory against it)"));
+      mine.back().where = here;
+    }
+  }
+  if (d.cuda)
+    append(mine,
+           check_cuda_rank(job.me().local_rank, job.me().local_size, o.share_devices, job.me().host),
+           "rank " + std::to_string(job.rank));
+  if (!o.sha256_manifest.empty()) append(mine, verify_manifest(o, job), here);
+
+  // The self-test over the layout's groups, or the whole world as one group when the layout
+  // does not match the world (that mismatch is already a FAIL above).
+  std::vector<CommMeasurement> measured;
+  if (job.world > 1 && !o.comm_sizes.empty()) {
+    SelfTestSetup s;
+    const bool matches = job.world == layout.tp * layout.pp;
+    s.tp = matches ? layout.tp : job.world;
+    s.pp = matches ? layout.pp : 1;
+    s.sizes = o.comm_sizes;
+    s.timeout_s = o.comm_timeout_s;
+    for (const HostSlot& slot : job.slots) s.host_of_rank.push_back(slot.host);
+    if (d.cuda && cuda_usable())
+      use_cuda_for_selftest(s, job.me().local_rank, job.me().local_size, o.share_devices);
+    if (!matches && job.rank == 0)
+      mine.push_back(ok("comm", "the self-test treats all " + std::to_string(job.world) +
+                                    " ranks as one TP group, since the layout does not match "
+                                    "the world"));
+    measured = run_comm_selftest(s);
+  } else if (job.rank == 0) {
+    mine.push_back(ok("comm", job.world == 1
+                                  ? "single rank: no communication to test (run under mpirun "
+                                    "with the job's rank count for the self-test)"
+                                  : "self-test skipped (--comm-sizes none)"));
+  }
+
+  // Everything to every rank.
+  nlohmann::json pack = {{"findings", nlohmann::json::array()}, {"comm", nlohmann::json::array()}};
+  for (const Finding& f : mine) pack["findings"].push_back(to_json(f));
+  for (const CommMeasurement& m : measured) pack["comm"].push_back(to_json(m));
+  std::vector<Finding> all;
+  DoctorReport r;
+  for (const std::string& s : all_gather_strings(MPI_COMM_WORLD, pack.dump())) {
+    const nlohmann::json j = nlohmann::json::parse(s);
+    for (const auto& f : j["findings"]) all.push_back(finding_from_json(f));
+    for (const auto& m : j["comm"]) r.comm.push_back(measurement_from_json(m));
+  }
+  std::stable_sort(r.comm.begin(), r.comm.end(), [](const auto& a, const auto& b) {
+    return a.op == "all-reduce" && b.op != "all-reduce";
+  });
+  std::vector<Finding> comm = comm_findings(r.comm);
+  all.insert(all.end(), comm.begin(), comm.end());
+  r.ranks = job.world;
+  r.hosts = job.hosts;
+  r.layout = layout;
+  r.backend = d.cuda ? "cuda" : "cpu";
+  r.findings = merge_findings(all);
+  r.exit_code = exit_code_of(r.findings);
+  return r;
+}
+
+}  // namespace qmpi::doctor

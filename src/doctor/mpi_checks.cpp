@@ -1,0 +1,139 @@
+#include "doctor/mpi_checks.h"
+
+#include <mpi.h>
+
+#include <map>
+#include <numeric>
+#include <set>
+
+#include "dist/placement.h"
+#include "plan/errors.h"
+
+namespace qmpi::doctor {
+namespace {
+
+std::string layout_text(const Layout& l) {
+  return "--tp " + std::to_string(l.tp) + " --pp " + std::to_string(l.pp);
+}
+
+}  // namespace
+
+std::string mpi_library_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string s(buf, size_t(std::max(len, 0)));
+  s = s.substr(0, s.find('\n'));
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\0')) s.pop_back();
+  int major = 0, minor = 0;
+  MPI_Get_version(&major, &minor);
+  return s + " (MPI " + std::to_string(major) + "." + std::to_string(minor) + ")";
+}
+
+Layout default_layout(const std::vector<HostSlot>& slots, const ModelConfig* cfg) {
+  const int world = int(slots.size());
+  int per_host = 0;
+  for (const HostSlot& s : slots) per_host = std::gcd(per_host, s.local_size);
+  per_host = std::max(per_host, 1);
+  if (cfg) {
+    for (const Layout& l : valid_layouts(*cfg, world))  // widest TP first
+      if (per_host % l.tp == 0) return l;
+  }
+  return Layout{per_host, world / per_host, {}};
+}
+
+std::string ranks_per_host(const std::vector<HostSlot>& slots) {
+  std::map<int, std::pair<std::string, std::vector<int>>> hosts;
+  for (size_t r = 0; r < slots.size(); ++r) {
+    auto& h = hosts[slots[r].host_index];
+    h.first = slots[r].host;
+    h.second.push_back(int(r));
+  }
+  std::string out;
+  for (const auto& [index, h] : hosts) {
+    const auto& ranks = h.second;
+    const bool contiguous = ranks.back() - ranks.front() + 1 == int(ranks.size());
+    std::string list;
+    if (contiguous) {
+      list = ranks.size() == 1 ? std::to_string(ranks[0])
+                               : std::to_string(ranks.front()) + "-" + std::to_string(ranks.back());
+    } else {
+      for (int r : ranks) list += (list.empty() ? "" : ",") + std::to_string(r);
+    }
+    out += (out.empty() ? "" : "; ") + h.first + ": " + std::to_string(ranks.size()) +
+           (ranks.size() == 1 ? " rank (" : " ranks (") + list + ")";
+  }
+  return out;
+}
+
+std::vector<Finding> mpi_findings(const std::string& library, const std::vector<HostSlot>& slots) {
+  std::set<int> hosts;
+  for (const HostSlot& s : slots) hosts.insert(s.host_index);
+  return {ok("mpi", "MPI library: " + library),
+          ok("mpi", "world: " + std::to_string(slots.size()) + " rank(s) on " +
+                        std::to_string(hosts.size()) + " host(s): " + ranks_per_host(slots))};
+}
+
+std::vector<Finding> layout_findings(const Layout& layout, bool chosen_by_default,
+                                     const std::vector<HostSlot>& slots, const ModelConfig* cfg) {
+  std::vector<Finding> out;
+  const int world = int(slots.size());
+  const int ranks = layout.tp * layout.pp;
+  const std::string lt = layout_text(layout);
+  if (chosen_by_default)
+    out.push_back(ok("mpi", "no --tp/--pp given: checking " + lt +
+                                " (TP as wide as the ranks of every host allow" +
+                                (cfg ? " and the model can split" : "") + ", stages for the rest)"));
+  if (world == 1 && ranks > 1) {
+    out.push_back(ok("mpi", "single process: " + lt + " is checked on paper (layout, memory); run "
+                            "`mpirun -np " + std::to_string(ranks) + " qmpi doctor " + lt +
+                            "` to test its communication"));
+  } else if (world != ranks) {
+    try {
+      if (!cfg) raise(Err::WorldSize, "mpirun started " + std::to_string(world) + " ranks but " +
+                                          lt + " needs " + std::to_string(ranks));
+      check_world_size(*cfg, layout, world);
+    } catch (const Error& e) {
+      out.push_back(fail("mpi", e));
+    }
+  }
+  if (cfg) {
+    try {
+      check_layout(*cfg, layout);
+      const ShardPlan p = make_shard_plan(*cfg, layout, 0);
+      std::string stages;
+      for (int n : split_layers(int(cfg->num_layers), layout.pp, layout.pp_layers))
+        stages += (stages.empty() ? "" : ",") + std::to_string(n);
+      out.push_back(ok("mpi", lt + " can split the model: " + std::to_string(p.q_heads.size()) +
+                                  " query and " + std::to_string(p.kv_heads.size()) +
+                                  " KV heads, " + std::to_string(p.intermediate.size()) +
+                                  " MLP columns per TP rank; layers per stage " + stages));
+    } catch (const Error& e) {
+      out.push_back(fail("mpi", e));
+    }
+  }
+  if (world > 1 && world == ranks) {
+    std::vector<std::string> spanning;
+    for (int s = 0; s < layout.pp; ++s) {
+      std::set<std::string> hosts;
+      for (int t = 0; t < layout.tp; ++t) hosts.insert(slots[size_t(s * layout.tp + t)].host);
+      if (hosts.size() > 1) {
+        std::string names;
+        for (const auto& h : hosts) names += (names.empty() ? "" : ", ") + h;
+        spanning.push_back("TP group " + std::to_string(s) + " (world ranks " +
+                           std::to_string(s * layout.tp) + "-" +
+                           std::to_string(s * layout.tp + layout.tp - 1) + ") spans " + names);
+      }
+    }
+    if (spanning.empty()) {
+      out.push_back(ok("mpi", "every TP group of " + lt + " is on one host"));
+    } else {
+      std::string msg;
+      for (const auto& s : spanning) msg += (msg.empty() ? "" : "; ") + s;
+      out.push_back(fail("mpi", Err::TpSpansHosts, msg));
+    }
+  }
+  return out;
+}
+
+}  // namespace qmpi::doctor

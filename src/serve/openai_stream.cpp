@@ -1,0 +1,105 @@
+#include "serve/openai_stream.h"
+
+#include <nlohmann/json.hpp>
+
+namespace qmpi {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string event(const json& j) {
+  return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+json chunk(const StreamShape& s, json choices) {
+  const bool chat = s.endpoint == Endpoint::Chat;
+  return {{"id", s.id},
+          {"object", chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", s.created},
+          {"model", s.model},
+          {"choices", std::move(choices)}};
+}
+
+json choice(const StreamShape& s, int32_t index, const std::string& text, const json& reason) {
+  json c = {{"index", index}};
+  if (s.endpoint == Endpoint::Chat)
+    c["delta"] = text.empty() ? json::object() : json{{"content", text}};
+  else
+    c["text"] = text;
+  c["logprobs"] = nullptr;
+  c["finish_reason"] = reason;
+  return c;
+}
+
+}  // namespace
+
+std::string sse_role_chunk(const StreamShape& s, int32_t index) {
+  json c = {{"index", index},
+            {"delta", {{"role", "assistant"}, {"content", ""}}},
+            {"logprobs", nullptr},
+            {"finish_reason", nullptr}};
+  return event(chunk(s, json::array({c})));
+}
+
+std::string sse_delta_chunk(const StreamShape& s, const ServeEvent& d) {
+  if (d.text.empty() && !s.token_ids) return {};
+  json c = choice(s, d.index, d.text, nullptr);
+  if (s.token_ids) c["token_ids"] = d.token_ids;
+  return event(chunk(s, json::array({c})));
+}
+
+std::string sse_finish_chunk(const StreamShape& s, int32_t index, const std::string& reason) {
+  json c = choice(s, index, "", reason);
+  if (s.token_ids) c["token_ids"] = json::array();
+  return event(chunk(s, json::array({c})));
+}
+
+std::string sse_usage_chunk(const StreamShape& s, const RequestOutput& out) {
+  int64_t generated = 0;
+  for (const auto& c : out.choices) generated += int64_t(c.tokens.size());
+  json j = chunk(s, json::array());
+  j["usage"] = {{"prompt_tokens", out.prompt_tokens},
+                {"completion_tokens", generated},
+                {"total_tokens", out.prompt_tokens + generated}};
+  return event(j);
+}
+
+std::string http_error_body(const Error& e) {
+  std::string message = e.message();
+  if (!e.fix().empty()) message += " (" + e.fix() + ")";
+  const bool user = e.code() != Err::Internal && error_entry(e.code()).exit_code == 2;
+  const json j = {{"error",
+                   {{"message", message},
+                    {"type", user ? "invalid_request_error" : "server_error"},
+                    {"param", nullptr},
+                    {"code", std::string(error_entry(e.code()).name)},
+                    {"qmpi_code", error_id(e.code())}}}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string sse_error_chunk(const Error& e) {
+  return "data: " + http_error_body(e) + "\n\n";
+}
+
+int http_status(Err code) {
+  switch (code) {
+    case Err::Unauthorized:
+      return 401;
+    case Err::UnknownRequestId:
+      return 404;
+    case Err::BodyTooLarge:
+      return 413;
+    case Err::Busy:
+      return 503;
+    case Err::RequestJson:
+    case Err::RequestField:
+    case Err::PromptTooLong:
+    case Err::SamplingInvalid:
+    case Err::ClientTooSlow:
+      return 400;
+    default:
+      return 500;
+  }
+}
+
+}  // namespace qmpi

@@ -1,0 +1,202 @@
+#include "serve/protocol.h"
+
+#include <tuple>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+namespace qmpi {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+std::string dump(const ojson& j) {
+  return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+}
+
+ojson with_id(const char* type, const std::string& id) {
+  ojson j = {{"type", type}};
+  if (!id.empty()) j["id"] = ojson::parse(id);
+  return j;
+}
+
+// The id as JSON text, and its plain value (the string itself, or the digits), which seeds
+// requests without a seed as a batch custom_id does.
+std::pair<std::string, std::string> read_id(const json& j) {
+  const json& v = j.at("id");
+  std::string text, plain;
+  if (v.is_string() && !v.get<std::string>().empty()) {
+    text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    plain = v.get<std::string>();
+  } else if (v.is_number_integer()) {
+    text = plain = v.dump();
+  } else {
+    raise(Err::RequestField, "\"id\" must be a non-empty string or an integer");
+  }
+  if (text.size() > kMaxIdBytes)
+    raise(Err::RequestField, "\"id\" is " + std::to_string(text.size()) + " bytes long; at most " +
+                                 std::to_string(kMaxIdBytes) + " are allowed");
+  return {text, plain};
+}
+
+void only_fields(const json& j, std::initializer_list<const char*> allowed, const char* type) {
+  for (const auto& [k, v] : j.items()) {
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || k == a;
+    if (!ok)
+      raise(Err::RequestField, "\"" + k.substr(0, 64) + "\" is not a field of a " + type +
+                                   " message");
+  }
+}
+
+ojson usage(const RequestOutput& out) {
+  int64_t generated = 0;
+  for (const auto& c : out.choices) generated += int64_t(c.tokens.size());
+  return {{"prompt_tokens", out.prompt_tokens},
+          {"completion_tokens", generated},
+          {"total_tokens", out.prompt_tokens + generated}};
+}
+
+}  // namespace
+
+void check_json_depth(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char ch : text) {
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > max_depth)
+        raise(Err::RequestJson, "the JSON nests deeper than " + std::to_string(max_depth) +
+                                    " levels, which no request needs");
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+}
+
+ClientMessage parse_client_message(std::string_view text, std::string& id) {
+  check_json_depth(text);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    raise(Err::RequestJson, std::string("the message is not valid JSON (") + e.what() + ")");
+  }
+  if (!j.is_object()) raise(Err::RequestJson, "the message is not a JSON object");
+  std::string plain_id;
+  if (j.contains("id")) std::tie(id, plain_id) = read_id(j);
+  if (j.contains("v")) {
+    const json& v = j.at("v");
+    if (!v.is_number_integer() || v.get<int64_t>() != kProtocolVersion)
+      raise(Err::RequestField,
+            "protocol version \"v\": " + v.dump().substr(0, 32) + " is not supported",
+            "Send \"v\": " + std::to_string(kProtocolVersion) + " (docs/protocol.md).");
+  }
+  std::string type = "generate";
+  if (j.contains("type")) {
+    if (!j.at("type").is_string()) raise(Err::RequestField, "\"type\" must be a string");
+    type = j.at("type").get<std::string>();
+  }
+  ClientMessage m;
+  m.id = id;
+  if (type == "health" || type == "stats") {
+    only_fields(j, {"v", "type", "id"}, type.c_str());
+    m.type = type == "health" ? MessageType::Health : MessageType::Stats;
+    return m;
+  }
+  if (type == "cancel") {
+    only_fields(j, {"v", "type", "id"}, "cancel");
+    if (id.empty()) raise(Err::RequestField, "a cancel message needs the \"id\" of the request");
+    m.type = MessageType::Cancel;
+    return m;
+  }
+  if (type != "generate")
+    raise(Err::RequestField, "\"type\": \"" + type.substr(0, 32) +
+                                 "\" is not a message type (generate, cancel, health, stats)");
+  if (id.empty()) raise(Err::RequestField, "a generate message needs an \"id\"");
+  json body = std::move(j);
+  body.erase("v");
+  body.erase("type");
+  body.erase("id");
+  read_request_body(body, m.request, "request " + id, true);
+  m.request.custom_id = plain_id;
+  if (m.request.sampling.logprobs)
+    raise(Err::RequestField, "request " + id + ": logprobs are not available from qmpi serve yet");
+  return m;
+}
+
+std::string delta_message(const std::string& id, const ServeEvent& d) {
+  ojson j = with_id("delta", id);
+  j["index"] = d.index;
+  j["text"] = d.text;
+  j["token_ids"] = d.token_ids;
+  return dump(j);
+}
+
+std::string overall_finish_reason(const RequestOutput& out) {
+  return out.choices.empty() ? std::string() : out.choices[0].finish_reason;
+}
+
+std::string final_message(const std::string& id, const RequestOutput& out, bool with_text) {
+  ojson j = with_id("final", id);
+  j["finish_reason"] = overall_finish_reason(out);
+  ojson choices = ojson::array();
+  for (size_t i = 0; i < out.choices.size(); ++i) {
+    const ChoiceOutput& c = out.choices[i];
+    ojson choice = {{"index", i}, {"finish_reason", c.finish_reason}};
+    if (with_text) {
+      choice["text"] = c.text;
+      choice["token_ids"] = c.tokens;
+    }
+    choices.push_back(std::move(choice));
+  }
+  j["choices"] = std::move(choices);
+  j["usage"] = usage(out);
+  return dump(j);
+}
+
+std::string error_message(const std::string& id, const Error& e) {
+  ojson j = with_id("error", id);
+  j["code"] = error_id(e.code());
+  j["name"] = std::string(error_entry(e.code()).name);
+  j["message"] = e.message();
+  if (!e.fix().empty()) j["fix"] = e.fix();
+  return dump(j);
+}
+
+std::string health_message(const std::string& id, Health h) {
+  ojson j = with_id("health", id);
+  j["status"] = health_name(h);
+  return dump(j);
+}
+
+std::string stats_message(const std::string& id, const EngineSnapshot& e, int64_t queued,
+                          const MetricCounters& c, int64_t clients) {
+  ojson j = with_id("stats", id);
+  j["status"] = health_name(e.health);
+  j["queued"] = queued;
+  j["waiting"] = e.waiting;
+  j["running"] = e.running;
+  j["requests_in_flight"] = e.requests;
+  j["kv_blocks_used"] = e.kv_blocks_used;
+  j["kv_blocks_free"] = e.kv_blocks_total - e.kv_blocks_used;
+  j["kv_blocks_total"] = e.kv_blocks_total;
+  j["steps"] = e.steps;
+  j["preemptions"] = e.preemptions;
+  j["clients"] = clients;
+  j["requests"] = {{"ok", c.ok}, {"cancelled", c.cancelled}, {"error", c.failed}};
+  j["prompt_tokens"] = c.prompt_tokens;
+  j["generation_tokens"] = c.generation_tokens;
+  return dump(j);
+}
+
+}  // namespace qmpi

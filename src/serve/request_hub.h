@@ -1,0 +1,80 @@
+// The one place the fronts (broker and HTTP threads) and the engine loop (rank 0's MPI thread)
+// meet: fronts submit checked, tokenized requests and cancels; the engine loop takes them
+// between steps and publishes a snapshot of its state for health and stats. Nothing else is
+// shared between those threads.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "batch/batch_request.h"
+#include "serve/serve_event.h"
+
+namespace qmpi {
+
+enum class Health : uint8_t { Loading, Ready, Draining };
+const char* health_name(Health h);  // "loading", "ready", "draining"
+
+// A request for the engine loop, checked and tokenized by its front.
+struct ServeRequest {
+  uint64_t ticket = 0;    // set by submit(); the engine's name for the request
+  std::string client_id;  // the id the client gave (ZMQ) or the response id (HTTP)
+  BatchRequest req;
+  std::vector<int32_t> prompt;
+  std::chrono::steady_clock::time_point arrival;
+  std::shared_ptr<EventSink> sink;
+};
+
+// The engine loop's state as of its last iteration.
+struct EngineSnapshot {
+  Health health = Health::Loading;
+  int64_t waiting = 0;   // sequences queued in the scheduler, not yet running
+  int64_t running = 0;   // sequences in the running batch
+  int64_t requests = 0;  // requests admitted and not finished
+  int64_t kv_blocks_used = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+};
+
+class RequestHub {
+ public:
+  // `max_queue`: requests waiting to start (submitted, or queued in the scheduler) beyond which
+  // submit() answers Busy.
+  explicit RequestHub(int64_t max_queue);
+
+  // Fronts. submit() raises Busy when the queue is full or the server is draining, and
+  // returns the request's ticket. cancel() ends a request with a "cancelled" final; tickets
+  // that already finished are ignored.
+  uint64_t submit(ServeRequest request);
+  void cancel(uint64_t ticket);
+  EngineSnapshot snapshot() const;
+  int64_t queued() const;  // submitted but not yet taken by the engine loop
+
+  // Engine loop.
+  struct Work {
+    std::vector<ServeRequest> requests;
+    std::vector<uint64_t> cancels;
+    bool empty() const { return requests.empty() && cancels.empty(); }
+  };
+  // Everything submitted so far; waits up to `wait` when there is nothing.
+  Work take(std::chrono::microseconds wait);
+  void publish(const EngineSnapshot& snapshot);
+  // Draining: submit() refuses from here on (the engine finishes what it has).
+  void set_health(Health h);
+
+ private:
+  const int64_t max_queue_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<ServeRequest> requests_;
+  std::vector<uint64_t> cancels_;
+  EngineSnapshot snap_;
+  uint64_t next_ticket_ = 1;
+};
+
+}  // namespace qmpi

@@ -1,0 +1,80 @@
+// The serving driver on rank 0's MPI thread: takes requests and cancels from the hub between
+// steps, admits them into the scheduler (n sequences per request), steps the mesh while there
+// is work, turns sampled tokens into text (stop strings as in batch) and hands each request's
+// events to its front's sink. It never waits on a client: when idle it waits on the hub for a
+// moment, then polls for a stop (a collective on the mesh, so every rank stops at the same
+// step). A stop drains: no new requests, the accepted ones finish, then it returns.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "batch/request_spec.h"
+#include "engine/executor.h"
+#include "engine/scheduler.h"
+#include "engine/stop_strings.h"
+#include "serve/metrics.h"
+#include "serve/request_hub.h"
+
+namespace qmpi {
+
+struct ServeLoopOptions {
+  int64_t default_max_tokens = 0;  // as in batch: 0 = 16 for completions, the rest for chat
+  std::string model_name;          // "model" of responses to requests that name none
+  std::chrono::milliseconds idle_wait{20};   // longest wait on the hub while idle
+  std::chrono::milliseconds stop_poll{200};  // time between stop polls
+};
+
+class ServeLoop {
+ public:
+  // `times` (may be null) is rank 0's executor clock, for the per-step compute/comm split.
+  ServeLoop(const ServeLoopOptions& opts, const BatchModel& model, Scheduler& sched,
+            RequestHub& hub, ServeMetrics& metrics, const StepTimes* times = nullptr);
+
+  // Serves until `stop_requested` (polled on entry and every opts.stop_poll; a collective in
+  // the real server) says so and everything accepted has finished. Marks the hub Ready after
+  // the first poll and Draining on a stop. If the engine fails, every request in flight or
+  // queued gets the error before it propagates.
+  void run(const std::function<bool()>& stop_requested);
+
+ private:
+  struct Choice {
+    int64_t seq = 0;
+    ChoiceOutput out;
+    std::unique_ptr<StopStringMatcher> text;
+    std::chrono::steady_clock::time_point last_token;
+    bool done = false;
+  };
+  struct Active {
+    ServeRequest r;
+    std::vector<Choice> choices;
+    size_t remaining = 0;
+    bool first_token_seen = false;
+  };
+
+  void admit(ServeRequest r);
+  void cancel(uint64_t ticket);
+  void step();
+  void on_token(const TokenEvent& ev, std::chrono::steady_clock::time_point now);
+  void finish_choice(Active& a, Choice& c, const std::string& reason);
+  void complete(Active& a);
+  void fail(Active& a, const Error& e);
+  void fail_all(const Error& e);
+  void publish(Health h);
+
+  const ServeLoopOptions& opts_;
+  const BatchModel& model_;
+  Scheduler& sched_;
+  RequestHub& hub_;
+  ServeMetrics& metrics_;
+  const StepTimes* times_;
+  std::unordered_map<uint64_t, std::unique_ptr<Active>> active_;  // by ticket
+  std::unordered_map<int64_t, std::pair<Active*, size_t>> by_seq_;
+  bool flushed_ = true;  // the last stage has dropped the state of finished sequences
+};
+
+}  // namespace qmpi

@@ -1,0 +1,62 @@
+// Prometheus text: cumulative buckets, every series the docs name, counters that add up.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "serve/metrics.h"
+
+namespace qmpi {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Metrics, HistogramBucketsAreCumulative) {
+  Histogram h({0.1, 1.0});
+  h.observe(0.05);
+  h.observe(0.5);
+  h.observe(0.7);
+  h.observe(5.0);
+  std::string out;
+  h.render("x", out);
+  EXPECT_EQ(out,
+            "x_bucket{le=\"0.1\"} 1\nx_bucket{le=\"1\"} 3\nx_bucket{le=\"+Inf\"} 4\n"
+            "x_sum 6.25\nx_count 4\n");
+}
+
+TEST(Metrics, RendersEverySeries) {
+  ServeMetrics m;
+  m.request_ok();
+  m.request_ok();
+  m.request_cancelled();
+  m.request_failed(Err::Busy);
+  m.tokens(12, 0);
+  m.tokens(0, 5);
+  m.first_token(0.2);
+  m.next_token(0.01);
+  m.step(0.02, 0.005);
+  EngineSnapshot e;
+  e.health = Health::Ready;
+  e.kv_blocks_used = 3;
+  e.kv_blocks_total = 64;
+  const std::string t = m.render(e, 4);
+  EXPECT_THAT(t, HasSubstr("qmpi_requests_total{status=\"ok\"} 2\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_requests_total{status=\"cancelled\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_requests_total{status=\"error\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_request_errors_total{code=\"QM504\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_prompt_tokens_total 12\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_generation_tokens_total 5\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_time_to_first_token_seconds_count 1\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_inter_token_latency_seconds_count 1\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_step_duration_seconds_count 1\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_step_seconds_total{part=\"comm\"} 0.005\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_requests_queued 4\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_kv_blocks_used 3\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_kv_blocks_total 64\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_ready 1\n"));
+  EXPECT_THAT(t, HasSubstr("# TYPE qmpi_time_to_first_token_seconds histogram\n"));
+  const MetricCounters c = m.counters();
+  EXPECT_EQ(c.ok, 2);
+  EXPECT_EQ(c.prompt_tokens, 12);
+}
+
+}  // namespace
+}  // namespace qmpi
