@@ -257,7 +257,7 @@ class LineChecker {
     r.endpoint = chat ? Endpoint::Chat : Endpoint::Completion;
     const auto& own = chat ? kChatFields : kCompletionFields;
     for (const auto& [k, v] : obj.items()) {
-      if (k == skip_key || kCommonFields.count(k) || own.count(k)) continue;
+      if ((!skip_key.empty() && k == skip_key) || kCommonFields.count(k) || own.count(k)) continue;
       if ((chat ? kCompletionFields : kChatFields).count(k))
         field_error("\"" + k + "\" is not a field of " +
                     (chat ? "chat requests" : "completion requests"));

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 namespace qmpi {
 namespace {
@@ -82,7 +83,19 @@ Error comm_timeout_error(const TimeoutReport& r) {
   return Error(Err::CommTimeout, msg, fix);
 }
 
+namespace {
+std::function<void(const Error&)>& abort_hook() {
+  static std::function<void(const Error&)> hook;
+  return hook;
+}
+}  // namespace
+
+void set_abort_hook(std::function<void(const Error&)> hook) {
+  abort_hook() = std::move(hook);
+}
+
 void abort_job(const Error& error) {
+  if (auto hook = std::exchange(abort_hook(), nullptr)) hook(error);
   const auto& e = error_entry(error.code());
   std::fprintf(stderr, "error %s (%s): %s; fix: %s\n", error_id(error.code()).c_str(),
                std::string(e.name).c_str(), error.message().c_str(), error.fix().c_str());

@@ -4,6 +4,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,5 +38,9 @@ Error comm_timeout_error(const TimeoutReport& report);
 // Prints `error` as one line on stderr and ends the whole job with MPI_Abort and the error's exit
 // code, so that no rank is left waiting.
 [[noreturn]] void abort_job(const Error& error);
+
+// A last word before abort_job ends the process (a server tells its clients why); runs on the
+// aborting thread, must return within a second or so. Empty: none. One per process.
+void set_abort_hook(std::function<void(const Error&)> hook);
 
 }  // namespace qmpi

@@ -27,9 +27,7 @@ class HostMemory : public TestMemory {
     blocks_.emplace_back(bytes);
     return blocks_.back().data();
   }
-  void upload(void* dst, const void* host, size_t bytes) override {
-    std::memcpy(dst, host, bytes);
-  }
+  void upload(void* dst, const void* host, size_t bytes) override { std::memcpy(dst, host, bytes); }
   void download(void* host, const void* src, size_t bytes) override {
     std::memcpy(host, src, bytes);
   }
@@ -39,16 +37,22 @@ class HostMemory : public TestMemory {
 };
 
 // Element i of rank r's all-reduce input: small integers, so every sum is exact in float.
-float allreduce_input(int rank, size_t i) { return float((rank + 1) * int(i % 13 + 1)); }
+float allreduce_input(int rank, size_t i) {
+  return float((rank + 1) * int(i % 13 + 1));
+}
 
-uint8_t p2p_byte(int world_rank, size_t i) { return uint8_t(i * 131 + size_t(world_rank) * 7 + 1); }
+uint8_t p2p_byte(int world_rank, size_t i) {
+  return uint8_t(i * 131 + size_t(world_rank) * 7 + 1);
+}
 
 std::string ranks_label(int first, int last) {
   return first == last ? "world rank " + std::to_string(first)
                        : "world ranks " + std::to_string(first) + "-" + std::to_string(last);
 }
 
-std::string size_text(uint64_t bytes) { return format_bytes(bytes); }
+std::string size_text(uint64_t bytes) {
+  return format_bytes(bytes);
+}
 
 // The first element that differs, as "element 17 is 12 instead of 21", or "".
 std::string allreduce_error(const std::vector<float>& got, int n) {
@@ -161,8 +165,10 @@ void ping_pong(Comm& world, int a, int b, const std::string& label, uint64_t byt
   const double one_way = seconds_since(t0) / iters / 2;
   uint8_t peer_ok = 1;
   const uint8_t my_ok = error.empty() ? 1 : 0;
-  if (first) world.recv(&peer_ok, 1, peer);
-  else world.send(&my_ok, 1, peer);
+  if (first)
+    world.recv(&peer_ok, 1, peer);
+  else
+    world.send(&my_ok, 1, peer);
 
   CommMeasurement m;
   m.group = label;
@@ -188,10 +194,11 @@ void ping_pong(Comm& world, int a, int b, const std::string& label, uint64_t byt
 }  // namespace
 
 nlohmann::json to_json(const CommMeasurement& m) {
-  nlohmann::json j = {{"group", m.group},         {"op", m.op},       {"memory", m.memory},
-                      {"ranks", m.ranks},         {"bytes", m.bytes}, {"iterations", m.iterations},
+  nlohmann::json j = {{"group", m.group},           {"op", m.op},
+                      {"memory", m.memory},         {"ranks", m.ranks},
+                      {"bytes", m.bytes},           {"iterations", m.iterations},
                       {"time_us", m.seconds * 1e6}, {"algbw_gbs", m.algbw},
-                      {"busbw_gbs", m.busbw},     {"correct", m.correct}};
+                      {"busbw_gbs", m.busbw},       {"correct", m.correct}};
   if (!m.error.empty()) j["error"] = m.error;
   return j;
 }
@@ -212,7 +219,9 @@ CommMeasurement measurement_from_json(const nlohmann::json& j) {
   return m;
 }
 
-double allreduce_bus_factor(int ranks) { return ranks > 0 ? 2.0 * (ranks - 1) / ranks : 0.0; }
+double allreduce_bus_factor(int ranks) {
+  return ranks > 0 ? 2.0 * (ranks - 1) / ranks : 0.0;
+}
 
 int iterations_for(uint64_t bytes) {
   if (bytes <= (uint64_t(64) << 10)) return 20;
@@ -247,7 +256,9 @@ std::vector<std::vector<std::pair<int, int>>> p2p_rounds(int tp, int pp) {
   return rounds;
 }
 
-std::unique_ptr<TestMemory> make_host_memory() { return std::make_unique<HostMemory>(); }
+std::unique_ptr<TestMemory> make_host_memory() {
+  return std::make_unique<HostMemory>();
+}
 
 std::vector<CommMeasurement> run_comm_selftest(SelfTestSetup& s) {
   int rank = 0, size = 1;
@@ -309,7 +320,8 @@ std::vector<Finding> comm_findings(const std::vector<CommMeasurement>& all) {
     for (const CommMeasurement* m : ms)
       if (!m->correct) bad += (bad.empty() ? "" : "; ") + size_text(m->bytes) + ": " + m->error;
     if (!bad.empty()) {
-      out.push_back(fail("comm", Err::CommWrongResult, first.op + " on " + first.group + ": " + bad));
+      out.push_back(
+          fail("comm", Err::CommWrongResult, first.op + " on " + first.group + ": " + bad));
       continue;
     }
     const CommMeasurement* small = ms.front();

@@ -58,7 +58,7 @@ std::vector<std::vector<std::pair<int, int>>> p2p_rounds(int tp, int pp);
 class TestMemory {
  public:
   virtual ~TestMemory() = default;
-  virtual std::string name() const = 0;  // "host", "cuda"
+  virtual std::string name() const = 0;   // "host", "cuda"
   virtual void* alloc(size_t bytes) = 0;  // owned by this object
   virtual void upload(void* dst, const void* host, size_t bytes) = 0;
   virtual void download(void* host, const void* src, size_t bytes) = 0;

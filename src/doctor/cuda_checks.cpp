@@ -6,19 +6,26 @@
 
 namespace qmpi::doctor {
 
-bool cuda_built() { return false; }
-bool cuda_usable() { return false; }
+bool cuda_built() {
+  return false;
+}
+bool cuda_usable() {
+  return false;
+}
 
 std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
   if (in.required)
     return {fail("cuda", Err::BackendUnavailable,
                  "--backend cuda: this qmpi was built without the CUDA backend (no nvcc at build "
                  "time)")};
-  return {ok("cuda", "CUDA backend: not built into this qmpi (no nvcc at build time); GPU checks "
-                     "skipped, runs use the CPU backend")};
+  return {ok("cuda",
+             "CUDA backend: not built into this qmpi (no nvcc at build time); GPU checks "
+             "skipped, runs use the CPU backend")};
 }
 
-std::vector<Finding> check_cuda_rank(int, int, bool, const std::string&) { return {}; }
+std::vector<Finding> check_cuda_rank(int, int, bool, const std::string&) {
+  return {};
+}
 
 void use_cuda_for_selftest(SelfTestSetup&, int, int, bool) {
   raise(Err::BackendUnavailable, "this qmpi was built without the CUDA backend");
@@ -66,6 +73,11 @@ struct Device {
   std::string label() const { return "cuda:" + std::to_string(index); }
 };
 
+// A column of the link matrix.
+std::string cell(const std::string& text) {
+  return text.size() >= 8 ? text + " " : text + std::string(8 - text.size(), ' ');
+}
+
 // Device memory for the self-test, freed when the test ends.
 class DeviceMemory : public TestMemory {
  public:
@@ -85,7 +97,9 @@ class DeviceMemory : public TestMemory {
   void download(void* host, const void* src, size_t bytes) override {
     cuda::check_cuda(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
   }
-  void synchronize() override { cuda::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+  void synchronize() override {
+    cuda::check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
 
  private:
   std::vector<void*> blocks_;
@@ -93,8 +107,12 @@ class DeviceMemory : public TestMemory {
 
 }  // namespace
 
-bool cuda_built() { return true; }
-bool cuda_usable() { return cuda::probe_cuda().usable; }
+bool cuda_built() {
+  return true;
+}
+bool cuda_usable() {
+  return cuda::probe_cuda().usable;
+}
 
 std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
   std::vector<Finding> out;
@@ -106,8 +124,10 @@ std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
     if (probe.error == Err::DriverTooOld || in.required)
       out.push_back(fail(kSection, probe.error, built + " but " + probe.message));
     else
-      out.push_back(ok(kSection, built + ", but no NVIDIA driver or device is present on this "
-                                 "host (" + probe.message + "); GPU checks skipped"));
+      out.push_back(ok(kSection, built +
+                                     ", but no NVIDIA driver or device is present on this "
+                                     "host (" +
+                                     probe.message + "); GPU checks skipped"));
     return out;
   }
   std::string why_no_nvml;
@@ -138,7 +158,8 @@ std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
 
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   const auto problems = check_visible_devices(visible, count, nvml ? nvml->device_count() : -1);
-  for (const auto& p : problems) out.push_back(fail(kSection, Err::VisibleDevices, p.message, p.fix));
+  for (const auto& p : problems)
+    out.push_back(fail(kSection, Err::VisibleDevices, p.message, p.fix));
   if (problems.empty())
     out.push_back(ok(kSection, visible ? std::string("CUDA_VISIBLE_DEVICES=\"") + visible +
                                              "\": " + std::to_string(count) + " device(s) visible"
@@ -178,27 +199,28 @@ std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
 
   // The device of local rank r, as the engine picks it.
   auto device_of = [&](int local_rank) { return count > 0 ? local_rank % count : 0; };
-  std::vector<std::pair<int, int>> peers;  // device pairs of TP peers
+  std::vector<std::pair<int, int> > peers;  // device pairs of TP peers
   for (const auto& group : in.tp_groups)
     for (size_t a = 0; a < group.size(); ++a)
       for (size_t b = a + 1; b < group.size(); ++b) {
         const int da = device_of(group[a]), db = device_of(group[b]);
-        if (da != db && std::find(peers.begin(), peers.end(), std::make_pair(da, db)) == peers.end())
+        if (da != db &&
+            std::find(peers.begin(), peers.end(), std::make_pair(da, db)) == peers.end())
           peers.emplace_back(da, db);
       }
 
   if (!nvml) {
     out.push_back(ok(kSection, "GPU link matrix: NVML not available (" + why_no_nvml + ")"));
   } else if (count > 1) {
-    std::string matrix = "GPU link matrix (NVML):\n        ";
-    for (const Device& d : devices) matrix += d.label() + std::string(8 - std::min<size_t>(7, d.label().size()), ' ');
+    std::string matrix = "GPU link matrix (NVML):\n" + cell("");
+    for (const Device& d : devices) matrix += cell(d.label());
     for (const Device& a : devices) {
-      matrix += "\n" + a.label() + std::string(8 - std::min<size_t>(7, a.label().size()), ' ');
+      matrix += "\n" + cell(a.label());
       for (const Device& b : devices) {
         int links = 0;
-        const LinkLevel l = a.nvml && b.nvml ? nvml->link(a.nvml, b.nvml, &links) : LinkLevel::Unknown;
-        const std::string cell = link_name(l, links);
-        matrix += cell + std::string(8 - std::min<size_t>(7, cell.size()), ' ');
+        const LinkLevel l =
+            a.nvml && b.nvml ? nvml->link(a.nvml, b.nvml, &links) : LinkLevel::Unknown;
+        matrix += cell(link_name(l, links));
       }
     }
     out.push_back(ok(kSection, matrix));
@@ -216,27 +238,28 @@ std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
     out.push_back(ok(kSection, "GPU link matrix: one GPU, no links to check"));
   }
 
-  std::string no_peer;
   for (const auto& [da, db] : peers) {
     int can = 0;
     if (cudaDeviceCanAccessPeer(&can, da, db) == cudaSuccess && !can)
       out.push_back(warn(kSection, Err::TpSlowLink,
-                         "TP peers on cuda:" + std::to_string(da) + " and cuda:" +
-                             std::to_string(db) + " have no peer access: their all-reduces go "
+                         "TP peers on cuda:" + std::to_string(da) +
+                             " and cuda:" + std::to_string(db) +
+                             " have no peer access: their all-reduces go "
                              "through host memory"));
   }
-  if (!peers.empty()) out.push_back(ok(kSection, "peer access checked for " +
-                                                     std::to_string(peers.size()) +
-                                                     " pair(s) of TP peers' GPUs"));
+  if (!peers.empty())
+    out.push_back(ok(kSection, "peer access checked for " + std::to_string(peers.size()) +
+                                   " pair(s) of TP peers' GPUs"));
 
   if (in.cfg && count > 0) {
     PlanInputs plan = in.plan;
     plan.backend = BackendKind::Cuda;
     plan.gpu_mem = UINT64_MAX;
     for (const Device& d : devices) plan.gpu_mem = std::min(plan.gpu_mem, d.total);
-    auto mem = memory_findings(kSection, *in.cfg, in.layout, plan,
-                               "--gpu-memory-utilization " + std::to_string(plan.gpu_util).substr(0, 4) +
-                                   " of " + format_bytes(plan.gpu_mem));
+    auto mem =
+        memory_findings(kSection, *in.cfg, in.layout, plan,
+                        "--gpu-memory-utilization " + std::to_string(plan.gpu_util).substr(0, 4) +
+                            " of " + format_bytes(plan.gpu_mem));
     out.insert(out.end(), mem.begin(), mem.end());
   }
   return out;

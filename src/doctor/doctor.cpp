@@ -115,8 +115,7 @@ std::vector<Finding> verify_manifest(const DoctorOptions& o, const Job& job) {
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t bytes = 0;
   out = verify_sha256(o.model.empty() ? "." : o.model, entries, mine, &bytes);
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   uint64_t total = 0;
   int failures = int(out.size()), all_failures = 0;
   double slowest = 0;
@@ -214,10 +213,16 @@ DoctorReport run_doctor(const DoctorOptions& o) {
       mine.back().where = here;
     }
   }
-  if (d.cuda)
-    append(mine,
-           check_cuda_rank(job.me().local_rank, job.me().local_size, o.share_devices, job.me().host),
-           "rank " + std::to_string(job.rank));
+  // The self-test runs on the GPUs only when every rank has one (a collective decision: a rank
+  // without a device would otherwise stop the whole job before the report).
+  int on_device = 0;
+  if (d.cuda) {
+    auto choice =
+        check_cuda_rank(job.me().local_rank, job.me().local_size, o.share_devices, job.me().host);
+    on_device = choice.empty() && cuda_usable() ? 1 : 0;
+    append(mine, std::move(choice), "rank " + std::to_string(job.rank));
+  }
+  MPI_Allreduce(MPI_IN_PLACE, &on_device, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!o.sha256_manifest.empty()) append(mine, verify_manifest(o, job), here);
 
   // The self-test over the layout's groups, or the whole world as one group when the layout
@@ -231,8 +236,12 @@ DoctorReport run_doctor(const DoctorOptions& o) {
     s.sizes = o.comm_sizes;
     s.timeout_s = o.comm_timeout_s;
     for (const HostSlot& slot : job.slots) s.host_of_rank.push_back(slot.host);
-    if (d.cuda && cuda_usable())
+    if (on_device)
       use_cuda_for_selftest(s, job.me().local_rank, job.me().local_size, o.share_devices);
+    else if (d.cuda && job.rank == 0)
+      mine.push_back(ok("comm",
+                        "the self-test uses host memory and MPI: not every rank has a "
+                        "usable GPU (see the cuda section)"));
     if (!matches && job.rank == 0)
       mine.push_back(ok("comm", "the self-test treats all " + std::to_string(job.world) +
                                     " ranks as one TP group, since the layout does not match "

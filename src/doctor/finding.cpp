@@ -47,9 +47,12 @@ std::string join_places(const std::vector<std::string>& places) {
 
 const char* status_name(Status s) {
   switch (s) {
-    case Status::Ok: return "OK";
-    case Status::Warn: return "WARN";
-    case Status::Fail: return "FAIL";
+    case Status::Ok:
+      return "OK";
+    case Status::Warn:
+      return "WARN";
+    case Status::Fail:
+      return "FAIL";
   }
   return "?";
 }
@@ -71,8 +74,8 @@ Finding fail(std::string section, const Error& e) {
 }
 
 nlohmann::json to_json(const Finding& f) {
-  nlohmann::json j = {{"section", f.section}, {"status", status_name(f.status)},
-                      {"message", f.message}};
+  nlohmann::json j = {
+      {"section", f.section}, {"status", status_name(f.status)}, {"message", f.message}};
   if (f.code) {
     j["code"] = error_id(*f.code);
     j["name"] = std::string(error_entry(*f.code).name);
@@ -111,8 +114,7 @@ std::vector<Finding> merge_findings(const std::vector<Finding>& all) {
   std::map<std::string, size_t> index;
   for (const Finding& f : all) {
     const std::string key = f.section + '\x1f' + status_name(f.status) + '\x1f' +
-                            (f.code ? error_id(*f.code) : "") + '\x1f' + f.message + '\x1f' +
-                            f.fix;
+                            (f.code ? error_id(*f.code) : "") + '\x1f' + f.message + '\x1f' + f.fix;
     auto [it, fresh] = index.emplace(key, merged.size());
     if (fresh) merged.push_back({f, {}});
     auto& places = merged[it->second].places;

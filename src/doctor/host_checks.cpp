@@ -10,13 +10,13 @@ namespace qmpi::doctor {
 
 HostLimits read_host_limits() {
   HostLimits h;
-  struct statvfs fs{};
+  struct statvfs fs {};
   if (::statvfs("/dev/shm", &fs) == 0) {
     h.shm_present = true;
     h.shm_bytes = uint64_t(fs.f_blocks) * fs.f_frsize;
     h.shm_free = uint64_t(fs.f_bavail) * fs.f_frsize;
   }
-  struct rlimit rl{};
+  struct rlimit rl {};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
     h.open_files_soft = rl.rlim_cur == RLIM_INFINITY ? UINT64_MAX : uint64_t(rl.rlim_cur);
     h.open_files_hard = rl.rlim_max == RLIM_INFINITY ? UINT64_MAX : uint64_t(rl.rlim_max);
@@ -39,16 +39,18 @@ std::vector<Finding> host_limit_findings(const HostLimits& h) {
     out.push_back(ok("host", "/dev/shm: " + format_bytes(h.shm_bytes) + " (" +
                                  format_bytes(h.shm_free) + " free)"));
   }
-  auto limit = [](uint64_t v) { return v == UINT64_MAX ? std::string("unlimited") : std::to_string(v); };
+  auto limit = [](uint64_t v) {
+    return v == UINT64_MAX ? std::string("unlimited") : std::to_string(v);
+  };
   if (h.open_files_soft < kMinOpenFiles) {
     const bool can_raise = h.open_files_hard >= kMinOpenFiles;
     out.push_back(warn("host", Err::HostLimits,
                        "the open-file limit is " + limit(h.open_files_soft) + " (hard limit " +
                            limit(h.open_files_hard) + "), under " + std::to_string(kMinOpenFiles),
-                       can_raise ? "Raise it before launching: `ulimit -n " +
-                                       limit(h.open_files_hard) +
-                                       "` (in the job script, or pass it through the launcher)."
-                                 : std::string()));
+                       can_raise
+                           ? "Raise it before launching: `ulimit -n " + limit(h.open_files_hard) +
+                                 "` (in the job script, or pass it through the launcher)."
+                           : std::string()));
   } else {
     out.push_back(ok("host", "open-file limit: " + limit(h.open_files_soft) + " (hard " +
                                  limit(h.open_files_hard) + ")"));
@@ -62,9 +64,17 @@ std::vector<Finding> memory_findings(const std::string& section, const ModelConf
   const LayoutVerdict v = evaluate_layout(cfg, layout, in);
   if (!v.valid) return {};
   const RankMemory& r = v.biggest_rank();
-  const std::string who = "--tp " + std::to_string(layout.tp) + " --pp " +
-                          std::to_string(layout.pp);
-  if (!v.fits) return {fail(section, v.memory_code, who + ": " + memory_sentence(v, in))};
+  const std::string who =
+      "--tp " + std::to_string(layout.tp) + " --pp " + std::to_string(layout.pp);
+  if (!v.fits) {
+    // The launch's own pre-flight verdict, with the planner's way out as the fix.
+    try {
+      preflight(cfg, layout, in);
+    } catch (const Error& e) {
+      return {fail(section, e)};
+    }
+    return {fail(section, v.memory_code, memory_sentence(v, in))};
+  }
   return {ok(section, "memory for " + who + ": the biggest rank (rank " + std::to_string(r.rank) +
                           ", stage " + std::to_string(r.stage) + ") needs " +
                           format_bytes(r.total()) + " (weights " + format_bytes(r.weights) +

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/h5_checkpoint.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
 #include "plan/byte_size.h"
@@ -25,16 +26,18 @@ class Problems {
   explicit Problems(std::vector<Finding>& out) : out_(out) {}
   void add(Finding f) {
     auto& n = counts_[*f.code];
-    if (++n <= kMaxFindingsPerCode) out_.push_back(std::move(f));
-    else last_[*f.code] = f.status;
+    if (++n <= kMaxFindingsPerCode)
+      out_.push_back(std::move(f));
+    else
+      last_[*f.code] = f.status;
   }
   bool any() const { return !counts_.empty(); }
   bool any(Err code) const { return counts_.count(code) != 0; }
   ~Problems() {
     for (auto& [code, n] : counts_)
       if (n > kMaxFindingsPerCode) {
-        const std::string more = "... and " + std::to_string(n - kMaxFindingsPerCode) +
-                                 " more " + std::string(error_entry(code).name) +
+        const std::string more = "... and " + std::to_string(n - kMaxFindingsPerCode) + " more " +
+                                 std::string(error_entry(code).name) +
                                  " problems like the ones above";
         out_.push_back(last_[code] == Status::Fail ? fail(kSection, code, more)
                                                    : warn(kSection, code, more));
@@ -48,9 +51,9 @@ class Problems {
 };
 
 std::string describe(const ModelConfig& c) {
-  return "config.json: " + c.architecture + ", " + std::to_string(c.num_layers) + " layers, hidden " +
-         std::to_string(c.hidden_size) + ", " + std::to_string(c.num_heads) + " heads / " +
-         std::to_string(c.num_kv_heads) + " KV heads, intermediate " +
+  return "config.json: " + c.architecture + ", " + std::to_string(c.num_layers) +
+         " layers, hidden " + std::to_string(c.hidden_size) + ", " + std::to_string(c.num_heads) +
+         " heads / " + std::to_string(c.num_kv_heads) + " KV heads, intermediate " +
          std::to_string(c.intermediate_size) + ", vocab " + std::to_string(c.vocab_size) + ", " +
          std::string(dtype_name(c.torch_dtype)) +
          (c.tie_word_embeddings ? ", tied embeddings" : "");
@@ -82,53 +85,43 @@ std::map<std::string, std::string> read_weight_map(const fs::path& index,
 }
 
 // Old exports save RoPE's inverse frequencies, which qmpi (like transformers) recomputes.
-bool is_rotary_buffer(const std::string& name) { return name.ends_with("rotary_emb.inv_freq"); }
+bool is_rotary_buffer(const std::string& name) {
+  return name.ends_with("rotary_emb.inv_freq");
+}
 
-}  // namespace
+// What the checkpoint holds, whatever its format.
+struct Inventory {
+  std::map<std::string, std::string> weight_map;  // tensor -> file that should hold it
+  // Tensors whose file opened; the others' files failed and were reported, so their tensors are
+  // not reported again as missing.
+  std::map<std::string, TensorInfo> found;
+  std::vector<std::string> unlisted;  // in a shard but not in the index
+  bool indexed = false;
+};
 
-ModelCheck check_model(const std::string& model_dir) {
-  ModelCheck r;
-  auto& out = r.findings;
+// A safetensors folder: every shard present, its header parsing, its size as the header implies.
+Inventory safetensors_inventory(const std::string& model_dir, std::vector<Finding>& out) {
+  Inventory inv;
   const fs::path root(model_dir);
-  if (!fs::is_directory(root)) {
-    out.push_back(fail(kSection, Err::ModelDirMissing,
-                       model_dir + (fs::exists(root) ? " is not a folder" : " does not exist"),
-                       "Point --model at a Hugging Face model folder (config.json, safetensors, "
-                       "tokenizer.json)."));
-    return r;
-  }
-  try {
-    r.config = ModelConfig::load(model_dir);
-    out.push_back(ok(kSection, describe(*r.config)));
-  } catch (const Error& e) {
-    out.push_back(fail(kSection, e));
-  }
-
-  // Which tensors the checkpoint names, and where.
-  std::map<std::string, std::string> weight_map;
   const fs::path index = root / kSafetensorsIndexName;
   const fs::path single = root / kSingleSafetensorsName;
-  const bool indexed = fs::exists(index);
-  if (indexed) {
-    weight_map = read_weight_map(index, out);
+  inv.indexed = fs::exists(index);
+  if (inv.indexed) {
+    inv.weight_map = read_weight_map(index, out);
   } else if (!fs::exists(single)) {
-    out.push_back(fail(kSection, Err::ModelDirMissing,
-                       model_dir + " has neither " + kSingleSafetensorsName + " nor " +
-                           kSafetensorsIndexName,
-                       "Download the model's *.safetensors files (and the index when there are "
-                       "several) into " + model_dir + "."));
+    out.push_back(
+        fail(kSection, Err::ModelDirMissing,
+             model_dir + " has neither " + kSingleSafetensorsName + " nor " + kSafetensorsIndexName,
+             "Download the model's *.safetensors files (and the index when there are "
+             "several) into " +
+                 model_dir + "."));
   }
   std::map<std::string, std::vector<std::string>> by_file;
-  for (const auto& [tensor, file] : weight_map) by_file[file].push_back(tensor);
-  if (!indexed && fs::exists(single)) by_file[kSingleSafetensorsName];
+  for (const auto& [tensor, file] : inv.weight_map) by_file[file].push_back(tensor);
+  if (!inv.indexed && fs::exists(single)) by_file[kSingleSafetensorsName];
 
-  // Every shard: present, header parses, size as the header implies. Tensors of a shard that
-  // fails are not reported again as missing.
-  std::map<std::string, TensorInfo> found;
-  std::set<std::string> unreadable;
   uint64_t shard_bytes = 0;
   size_t shards_ok = 0;
-  std::vector<std::string> unindexed;
   {
     Problems problems(out);
     for (const auto& [file, tensors] : by_file) {
@@ -139,7 +132,6 @@ ModelCheck check_model(const std::string& model_dir) {
                               std::to_string(tensors.size()) + " tensors to it, e.g. '" +
                               tensors.front() + "')",
                           "Download " + file + " into " + model_dir + "."));
-        unreadable.insert(tensors.begin(), tensors.end());
         continue;
       }
       try {
@@ -148,32 +140,87 @@ ModelCheck check_model(const std::string& model_dir) {
         ++shards_ok;
         std::set<std::string> listed(tensors.begin(), tensors.end());
         for (const TensorInfo& t : sf.tensors()) {
-          if (indexed && !listed.count(t.name)) {
-            unindexed.push_back(t.name + " (in " + file + ")");
+          if (inv.indexed && !listed.count(t.name)) {
+            inv.unlisted.push_back(t.name + " (in " + file + ")");
             continue;
           }
-          found[t.name] = t;
-          if (!indexed) weight_map[t.name] = file;
+          inv.found[t.name] = t;
+          if (!inv.indexed) inv.weight_map[t.name] = file;
         }
         for (const std::string& name : tensors)
           if (!sf.find(name)) {
             problems.add(fail(kSection, Err::TensorMissing,
                               "tensor '" + name + "' is mapped to " + file +
                                   " by the index but that shard does not hold it"));
-            unreadable.insert(name);
           }
       } catch (const Error& e) {
         problems.add(fail(kSection, e));
-        unreadable.insert(tensors.begin(), tensors.end());
       }
     }
   }
   if (!by_file.empty() && shards_ok == by_file.size())
     out.push_back(ok(kSection, "weights: " + std::to_string(shards_ok) + " shard(s), " +
                                    format_bytes(shard_bytes) + ", " +
-                                   std::to_string(found.size()) +
+                                   std::to_string(inv.found.size()) +
                                    " tensors: every header parses and every file has the size "
                                    "its header implies"));
+  return inv;
+}
+
+// A qmpi .h5 checkpoint: the file opens as one (format version, datasets, dtypes).
+Inventory h5_inventory(const std::string& path, std::vector<Finding>& out) {
+  Inventory inv;
+  try {
+    H5Weights w(path);
+    for (const std::string& name : w.names()) {
+      inv.found[name] = w.info(name);
+      inv.weight_map[name] = fs::path(path).filename().string();
+    }
+    out.push_back(ok(kSection, "weights: qmpi .h5 checkpoint, " +
+                                   format_bytes(fs::file_size(path)) + ", " +
+                                   std::to_string(inv.found.size()) + " tensors"));
+  } catch (const Error& e) {
+    out.push_back(fail(kSection, e));
+  }
+  return inv;
+}
+
+// tokenizer.json beside config.json, or in the .h5 file's /meta.
+Tokenizer load_tokenizer(const std::string& model_path, bool h5) {
+  if (!h5) return Tokenizer::load(model_path);
+  const auto json = read_h5_meta(model_path, "tokenizer.json");
+  if (!json)
+    raise(Err::TokenizerMissing, model_path + " holds no /meta/tokenizer.json",
+          "Convert the model again with its tokenizer.json beside config.json.");
+  return Tokenizer::from_json(*json, read_h5_meta(model_path, "tokenizer_config.json").value_or(""),
+                              model_path + ":/meta/tokenizer.json");
+}
+
+}  // namespace
+
+ModelCheck check_model(const std::string& model_dir) {
+  ModelCheck r;
+  auto& out = r.findings;
+  const bool h5 = fs::is_regular_file(model_dir) && is_h5_path(model_dir);
+  if (!h5 && !fs::is_directory(model_dir)) {
+    out.push_back(fail(kSection, Err::ModelDirMissing,
+                       model_dir + (fs::exists(model_dir) ? " is neither a folder nor a .h5 file"
+                                                          : " does not exist"),
+                       "Point --model at a Hugging Face model folder (config.json, safetensors, "
+                       "tokenizer.json) or a qmpi .h5 file."));
+    return r;
+  }
+  try {
+    r.config = ModelConfig::load(model_dir);
+    out.push_back(ok(kSection, describe(*r.config)));
+  } catch (const Error& e) {
+    out.push_back(fail(kSection, e));
+  }
+
+  Inventory inv = h5 ? h5_inventory(model_dir, out) : safetensors_inventory(model_dir, out);
+  const auto& weight_map = inv.weight_map;
+  const auto& found = inv.found;
+  const bool indexed = inv.indexed;
   for (const auto& [name, info] : found) r.tensor_dtypes[name] = info.dtype;
 
   if (r.config && !weight_map.empty()) {
@@ -208,47 +255,50 @@ ModelCheck check_model(const std::string& model_dir) {
     std::vector<std::string> extra;
     for (const auto& [name, file] : weight_map)
       if (!expected.count(name) && !is_rotary_buffer(name)) extra.push_back(name);
-    extra.insert(extra.end(), unindexed.begin(), unindexed.end());
+    extra.insert(extra.end(), inv.unlisted.begin(), inv.unlisted.end());
     if (!extra.empty()) {
       std::string list;
-      for (size_t i = 0; i < extra.size() && i < 4; ++i)
-        list += (i ? ", '" : "'") + extra[i] + "'";
+      for (size_t i = 0; i < extra.size() && i < 4; ++i) list += (i ? ", '" : "'") + extra[i] + "'";
       if (extra.size() > 4) list += ", ...";
       problems.add(warn(kSection, Err::TensorUnexpected,
                         std::to_string(extra.size()) +
                             " tensor(s) in the checkpoint are not part of the model config.json "
-                            "describes, and qmpi ignores them: " + list));
+                            "describes, and qmpi ignores them: " +
+                            list));
     }
     if (!problems.any(Err::TensorMissing) && !problems.any(Err::TensorShapeMismatch) &&
         !problems.any(Err::DTypeUnsupported)) {
       std::string kinds;
       size_t checked = 0;
       for (const auto& [dt, n] : dtypes) {
-        kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(dtype_name(dt));
+        kinds +=
+            (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(dtype_name(dt));
         checked += n;
       }
       out.push_back(ok(kSection, checked == expected.size()
                                      ? "tensors: all " + std::to_string(expected.size()) +
                                            " tensors config.json implies are present with "
-                                           "matching shapes (" + kinds + ")"
+                                           "matching shapes (" +
+                                           kinds + ")"
                                      : "tensors: the " + std::to_string(checked) + " of " +
                                            std::to_string(expected.size()) +
                                            " tensors in shards that open have the shapes "
-                                           "config.json implies (" + kinds + ")"));
+                                           "config.json implies (" +
+                                           kinds + ")"));
     }
   }
 
   try {
-    const Tokenizer tok = Tokenizer::load(model_dir);
+    const Tokenizer tok = load_tokenizer(model_dir, h5);
     if (r.config && tok.vocab_size() > r.config->vocab_size)
       out.push_back(fail(kSection, Err::TokenizerInvalid,
                          "tokenizer.json has ids up to " + std::to_string(tok.vocab_size() - 1) +
-                             " but the embedding has only " +
-                             std::to_string(r.config->vocab_size) + " rows (config.json)",
+                             " but the embedding has only " + std::to_string(r.config->vocab_size) +
+                             " rows (config.json)",
                          "Use the tokenizer.json that shipped with these weights."));
     else
-      out.push_back(ok(kSection, "tokenizer.json: " + std::to_string(tok.vocab_size()) +
-                                     " tokens, loads"));
+      out.push_back(
+          ok(kSection, "tokenizer.json: " + std::to_string(tok.vocab_size()) + " tokens, loads"));
   } catch (const Error& e) {
     out.push_back(fail(kSection, e));
   }
@@ -262,8 +312,8 @@ std::vector<Finding> verify_sha256(const std::string& model_dir,
   uint64_t total = 0;
   for (size_t i : files) {
     const ManifestEntry& e = entries.at(i);
-    const fs::path path = fs::path(e.file).is_absolute() ? fs::path(e.file)
-                                                         : fs::path(model_dir) / e.file;
+    const fs::path path =
+        fs::path(e.file).is_absolute() ? fs::path(e.file) : fs::path(model_dir) / e.file;
     if (!fs::exists(path)) {
       const bool shard = path.extension() == ".safetensors";
       out.push_back(fail(kSection, shard ? Err::ShardMissing : Err::InputFile,
@@ -279,8 +329,9 @@ std::vector<Finding> verify_sha256(const std::string& model_dir,
         out.push_back(fail(kSection, Err::ChecksumMismatch,
                            e.file + " has sha256 " + got + " but the manifest says " + e.sha256 +
                                " (" + format_bytes(bytes) + " read)",
-                           "Download " + e.file + " again and compare its size with the "
-                           "repository's."));
+                           "Download " + e.file +
+                               " again and compare its size with the "
+                               "repository's."));
     } catch (const Error& err) {
       out.push_back(fail(kSection, err));
     }

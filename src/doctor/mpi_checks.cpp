@@ -83,15 +83,19 @@ std::vector<Finding> layout_findings(const Layout& layout, bool chosen_by_defaul
   if (chosen_by_default)
     out.push_back(ok("mpi", "no --tp/--pp given: checking " + lt +
                                 " (TP as wide as the ranks of every host allow" +
-                                (cfg ? " and the model can split" : "") + ", stages for the rest)"));
+                                (cfg ? " and the model can split" : "") +
+                                ", stages for the rest)"));
   if (world == 1 && ranks > 1) {
-    out.push_back(ok("mpi", "single process: " + lt + " is checked on paper (layout, memory); run "
-                            "`mpirun -np " + std::to_string(ranks) + " qmpi doctor " + lt +
-                            "` to test its communication"));
+    out.push_back(ok("mpi", "single process: " + lt +
+                                " is checked on paper (layout, memory); run "
+                                "`mpirun -np " +
+                                std::to_string(ranks) + " qmpi doctor " + lt +
+                                "` to test its communication"));
   } else if (world != ranks) {
     try {
-      if (!cfg) raise(Err::WorldSize, "mpirun started " + std::to_string(world) + " ranks but " +
-                                          lt + " needs " + std::to_string(ranks));
+      if (!cfg)
+        raise(Err::WorldSize, "mpirun started " + std::to_string(world) + " ranks but " + lt +
+                                  " needs " + std::to_string(ranks));
       check_world_size(*cfg, layout, world);
     } catch (const Error& e) {
       out.push_back(fail("mpi", e));

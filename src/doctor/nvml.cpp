@@ -59,31 +59,48 @@ struct Nvml::Api {
 
 LinkLevel link_level_from_nvml(int level) {
   switch (level) {
-    case 0: return LinkLevel::Same;   // NVML_TOPOLOGY_INTERNAL
-    case 10: return LinkLevel::Pix;   // NVML_TOPOLOGY_SINGLE: one PCIe switch
-    case 20: return LinkLevel::Pxb;   // NVML_TOPOLOGY_MULTIPLE: several PCIe switches
-    case 30: return LinkLevel::Phb;   // NVML_TOPOLOGY_HOSTBRIDGE
-    case 40: return LinkLevel::Node;  // NVML_TOPOLOGY_NODE: host bridges of one NUMA node
-    case 50: return LinkLevel::Sys;   // NVML_TOPOLOGY_SYSTEM: across NUMA nodes (QPI/UPI/xGMI)
-    default: return LinkLevel::Unknown;
+    case 0:
+      return LinkLevel::Same;  // NVML_TOPOLOGY_INTERNAL
+    case 10:
+      return LinkLevel::Pix;  // NVML_TOPOLOGY_SINGLE: one PCIe switch
+    case 20:
+      return LinkLevel::Pxb;  // NVML_TOPOLOGY_MULTIPLE: several PCIe switches
+    case 30:
+      return LinkLevel::Phb;  // NVML_TOPOLOGY_HOSTBRIDGE
+    case 40:
+      return LinkLevel::Node;  // NVML_TOPOLOGY_NODE: host bridges of one NUMA node
+    case 50:
+      return LinkLevel::Sys;  // NVML_TOPOLOGY_SYSTEM: across NUMA nodes (QPI/UPI/xGMI)
+    default:
+      return LinkLevel::Unknown;
   }
 }
 
 std::string link_name(LinkLevel level, int nvlinks) {
   switch (level) {
-    case LinkLevel::Same: return "X";
-    case LinkLevel::NvLink: return "NV" + std::to_string(nvlinks);
-    case LinkLevel::Pix: return "PIX";
-    case LinkLevel::Pxb: return "PXB";
-    case LinkLevel::Phb: return "PHB";
-    case LinkLevel::Node: return "NODE";
-    case LinkLevel::Sys: return "SYS";
-    case LinkLevel::Unknown: return "?";
+    case LinkLevel::Same:
+      return "X";
+    case LinkLevel::NvLink:
+      return "NV" + std::to_string(nvlinks);
+    case LinkLevel::Pix:
+      return "PIX";
+    case LinkLevel::Pxb:
+      return "PXB";
+    case LinkLevel::Phb:
+      return "PHB";
+    case LinkLevel::Node:
+      return "NODE";
+    case LinkLevel::Sys:
+      return "SYS";
+    case LinkLevel::Unknown:
+      return "?";
   }
   return "?";
 }
 
-bool link_is_slow_for_tp(LinkLevel level) { return level == LinkLevel::Sys; }
+bool link_is_slow_for_tp(LinkLevel level) {
+  return level == LinkLevel::Sys;
+}
 
 std::unique_ptr<Nvml> Nvml::open(std::string* why_not) {
   auto api = std::make_unique<Api>();
@@ -93,18 +110,18 @@ std::unique_ptr<Nvml> Nvml::open(std::string* why_not) {
     return nullptr;
   }
   Api& a = *api;
-  const bool complete =
-      load(a.lib, "nvmlInit_v2", a.init) && load(a.lib, "nvmlShutdown", a.shutdown) &&
-      load(a.lib, "nvmlErrorString", a.error_string) &&
-      load(a.lib, "nvmlSystemGetDriverVersion", a.driver_version) &&
-      load(a.lib, "nvmlDeviceGetCount_v2", a.count) &&
-      load(a.lib, "nvmlDeviceGetHandleByPciBusId_v2", a.by_pci) &&
-      load(a.lib, "nvmlDeviceGetMemoryInfo", a.memory) &&
-      load(a.lib, "nvmlDeviceGetPciInfo_v3", a.pci_info) &&
-      load(a.lib, "nvmlDeviceGetTopologyCommonAncestor", a.ancestor) &&
-      load(a.lib, "nvmlDeviceGetP2PStatus", a.p2p_status) &&
-      load(a.lib, "nvmlDeviceGetNvLinkState", a.nvlink_state) &&
-      load(a.lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", a.nvlink_remote_pci);
+  const bool complete = load(a.lib, "nvmlInit_v2", a.init) &&
+                        load(a.lib, "nvmlShutdown", a.shutdown) &&
+                        load(a.lib, "nvmlErrorString", a.error_string) &&
+                        load(a.lib, "nvmlSystemGetDriverVersion", a.driver_version) &&
+                        load(a.lib, "nvmlDeviceGetCount_v2", a.count) &&
+                        load(a.lib, "nvmlDeviceGetHandleByPciBusId_v2", a.by_pci) &&
+                        load(a.lib, "nvmlDeviceGetMemoryInfo", a.memory) &&
+                        load(a.lib, "nvmlDeviceGetPciInfo_v3", a.pci_info) &&
+                        load(a.lib, "nvmlDeviceGetTopologyCommonAncestor", a.ancestor) &&
+                        load(a.lib, "nvmlDeviceGetP2PStatus", a.p2p_status) &&
+                        load(a.lib, "nvmlDeviceGetNvLinkState", a.nvlink_state) &&
+                        load(a.lib, "nvmlDeviceGetNvLinkRemotePciInfo_v2", a.nvlink_remote_pci);
   if (!complete) {
     if (why_not) *why_not = "libnvidia-ml.so.1 lacks a function qmpi needs (driver too old)";
     return nullptr;
@@ -118,7 +135,9 @@ std::unique_ptr<Nvml> Nvml::open(std::string* why_not) {
 
 Nvml::Nvml(std::unique_ptr<Api> api) : api_(std::move(api)) {}
 
-Nvml::~Nvml() { api_->shutdown(); }
+Nvml::~Nvml() {
+  api_->shutdown();
+}
 
 std::string Nvml::driver_version() const {
   char buf[96] = {};

@@ -36,7 +36,8 @@ std::string render_text(const DoctorReport& r) {
     line += indent(f.message, pad);
     // Host names only tell something on several hosts; ranks matter whenever a rank failed.
     const bool show_where =
-        !f.where.empty() && (r.hosts > 1 || (f.status != Status::Ok && f.where.rfind("rank", 0) == 0));
+        !f.where.empty() &&
+        (r.hosts > 1 || (f.status != Status::Ok && f.where.rfind("rank", 0) == 0));
     if (show_where) line += " [" + f.where + "]";
     out += line + "\n";
     // A run of findings with one code and fix (capped shape mismatches) shows the fix once.

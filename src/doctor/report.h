@@ -16,8 +16,8 @@ struct DoctorReport {
   int ranks = 1;
   int hosts = 1;
   Layout layout;
-  std::string backend;              // "cpu" or "cuda": what the checks assumed
-  std::vector<Finding> findings;    // merged, in section order
+  std::string backend;            // "cpu" or "cuda": what the checks assumed
+  std::vector<Finding> findings;  // merged, in section order
   std::vector<CommMeasurement> comm;
   int exit_code = 0;
 };

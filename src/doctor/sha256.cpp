@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -105,8 +106,7 @@ std::string sha256_hex(std::string_view data) {
 
 std::string sha256_file(const std::string& path, uint64_t* bytes) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0)
-    raise(Err::InputFile, "cannot open " + path + ": " + std::strerror(errno));
+  if (fd.get() < 0) raise(Err::InputFile, "cannot open " + path + ": " + std::strerror(errno));
   ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   Digest d;
   std::vector<char> buf(size_t(8) << 20);

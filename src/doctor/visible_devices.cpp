@@ -38,18 +38,18 @@ std::vector<VisibleDevicesProblem> check_visible_devices(const char* value, int 
       continue;
     }
     if (std::find(seen.begin(), seen.end(), e) != seen.end()) {
-      out.push_back({shown + ": " + pos + " lists a GPU a second time; two ranks would share it "
-                     "and the runtime ignores this entry and all after it",
+      out.push_back({shown + ": " + pos +
+                         " lists a GPU a second time; two ranks would share it "
+                         "and the runtime ignores this entry and all after it",
                      "List each GPU once."});
       continue;
     }
     seen.push_back(e);
     if (is_index(e) && physical_count >= 0 && std::stoi(e) >= physical_count)
-      out.push_back({shown + ": " + pos + " is out of range: the host has " +
-                         std::to_string(physical_count) + " GPU(s), numbered 0-" +
-                         std::to_string(std::max(physical_count - 1, 0)),
-                     "Use indices below " + std::to_string(physical_count) +
-                         " (see `nvidia-smi -L`)."});
+      out.push_back(
+          {shown + ": " + pos + " is out of range: the host has " + std::to_string(physical_count) +
+               " GPU(s), numbered 0-" + std::to_string(std::max(physical_count - 1, 0)),
+           "Use indices below " + std::to_string(physical_count) + " (see `nvidia-smi -L`)."});
   }
   // Whatever the reason, entries past the ones the runtime accepted are silently dropped.
   const int listed = int(entries.size());

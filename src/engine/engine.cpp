@@ -15,11 +15,7 @@ namespace {
 
 ModelConfig load_config(const EngineOptions& o) {
   if (o.synthetic_weights) {
-    if (!o.model_config.empty()) {
-      const auto path = std::filesystem::path(o.model_config);
-      return ModelConfig::load(std::filesystem::is_directory(path) ? path.string()
-                                                                   : path.parent_path().string());
-    }
+    if (!o.model_config.empty()) return ModelConfig::load(o.model_config);  // file or folder
     if (o.model_path.empty())
       raise(Err::Usage, "--synthetic-weights needs --model-config FILE or --model DIR");
     return ModelConfig::load(o.model_path);
@@ -44,10 +40,13 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   mesh_ = std::make_unique<Mesh>(mpi, cfg_, mo);  // rank 0 logs the mapping table
   const ShardPlan& plan = mesh_->shard();
 
-  const std::string gen_dir = opts_.synthetic_weights && !opts_.model_config.empty()
-                                  ? std::filesystem::path(opts_.model_config).parent_path().string()
-                                  : opts_.model_path;
-  gen_ = GenerationConfig::load(gen_dir, cfg_);
+  // generation_config.json sits beside config.json (synthetic runs) or in the model folder.
+  std::filesystem::path gen_dir = opts_.model_path;
+  if (opts_.synthetic_weights && !opts_.model_config.empty()) {
+    gen_dir = opts_.model_config;
+    if (!std::filesystem::is_directory(gen_dir)) gen_dir = gen_dir.parent_path();
+  }
+  gen_ = GenerationConfig::load(gen_dir.string(), cfg_);
 
   backend_ = opts_.make_backend(mesh_->device_index());
   if (opts_.preflight) opts_.preflight(cfg_, *mesh_, opts_);

@@ -1,14 +1,15 @@
 #include "serve/http_gateway.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
 
-#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
+#include <nlohmann/json.hpp>
 
 #include "serve/openai_stream.h"
 #include "serve/protocol.h"
@@ -21,6 +22,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(500);
 constexpr const char* kJson = "application/json";
+constexpr int kListenBacklog = 1024;
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -41,6 +43,13 @@ bool bearer_matches(const std::string& header, const std::string& key) {
 }
 
 }  // namespace
+
+// cpp-httplib listens with a backlog of 5 (fixed when the library was built), so a burst of
+// clients would see resets; Linux lets a second listen() on the socket raise it.
+class HttpGateway::Server final : public httplib::Server {
+ public:
+  void raise_backlog(int n) { ::listen(svr_sock_, n); }
+};
 
 // The queue between the engine thread (deliver) and this request's handler thread (take).
 class HttpGateway::Sink final : public EventSink {
@@ -124,7 +133,7 @@ HttpGateway::HttpGateway(const HttpOptions& opts, const BatchModel& model, Reque
       model_(model),
       hub_(hub),
       metrics_(metrics),
-      server_(std::make_unique<httplib::Server>()) {
+      server_(std::make_unique<Server>()) {
   const auto [host, port] = parse_listen_address(opts_.listen);
   host_ = host;
   const int threads = opts_.threads;
@@ -135,10 +144,13 @@ HttpGateway::HttpGateway(const HttpOptions& opts, const BatchModel& model, Reque
   if (port_ < 0 || (port != 0 && !server_->bind_to_port(host_, port_)))
     raise(Err::Usage, "cannot listen on --http " + opts_.listen,
           "Give a free port on an address of this host, e.g. --http 0.0.0.0:8000.");
+  server_->raise_backlog(kListenBacklog);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
 
-HttpGateway::~HttpGateway() { stop(); }
+HttpGateway::~HttpGateway() {
+  stop();
+}
 
 void HttpGateway::stop() {
   if (!thread_.joinable()) return;
@@ -146,9 +158,9 @@ void HttpGateway::stop() {
   thread_.join();
 }
 
-void HttpGateway::fail(httplib::Response& res, const Error& e) {
+void HttpGateway::fail(httplib::Response& res, const Error& e, int status) {
   metrics_.request_failed(e.code());
-  res.status = http_status(e.code());
+  res.status = status > 0 ? status : http_status(e.code());
   res.set_content(http_error_body(e), kJson);
 }
 
@@ -177,15 +189,17 @@ void HttpGateway::routes() {
                           std::to_string(opts_.max_body_bytes),
                       "Send a shorter prompt, or raise --max-request-bytes."));
     else if (res.status == 404 || res.status == 405)
-      fail(res, Error(Err::RequestField,
-                      req.method + " " + req.path.substr(0, 200) +
-                          " is not an endpoint of qmpi serve",
-                      "Use POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET "
-                      "/health or GET /metrics."));
+      fail(res,
+           Error(Err::RequestField,
+                 req.method + " " + req.path.substr(0, 200) + " is not an endpoint of qmpi serve",
+                 "Use POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET "
+                 "/health or GET /metrics."),
+           res.status);
     else
-      fail(res, Error(Err::RequestJson,
-                      "the HTTP request could not be read (status " + std::to_string(res.status) +
-                          ")"));
+      fail(res,
+           Error(Err::RequestJson,
+                 "the HTTP request could not be read (status " + std::to_string(res.status) + ")"),
+           res.status);
   });
   s.set_exception_handler(
       [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -207,11 +221,10 @@ void HttpGateway::routes() {
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     const json j = {{"object", "list"},
-                    {"data",
-                     json::array({{{"id", opts_.model_name},
-                                   {"object", "model"},
-                                   {"created", unix_now()},
-                                   {"owned_by", "qmpi"}}})}};
+                    {"data", json::array({{{"id", opts_.model_name},
+                                           {"object", "model"},
+                                           {"created", unix_now()},
+                                           {"owned_by", "qmpi"}}})}};
     res.set_content(j.dump(), kJson);
   });
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {

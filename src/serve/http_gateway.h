@@ -24,12 +24,12 @@ struct Response;
 namespace qmpi {
 
 struct HttpOptions {
-  std::string listen;                       // --http, "HOST:PORT" (port 0 = any free port)
-  std::string api_key;                      // empty: no authentication
-  size_t max_body_bytes = size_t(1) << 20;  // larger bodies get 413 BodyTooLarge
-  int threads = 64;                         // concurrent connections served (streams hold one)
+  std::string listen;                            // --http, "HOST:PORT" (port 0 = any free port)
+  std::string api_key;                           // empty: no authentication
+  size_t max_body_bytes = size_t(1) << 20;       // larger bodies get 413 BodyTooLarge
+  int threads = 64;                              // concurrent connections served (streams hold one)
   size_t client_buffer_bytes = size_t(4) << 20;  // events held for one response before it fails
-  std::string model_name;                   // GET /v1/models and responses' default "model"
+  std::string model_name;                        // GET /v1/models and responses' default "model"
 };
 
 class HttpGateway {
@@ -48,19 +48,21 @@ class HttpGateway {
   void stop();
 
  private:
+  class Server;
   class Sink;
   struct Stream;
 
   void routes();
   void completions(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   bool pump(Stream& s, std::string& out);
-  void fail(httplib::Response& res, const Error& e);
+  // The error's JSON body, with its status (or `status` when given).
+  void fail(httplib::Response& res, const Error& e, int status = 0);
 
   HttpOptions opts_;
   const BatchModel& model_;
   RequestHub& hub_;
   ServeMetrics& metrics_;
-  std::unique_ptr<httplib::Server> server_;
+  std::unique_ptr<Server> server_;
   std::string host_;
   int port_ = 0;
   std::atomic<uint64_t> next_id_{1};

@@ -45,8 +45,8 @@ void Histogram::render(const std::string& name, std::string& out) const {
 }
 
 ServeMetrics::ServeMetrics()
-    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-             7.5, 10.0, 20.0, 40.0, 80.0}),
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+             10.0, 20.0, 40.0, 80.0}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
             1.0, 2.5, 5.0}),
       step_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0}) {}
@@ -114,11 +114,11 @@ std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const 
   header(out, "qmpi_step_duration_seconds", "histogram", "One engine step as rank 0 sees it.");
   step_.render("qmpi_step_duration_seconds", out);
   header(out, "qmpi_step_seconds_total", "counter",
-         "Step time on rank 0 (stage 0): its own compute, and its communication (TP collectives and waiting for the later stages).");
+         "Step time on rank 0 (stage 0): its own compute, and its communication (TP collectives "
+         "and waiting for the later stages).");
   out += fmt::format("qmpi_step_seconds_total{{part=\"stage0_compute\"}} {}\n",
                      number(step_compute_s_));
-  out += fmt::format("qmpi_step_seconds_total{{part=\"comm\"}} {}\n",
-                     number(step_comm_s_));
+  out += fmt::format("qmpi_step_seconds_total{{part=\"comm\"}} {}\n", number(step_comm_s_));
   header(out, "qmpi_requests_queued", "gauge", "Requests received and not yet scheduled.");
   sample(out, "qmpi_requests_queued", double(queued));
   header(out, "qmpi_sequences_waiting", "gauge", "Sequences in the scheduler's waiting queue.");
@@ -129,7 +129,8 @@ std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const 
   sample(out, "qmpi_kv_blocks_used", double(e.kv_blocks_used));
   header(out, "qmpi_kv_blocks_total", "gauge", "KV cache blocks per rank.");
   sample(out, "qmpi_kv_blocks_total", double(e.kv_blocks_total));
-  header(out, "qmpi_ready", "gauge", "1 once every rank holds its weights, 0 while loading or draining.");
+  header(out, "qmpi_ready", "gauge",
+         "1 once every rank holds its weights, 0 while loading or draining.");
   sample(out, "qmpi_ready", e.health == Health::Ready ? 1.0 : 0.0);
   return out;
 }

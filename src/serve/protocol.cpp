@@ -45,8 +45,8 @@ void only_fields(const json& j, std::initializer_list<const char*> allowed, cons
     bool ok = false;
     for (const char* a : allowed) ok = ok || k == a;
     if (!ok)
-      raise(Err::RequestField, "\"" + k.substr(0, 64) + "\" is not a field of a " + type +
-                                   " message");
+      raise(Err::RequestField,
+            "\"" + k.substr(0, 64) + "\" is not a field of a " + type + " message");
   }
 }
 

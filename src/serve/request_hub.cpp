@@ -29,11 +29,12 @@ uint64_t RequestHub::submit(ServeRequest request) {
             "Send the request to another server, or retry once this one is back.");
     const int64_t waiting = int64_t(requests_.size()) + snap_.waiting;
     if (waiting >= max_queue_)
-      raise(Err::Busy,
-            std::to_string(waiting) + " requests are waiting to start, as many as --max-queue " +
-                std::to_string(max_queue_) + " allows");
+      raise(Err::Busy, std::to_string(waiting) +
+                           " requests are waiting to start, as many as --max-queue " +
+                           std::to_string(max_queue_) + " allows");
     ticket = next_ticket_++;
     request.ticket = ticket;
+    live_[ticket] = request.sink;
     requests_.push_back(std::move(request));
   }
   cv_.notify_one();
@@ -78,6 +79,27 @@ void RequestHub::publish(const EngineSnapshot& snapshot) {
   const Health h = snap_.health;
   snap_ = snapshot;
   snap_.health = h;  // health changes only through set_health
+}
+
+void RequestHub::finished(uint64_t ticket) {
+  std::lock_guard lock(mu_);
+  live_.erase(ticket);
+}
+
+void RequestHub::fail_all(const Error& error) {
+  std::unordered_map<uint64_t, std::weak_ptr<EventSink>> live;
+  {
+    std::lock_guard lock(mu_);
+    snap_.health = Health::Draining;
+    live.swap(live_);
+  }
+  for (const auto& [ticket, weak] : live)
+    if (const auto sink = weak.lock()) {
+      ServeEvent ev;
+      ev.kind = ServeEvent::Kind::Error;
+      ev.error = error;
+      sink->deliver(std::move(ev));
+    }
 }
 
 void RequestHub::set_health(Health h) {

@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "batch/batch_request.h"
@@ -55,6 +56,10 @@ class RequestHub {
   EngineSnapshot snapshot() const;
   int64_t queued() const;  // submitted but not yet taken by the engine loop
 
+  // The job is about to end (the comm watchdog aborts it): every request not finished yet gets
+  // `error`, from whatever thread calls this, and submit() refuses from here on.
+  void fail_all(const Error& error);
+
   // Engine loop.
   struct Work {
     std::vector<ServeRequest> requests;
@@ -64,6 +69,8 @@ class RequestHub {
   // Everything submitted so far; waits up to `wait` when there is nothing.
   Work take(std::chrono::microseconds wait);
   void publish(const EngineSnapshot& snapshot);
+  // The request's last event (final or error) was delivered.
+  void finished(uint64_t ticket);
   // Draining: submit() refuses from here on (the engine finishes what it has).
   void set_health(Health h);
 
@@ -73,6 +80,7 @@ class RequestHub {
   std::condition_variable cv_;
   std::deque<ServeRequest> requests_;
   std::vector<uint64_t> cancels_;
+  std::unordered_map<uint64_t, std::weak_ptr<EventSink>> live_;  // submitted, not finished
   EngineSnapshot snap_;
   uint64_t next_ticket_ = 1;
 };

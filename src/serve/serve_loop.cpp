@@ -75,6 +75,7 @@ void ServeLoop::run(const std::function<bool()>& stop_requested) {
       ServeEvent ev = event(ServeEvent::Kind::Error);
       ev.error = e;
       r.sink->deliver(std::move(ev));
+      hub_.finished(r.ticket);
     }
     throw;
   }
@@ -120,6 +121,7 @@ void ServeLoop::admit(ServeRequest r) {
     ServeEvent ev = event(ServeEvent::Kind::Error);
     ev.error = e;
     a->r.sink->deliver(std::move(ev));
+    hub_.finished(a->r.ticket);
     return;
   }
   metrics_.tokens(int64_t(a->r.prompt.size()), 0);
@@ -156,7 +158,7 @@ void ServeLoop::step() {
 
 void ServeLoop::on_token(const TokenEvent& ev, Clock::time_point now) {
   const auto it = by_seq_.find(ev.seq);
-  if (it == by_seq_.end()) raise(Err::Internal, "a token for an unknown sequence");
+  if (it == by_seq_.end()) return;  // another choice of its request failed earlier this step
   Active& a = *it->second.first;
   const size_t index = it->second.second;
   Choice& c = a.choices[index];
@@ -220,6 +222,7 @@ void ServeLoop::complete(Active& a) {
   ServeEvent ev = event(ServeEvent::Kind::Final);
   ev.result = std::move(out);
   a.r.sink->deliver(std::move(ev));
+  hub_.finished(a.r.ticket);
   active_.erase(a.r.ticket);  // `a` is gone from here on
 }
 
@@ -232,6 +235,7 @@ void ServeLoop::fail(Active& a, const Error& e) {
   ServeEvent ev = event(ServeEvent::Kind::Error);
   ev.error = e;
   a.r.sink->deliver(std::move(ev));
+  hub_.finished(a.r.ticket);
   active_.erase(a.r.ticket);
 }
 

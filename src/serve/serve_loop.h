@@ -3,7 +3,9 @@
 // is work, turns sampled tokens into text (stop strings as in batch) and hands each request's
 // events to its front's sink. It never waits on a client: when idle it waits on the hub for a
 // moment, then polls for a stop (a collective on the mesh, so every rank stops at the same
-// step). A stop drains: no new requests, the accepted ones finish, then it returns.
+// step). The poll also keeps the other ranks' wait for the next plan far below --comm-timeout
+// however long the server idles. A stop drains: no new requests, the accepted ones finish,
+// then it returns.
 #pragma once
 #include <chrono>
 #include <cstdint>

@@ -317,15 +317,15 @@ void ZmqBroker::drop(const std::string& identity, Client& c, bool gone) {
     clients_.erase(identity);
     return;
   }
-  spdlog::warn("zmq: dropped a client that left {} bytes of replies unread; cancelled its {} "
-               "requests",
-               held, n);
+  spdlog::warn(
+      "zmq: dropped a client that left {} bytes of replies unread; cancelled its {} "
+      "requests",
+      held, n);
   c.dropped = true;
   const Error e(Err::ClientTooSlow,
                 "this client read its replies too slowly (" + std::to_string(held) +
                     " bytes waited past the per-client limit of " +
-                    std::to_string(opts_.client_buffer_bytes) +
-                    "); its requests were cancelled",
+                    std::to_string(opts_.client_buffer_bytes) + "); its requests were cancelled",
                 "Read replies as they come, or run fewer requests at once per connection.");
   metrics_.request_failed(e.code());
   const std::string msg = error_message("", e);

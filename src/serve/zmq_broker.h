@@ -28,7 +28,7 @@
 namespace qmpi {
 
 struct BrokerOptions {
-  std::string endpoint;                       // --zmq, e.g. tcp://0.0.0.0:5555 (port * = any)
+  std::string endpoint;                        // --zmq, e.g. tcp://0.0.0.0:5555 (port * = any)
   size_t max_message_bytes = size_t(1) << 20;  // larger messages get BodyTooLarge
   int send_hwm = 1000;                         // messages ZeroMQ queues per client
   size_t client_buffer_bytes = size_t(4) << 20;

@@ -75,8 +75,8 @@ int cmd_client(const Args& args) {
       "max-tokens", po::value(&c.max_tokens)->default_value(0),
       "tokens to generate at most (0: the server's default)")(
       "temperature", po::value(&c.temperature), "0 for greedy (default: the model's setting)")(
-      "seed", po::value(&c.seed), "sampling seed")(
-      "ignore-eos", po::bool_switch(&c.ignore_eos), "keep generating past end-of-sequence")(
+      "seed", po::value(&c.seed), "sampling seed")("ignore-eos", po::bool_switch(&c.ignore_eos),
+                                                   "keep generating past end-of-sequence")(
       "json", po::bool_switch(&c.json_out), "print the server's final message as JSON")(
       "health", po::bool_switch(&c.health), "print the server's health and exit")(
       "stats", po::bool_switch(&c.stats), "print the server's stats (JSON) and exit")(
@@ -113,7 +113,8 @@ int cmd_client(const Args& args) {
     zmq::message_t msg;
     (void)sock.recv(msg, zmq::recv_flags::none);
     const json j = json::parse(msg.to_string_view(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) raise(Err::Internal, "the server sent a non-JSON reply");
+    if (j.is_discarded() || !j.is_object())
+      raise(Err::Internal, "the server sent a non-JSON reply");
     const std::string type = j.value("type", "");
     if (type == "error") raise_reply(j);
     if (type == "health" || type == "stats") {

@@ -72,8 +72,10 @@ int cmd_doctor(const Args& args) {
   try {
     const doctor::DoctorReport report = doctor::run_doctor(o);
     if (mpi.rank() == 0) {
-      if (json) std::cout << doctor::render_json(report).dump(2) << std::endl;
-      else std::cout << doctor::render_text(report) << std::flush;
+      if (json)
+        std::cout << doctor::render_json(report).dump(2) << std::endl;
+      else
+        std::cout << doctor::render_text(report) << std::flush;
     }
     return report.exit_code;
   } catch (const Error& e) {

@@ -7,12 +7,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
 #include "dist/signals.h"
+#include "dist/watchdog.h"
 #include "engine/scheduler.h"
 #include "io/h5_checkpoint.h"
 #include "serve/http_gateway.h"
@@ -161,6 +163,17 @@ int cmd_serve(const Args& args) {
     if (gateway) gateway->stop();
     if (broker) broker->stop(flush);
   };
+  // A rank that stops answering ends the job through the comm watchdog (MPI_Abort); before that,
+  // rank 0 tells every request in flight why.
+  struct AbortHook {
+    ~AbortHook() { set_abort_hook(nullptr); }
+  } clear_hook_on_return;
+  if (hub)
+    set_abort_hook([&](const Error& e) {
+      hub->fail_all(e);
+      if (broker) broker->stop(std::chrono::milliseconds(500));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // HTTP handlers write theirs
+    });
 
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     try {

@@ -135,6 +135,7 @@ TEST(ModelConfig, InvalidValues) {
 TEST(ModelConfig, LoadFromFolder) {
   TempDir dir;
   EXPECT_EQ(error_of([&] { ModelConfig::load(dir.file("absent")); }).code(), Err::ModelDirMissing);
+  std::ofstream(dir.file("m.h5")) << "not hdf5";  // .h5 files are read as qmpi checkpoints
   EXPECT_EQ(error_of([&] { ModelConfig::load(dir.file("m.h5")); }).code(), Err::H5Format);
   const Error none = error_of([&] { ModelConfig::load(dir.str()); });
   EXPECT_EQ(none.code(), Err::ConfigInvalid);

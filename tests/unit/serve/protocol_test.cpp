@@ -74,6 +74,7 @@ TEST(Protocol, RefusesMalformedMessagesWithTheirCodes) {
   EXPECT_EQ(code_of(R"({"id": "a", "prompt": "x", "max_tokens": 0})"), Err::SamplingInvalid);
   EXPECT_EQ(code_of(R"({"id": "a", "prompt": "x", "top_p": 7})"), Err::SamplingInvalid);
   EXPECT_EQ(code_of(R"({"id": "a", "prompt": "x", "logprobs": 2})"), Err::RequestField);
+  EXPECT_EQ(code_of(R"({"id": "a", "prompt": "x", "": 0})"), Err::RequestField);  // empty key
 
   std::string id;
   EXPECT_EQ(code_of(R"({"id": "typo", "prompt": "x", "temprature": 0})", &id), Err::RequestField);

@@ -286,8 +286,8 @@ TEST(ServeLoop, EngineFailureBecomesErrorsForEveryRequest) {
   Server s(64, 3);
   std::vector<std::shared_ptr<Collect>> sinks;
   for (int i = 0; i < 6; ++i)
-    sinks.push_back(
-        s.submit(request("f" + std::to_string(i), "xyz", "\"max_tokens\": 50, \"ignore_eos\": true")));
+    sinks.push_back(s.submit(
+        request("f" + std::to_string(i), "xyz", "\"max_tokens\": 50, \"ignore_eos\": true")));
   try {
     s.run();
     ADD_FAILURE() << "the loop did not pass the engine's error on";

@@ -1,0 +1,234 @@
+#!/usr/bin/python3
+"""Load generator for `qmpi serve`, reporting like vLLM's serving benchmark.
+
+Requests arrive as a Poisson process at --rate per second (inf: all at once) for --duration
+seconds, each with a fixed prompt of --prompt-tokens random token ids and exactly
+--output-tokens generated tokens (greedy, ignore_eos), streamed over ZeroMQ (--zmq) or the HTTP
+API (--http). Reports request and token throughput and p50/p90/p99 of time to first token
+(TTFT), inter-token latency (ITL) and end-to-end latency. With --metrics URL (the server's
+/metrics) it also reports the server's own mean step time, TTFT and ITL over the run: the
+client's TTFT and ITL minus the server's are what the fronts and the transport add.
+
+    python3 bench/loadgen.py --zmq tcp://127.0.0.1:5555 --rate 4 --duration 30
+    python3 bench/loadgen.py --http http://127.0.0.1:8000 --rate 4 --duration 30 --json out.jsonl
+"""
+
+import argparse
+import http.client
+import json
+import math
+import random
+import sys
+import threading
+import time
+import urllib.parse
+import urllib.request
+
+import zmq
+
+
+class Result:
+    def __init__(self):
+        self.ok = False
+        self.error = ""
+        self.start = 0.0
+        self.token_times = []  # arrival time of each token (a delta may carry several)
+        self.end = 0.0
+
+
+def zmq_request(endpoint: str, rid: str, prompt: list, n_out: int, timeout: float, r: Result):
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(endpoint)
+    try:
+        r.start = time.perf_counter()
+        sock.send_json({"v": 1, "type": "generate", "id": rid, "prompt": prompt,
+                        "max_tokens": n_out, "temperature": 0, "ignore_eos": True,
+                        "stream": True})
+        while True:
+            if not sock.poll(int(timeout * 1000)):
+                r.error = "timeout"
+                return
+            msg = json.loads(sock.recv_multipart()[-1])
+            now = time.perf_counter()
+            if msg["type"] == "delta":
+                r.token_times += [now] * len(msg["token_ids"])
+            elif msg["type"] == "final":
+                r.end = now
+                r.ok = len(r.token_times) == n_out
+                r.error = "" if r.ok else f"{len(r.token_times)} tokens"
+                return
+            else:
+                r.error = msg.get("code", msg["type"])
+                return
+    finally:
+        sock.close()
+
+
+def http_request(url: str, key: str, prompt: list, n_out: int, timeout: float, r: Result):
+    u = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
+    body = {"prompt": prompt, "max_tokens": n_out, "temperature": 0, "ignore_eos": True,
+            "stream": True, "return_token_ids": True}
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    try:
+        r.start = time.perf_counter()
+        conn.request("POST", "/v1/completions", body=json.dumps(body), headers=headers)
+        resp = conn.getresponse()
+        if resp.status != 200:
+            r.error = f"HTTP {resp.status}"
+            return
+        while True:
+            line = resp.fp.readline()
+            if not line:
+                r.error = "stream ended early"
+                return
+            if not line.startswith(b"data: "):
+                continue
+            payload = line[6:].strip()
+            now = time.perf_counter()
+            if payload == b"[DONE]":
+                r.end = now
+                r.ok = len(r.token_times) == n_out
+                r.error = "" if r.ok else f"{len(r.token_times)} tokens"
+                return
+            chunk = json.loads(payload)
+            if "error" in chunk:
+                r.error = chunk["error"].get("qmpi_code", "error")
+                return
+            for c in chunk["choices"]:
+                r.token_times += [now] * len(c.get("token_ids", []))
+    except (OSError, http.client.HTTPException) as e:
+        r.error = type(e).__name__
+    finally:
+        conn.close()
+
+
+def percentile(values: list, p: float) -> float:
+    if not values:
+        return float("nan")
+    v = sorted(values)
+    k = (len(v) - 1) * p / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def scrape(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=10) as f:
+        text = f.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    dest = ap.add_mutually_exclusive_group(required=True)
+    dest.add_argument("--zmq", help="the server's ZeroMQ endpoint")
+    dest.add_argument("--http", help="the server's HTTP base URL")
+    ap.add_argument("--api-key", default="")
+    ap.add_argument("--rate", type=float, default=1.0, help="requests per second (inf: burst)")
+    ap.add_argument("--duration", type=float, default=30.0, help="seconds of arrivals")
+    ap.add_argument("--prompt-tokens", type=int, default=128)
+    ap.add_argument("--output-tokens", type=int, default=64)
+    ap.add_argument("--max-requests", type=int, default=10000)
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per message")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--metrics", help="the server's /metrics URL, for its own step time and ITL")
+    ap.add_argument("--json", help="append the summary as one JSON line to this file")
+    args = ap.parse_args()
+
+    rng = random.Random(args.seed)
+    before = scrape(args.metrics) if args.metrics else None
+    results, threads = [], []
+    t0 = time.perf_counter()
+    next_at = t0
+    i = 0
+    while i < args.max_requests:
+        if math.isfinite(args.rate):
+            next_at += rng.expovariate(args.rate)
+        if next_at - t0 > args.duration:
+            break
+        time.sleep(max(0.0, next_at - time.perf_counter()))
+        prompt = [rng.randrange(1000, 30000) for _ in range(args.prompt_tokens)]
+        r = Result()
+        results.append(r)
+        if args.zmq:
+            fn, fargs = zmq_request, (args.zmq, f"load-{i}", prompt)
+        else:
+            fn, fargs = http_request, (args.http, args.api_key, prompt)
+        th = threading.Thread(target=fn, args=fargs + (args.output_tokens, args.timeout, r))
+        th.start()
+        threads.append(th)
+        i += 1
+        if not math.isfinite(args.rate) and i >= args.max_requests:
+            break
+    for th in threads:
+        th.join()
+    wall = time.perf_counter() - t0
+    after = scrape(args.metrics) if args.metrics else None
+
+    ok = [r for r in results if r.ok]
+    ttft = [(r.token_times[0] - r.start) * 1000 for r in ok]
+    itl = [(b - a) * 1000 for r in ok for a, b in zip(r.token_times, r.token_times[1:])]
+    e2e = [(r.end - r.start) * 1000 for r in ok]
+    out_tokens = sum(len(r.token_times) for r in ok)
+    summary = {
+        "front": "zmq" if args.zmq else "http", "rate": args.rate, "duration_s": args.duration,
+        "prompt_tokens": args.prompt_tokens, "output_tokens": args.output_tokens,
+        "requests": len(results), "completed": len(ok), "failed": len(results) - len(ok),
+        "errors": sorted({r.error for r in results if not r.ok}),
+        "wall_s": round(wall, 2), "request_throughput": round(len(ok) / wall, 3),
+        "output_token_throughput": round(out_tokens / wall, 2),
+        "total_token_throughput": round((out_tokens + len(ok) * args.prompt_tokens) / wall, 2),
+    }
+    for name, vals in (("ttft_ms", ttft), ("itl_ms", itl), ("e2e_ms", e2e)):
+        summary[name] = {"mean": round(sum(vals) / len(vals), 2) if vals else None,
+                         **{f"p{p}": round(percentile(vals, p), 2) for p in (50, 90, 99)}}
+    if before is not None and after is not None:
+        def delta(k):
+            return after.get(k, 0.0) - before.get(k, 0.0)
+        steps = delta("qmpi_step_duration_seconds_count")
+        itls = delta("qmpi_inter_token_latency_seconds_count")
+        firsts = delta("qmpi_time_to_first_token_seconds_count")
+        summary["server"] = {
+            "mean_ttft_ms": round(1000 * delta("qmpi_time_to_first_token_seconds_sum") / firsts, 3)
+            if firsts else None,
+            "steps": int(steps),
+            "mean_step_ms": round(1000 * delta("qmpi_step_duration_seconds_sum") / steps, 3)
+            if steps else None,
+            "mean_itl_ms": round(1000 * delta("qmpi_inter_token_latency_seconds_sum") / itls, 3)
+            if itls else None,
+        }
+        # What the fronts and the transport add: to each request (both ways, TTFT) and to each
+        # token after the first (ITL).
+        for key in ("ttft", "itl"):
+            srv, cli = summary["server"][f"mean_{key}_ms"], summary[f"{key}_ms"]["mean"]
+            if srv is not None and cli is not None:
+                summary["server"][f"client_minus_server_{key}_ms"] = round(cli - srv, 3)
+
+    print(f"front {summary['front']}, rate {args.rate}/s for {args.duration:.0f}s, prompt "
+          f"{args.prompt_tokens} / output {args.output_tokens} tokens")
+    print(f"  requests {len(ok)}/{len(results)} completed in {wall:.1f}s"
+          + (f" (errors: {', '.join(summary['errors'])})" if summary["errors"] else ""))
+    print(f"  throughput {summary['request_throughput']} req/s, "
+          f"{summary['output_token_throughput']} output tok/s, "
+          f"{summary['total_token_throughput']} total tok/s")
+    for name in ("ttft_ms", "itl_ms", "e2e_ms"):
+        s = summary[name]
+        print(f"  {name:8s} mean {s['mean']}  p50 {s['p50']}  p90 {s['p90']}  p99 {s['p99']}")
+    if "server" in summary:
+        print(f"  server: {summary['server']}")
+    if args.json:
+        with open(args.json, "a") as f:
+            f.write(json.dumps(summary) + "\n")
+    return 0 if ok and len(ok) == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,541 @@
+#!/usr/bin/python3
+"""`qmpi serve` end to end under `mpirun -np 6 --tp 2 --pp 3` on the tiny model.
+
+Health says "loading" before "ready". 32 ZeroMQ clients and 32 HTTP clients at once (chat and
+completions, streamed and not) each get exactly the tokens and text `qmpi batch` gives the same
+request, streamed in order, with usage counts that add up; /metrics agrees with them. `curl`
+against /v1/chat/completions and /metrics as a user types it; `qmpi client` and
+docs/examples/zmq_client.py work. A cancel, a ZeroMQ client that disconnects and an HTTP client
+that hangs up mid-stream each free their KV blocks (seen in stats). SIGTERM to rank 0 while
+streams run lets them all finish, then every rank exits 0. An idle server outlives
+--comm-timeout; a rank that stops answering ends the job with a non-zero exit, and the stream in
+flight gets an error first.
+"""
+
+import http.client
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import zmq
+
+import testlib as t
+
+MAX_MODEL_LEN = 256
+WORDS = ("the quick brown fox jumps over a lazy dog while seven red birds sing about rivers "
+         "and mountains near old stone bridges").split()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rank_pids(mpirun_pid: int) -> dict:
+    """{world rank: pid} of the processes under this mpirun (from their environment)."""
+    found = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        rank = env.get(b"OMPI_COMM_WORLD_RANK")
+        if rank is not None and ppid == mpirun_pid:
+            found[int(rank)] = int(pid)
+    return found
+
+
+class Server:
+    """`qmpi serve` on free local ports (under mpirun for tp * pp > 1), its output in a file."""
+
+    def __init__(self, model: str, tp: int = 2, pp: int = 3, extra=()):
+        self.zmq_port, self.http_port = free_port(), free_port()
+        self.endpoint = f"tcp://127.0.0.1:{self.zmq_port}"
+        self.log_path = os.path.join(t.test_tmp("serve"), f"serve-{os.getpid()}-{self.zmq_port}.log")
+        args = ["serve", "--model", model, "--zmq", self.endpoint, "--http",
+                f"127.0.0.1:{self.http_port}", "--max-model-len", str(MAX_MODEL_LEN)] + list(extra)
+        cmd = [t.qmpi_binary()] + args
+        if tp * pp > 1:
+            cmd = [t.mpirun_binary(), "--oversubscribe", "-np", str(tp * pp), "-x",
+                   "OMP_NUM_THREADS"] + cmd + ["--tp", str(tp), "--pp", str(pp)]
+        self.log = open(self.log_path, "w")
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        self.mpi = tp * pp > 1
+
+    def log_text(self) -> str:
+        with open(self.log_path, errors="replace") as f:
+            return f.read()
+
+    def call(self, message: dict, timeout: float = 60.0) -> list:
+        """Sends one message on a fresh DEALER; the replies up to the last one it asks for."""
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.endpoint)
+        try:
+            sock.send_json(message)
+            return read_replies(sock, timeout)
+        finally:
+            sock.close()
+
+    def wait_ready(self, timeout: float = 90.0) -> list:
+        """Health replies until "ready" (every status seen, in order)."""
+        seen = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise t.TestFailure(f"the server exited ({self.proc.returncode}):\n"
+                                    f"{self.log_text()[-3000:]}")
+            try:
+                status = self.call({"v": 1, "type": "health"}, timeout=1.0)[-1]["status"]
+            except t.TestFailure:
+                continue
+            if not seen or seen[-1] != status:
+                seen.append(status)
+            if status == "ready":
+                return seen
+            time.sleep(0.05)
+        raise t.TestFailure(f"the server was not ready in {timeout:.0f}s: {self.log_text()[-3000:]}")
+
+    def stats(self) -> dict:
+        return self.call({"v": 1, "type": "stats"}, timeout=10.0)[-1]
+
+    def wait_stats(self, pred, timeout: float = 20.0) -> dict:
+        """Stats once pred(stats) holds (the engine publishes them every loop iteration)."""
+        deadline = time.monotonic() + timeout
+        s = self.stats()
+        while not pred(s) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            s = self.stats()
+        return s
+
+    def rank0_pid(self) -> int:
+        if not self.mpi:
+            return self.proc.pid
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            pids = rank_pids(self.proc.pid)
+            if 0 in pids:
+                return pids[0]
+            time.sleep(0.1)
+        raise t.TestFailure("rank 0's process was not found under mpirun")
+
+    def stop(self, timeout: float = 60.0) -> int:
+        """SIGTERM to rank 0 (the others learn of it through the stop poll); the exit status."""
+        if self.proc.poll() is None:
+            os.kill(self.rank0_pid(), signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise t.TestFailure(f"the server did not stop {timeout:.0f}s after SIGTERM")
+        finally:
+            self.log.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def read_replies(sock, timeout: float) -> list:
+    """Replies on `sock` up to a final, error, health or stats message."""
+    out = []
+    while True:
+        if not sock.poll(int(timeout * 1000)):
+            raise t.TestFailure(f"no reply in {timeout:.0f}s after {len(out)} replies")
+        msg = json.loads(sock.recv_multipart()[-1])  # after the empty frame REQ-style senders get
+        out.append(msg)
+        if msg["type"] in ("final", "error", "health", "stats"):
+            return out
+
+
+def http_request(port: int, method: str, path: str, body=None, headers=None, timeout=60.0):
+    """(status, headers, body text) of one HTTP request."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        conn.request(method, path, body=data, headers=h)
+        r = conn.getresponse()
+        return r.status, dict(r.getheaders()), r.read().decode("utf-8", errors="replace")
+    finally:
+        conn.close()
+
+
+def sse_events(text: str) -> list:
+    """The data payloads of a server-sent-events body, in order."""
+    return [block[len("data: "):] for block in text.split("\n\n") if block.startswith("data: ")]
+
+
+# --- the concurrent phase -------------------------------------------------------------------
+
+def make_requests(n: int, prefix: str, seed: int) -> list:
+    rng = random.Random(seed)
+    reqs = []
+    for i in range(n):
+        text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 30)))
+        r = {"id": f"{prefix}{i}", "max_tokens": rng.randint(4, 12), "stream": i % 2 == 0}
+        if i % 4 in (1, 2):
+            r["messages"] = [{"role": "user", "content": text}]
+        else:
+            r["prompt"] = text
+        if i % 8 == 5:
+            r.update(temperature=0.8, seed=1000 + i)  # seeded sampling matches batch too
+        else:
+            r["temperature"] = 0
+        reqs.append(r)
+    return reqs
+
+
+def batch_reference(model: str, reqs: list) -> dict:
+    """{id: body} of the same requests through `qmpi batch` at the same layout."""
+    d = t.test_tmp("serve")
+    inp, out = os.path.join(d, f"ref-{os.getpid()}.jsonl"), os.path.join(d, f"ref-{os.getpid()}.out")
+    with open(inp, "w") as f:
+        for r in reqs:
+            line = {k: v for k, v in r.items() if k != "stream"}
+            f.write(json.dumps(line) + "\n")
+    t.qmpi(["batch", "--model", model, "--input", inp, "--output", out, "--overwrite",
+            "--token-ids", "--max-model-len", MAX_MODEL_LEN], tp=2, pp=3, timeout=180)
+    ref = {}
+    with open(out) as f:
+        for line in f:
+            j = json.loads(line)
+            if j["error"] is not None:
+                raise t.TestFailure(f"batch refused {j['custom_id']}: {j['error']}")
+            ref[j["custom_id"]] = j["response"]["body"]
+    return ref
+
+
+def zmq_client(server: Server, req: dict, results: dict) -> None:
+    msg = dict(req, v=1, type="generate")
+    try:
+        replies = server.call(msg, timeout=120)
+    except Exception as e:  # noqa: BLE001 (reported as this request's failure)
+        results[req["id"]] = {"failure": str(e)}
+        return
+    final = replies[-1]
+    if final["type"] != "final":
+        results[req["id"]] = {"failure": json.dumps(final)}
+        return
+    if req["stream"]:
+        deltas = replies[:-1]
+        if any(d["type"] != "delta" for d in deltas):
+            results[req["id"]] = {"failure": "a non-delta message before the final"}
+            return
+        tokens = [tk for d in deltas for tk in d["token_ids"]]
+        text = "".join(d["text"] for d in deltas)
+    else:
+        if len(replies) != 1:
+            results[req["id"]] = {"failure": f"{len(replies)} replies to a request that did not stream"}
+            return
+        tokens, text = final["choices"][0]["token_ids"], final["choices"][0]["text"]
+    results[req["id"]] = {"tokens": tokens, "text": text, "usage": final["usage"],
+                          "finish_reason": final["finish_reason"]}
+
+
+def http_client(server: Server, req: dict, results: dict) -> None:
+    chat = "messages" in req
+    body = {k: v for k, v in req.items() if k != "id"}
+    body.update(model="tiny", return_token_ids=True)
+    if req["stream"]:
+        body["stream_options"] = {"include_usage": True}
+    try:
+        status, headers, text = http_request(
+            server.http_port, "POST", "/v1/chat/completions" if chat else "/v1/completions", body,
+            timeout=120)
+    except Exception as e:  # noqa: BLE001
+        results[req["id"]] = {"failure": str(e)}
+        return
+    if status != 200:
+        results[req["id"]] = {"failure": f"HTTP {status}: {text[:300]}"}
+        return
+    if not req["stream"]:
+        j = json.loads(text)
+        c = j["choices"][0]
+        results[req["id"]] = {"tokens": c["token_ids"],
+                              "text": c["message"]["content"] if chat else c["text"],
+                              "usage": j["usage"], "finish_reason": c["finish_reason"]}
+        return
+    events = sse_events(text)
+    if not events or events[-1] != "[DONE]" or "text/event-stream" not in headers.get(
+            "Content-Type", ""):
+        results[req["id"]] = {"failure": f"not an SSE stream ending in [DONE]: {text[-200:]}"}
+        return
+    chunks = [json.loads(e) for e in events[:-1]]
+    usage = [c["usage"] for c in chunks if c.get("usage")]
+    tokens, pieces, reasons = [], [], []
+    for ch in chunks:
+        for c in ch["choices"]:
+            tokens += c.get("token_ids", [])
+            pieces.append(c["delta"].get("content", "") if chat else c["text"])
+            if c["finish_reason"] is not None:
+                reasons.append(c["finish_reason"])
+    results[req["id"]] = {"tokens": tokens, "text": "".join(pieces),
+                          "usage": usage[0] if len(usage) == 1 else None,
+                          "finish_reason": reasons[0] if len(reasons) == 1 else None}
+
+
+def compare(c: t.Checks, label: str, results: dict, ref: dict) -> tuple:
+    """Checks every result against batch; returns (prompt tokens, generated tokens)."""
+    bad, prompt, generated = [], 0, 0
+    for rid, got in sorted(results.items()):
+        want = ref[rid]
+        wc = want["choices"][0]
+        wtext = wc["message"]["content"] if "message" in wc else wc["text"]
+        if "failure" in got:
+            bad.append(f"{rid}: {got['failure']}")
+            continue
+        u = got["usage"] or {}
+        if got["tokens"] != wc["token_ids"]:
+            bad.append(f"{rid}: tokens {got['tokens']} != batch {wc['token_ids']}")
+        elif got["text"] != wtext:
+            bad.append(f"{rid}: text {got['text']!r} != batch {wtext!r}")
+        elif got["finish_reason"] != wc["finish_reason"]:
+            bad.append(f"{rid}: finish_reason {got['finish_reason']} != {wc['finish_reason']}")
+        elif (u.get("completion_tokens") != len(got["tokens"]) or
+              u.get("prompt_tokens") != want["usage"]["prompt_tokens"] or
+              u.get("total_tokens") != u.get("prompt_tokens", 0) + len(got["tokens"])):
+            bad.append(f"{rid}: usage {u} does not add up")
+        prompt += u.get("prompt_tokens", 0)
+        generated += u.get("completion_tokens", 0)
+    c.check(not bad and len(results) == 32,
+            f"{label}: {len(results) - len(bad)}/32 requests match `qmpi batch` token for token, "
+            f"streamed in order, usage adding up" + ("".join("\n      " + b for b in bad[:5])))
+    return prompt, generated
+
+
+def metric(text: str, name: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[-1])
+    raise t.TestFailure(f"/metrics has no {name}")
+
+
+# --- cancel and disconnect -------------------------------------------------------------------
+
+LONG = {"prompt": "count the birds near old stone bridges", "max_tokens": 200,
+        "temperature": 0, "ignore_eos": True, "stream": True}
+
+
+def streaming_socket(server: Server, rid: str):
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(server.endpoint)
+    sock.send_json(dict(LONG, v=1, type="generate", id=rid))
+    for _ in range(3):
+        if not sock.poll(60000):
+            raise t.TestFailure(f"{rid}: no delta in 60s")
+        msg = json.loads(sock.recv())
+        if msg["type"] != "delta":
+            raise t.TestFailure(f"{rid}: {msg}")
+    return sock
+
+
+def idle(s: dict) -> bool:
+    return s["running"] == 0 and s["waiting"] == 0 and s["kv_blocks_used"] == 0
+
+
+def check_frees(c: t.Checks, server: Server, label: str, before: dict) -> None:
+    after = server.wait_stats(lambda s: idle(s) and s["requests"]["cancelled"] > before["requests"]["cancelled"])
+    c.check(idle(after) and after["requests"]["cancelled"] == before["requests"]["cancelled"] + 1,
+            f"{label}: the request was cancelled and its KV blocks freed (in use mid-stream: "
+            f"{before['kv_blocks_used']}, after: {after['kv_blocks_used']}; running "
+            f"{after['running']})")
+
+
+def cancel_and_disconnect(c: t.Checks, server: Server) -> None:
+    sock = streaming_socket(server, "cancel-me")
+    mid = server.stats()
+    c.check(mid["kv_blocks_used"] > 0 and mid["running"] == 1,
+            f"mid-stream stats show the request's KV blocks ({mid['kv_blocks_used']} in use)")
+    sock.send_json({"v": 1, "type": "cancel", "id": "cancel-me"})
+    replies = read_replies(sock, 30)
+    sock.close()
+    final = replies[-1]
+    n = 3 + sum(len(r.get("token_ids", [])) for r in replies[:-1])
+    c.check(final["type"] == "final" and final["finish_reason"] == "cancelled" and n < 200 and
+            final["usage"]["completion_tokens"] == n,
+            f"cancel ends the stream with finish_reason cancelled after {n} of 200 tokens")
+    check_frees(c, server, "cancel", mid)
+
+    sock = streaming_socket(server, "drop-me")
+    mid = server.stats()
+    sock.close()  # gone mid-stream, no cancel
+    check_frees(c, server, "ZeroMQ client disconnect", mid)
+
+    conn = http.client.HTTPConnection("127.0.0.1", server.http_port, timeout=60)
+    body = {k: v for k, v in LONG.items()}
+    conn.request("POST", "/v1/completions", body=json.dumps(body),
+                 headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    got = b""
+    while got.count(b"data: ") < 3:
+        got += resp.read1(4096)
+    mid = server.stats()
+    conn.sock.shutdown(socket.SHUT_RDWR)
+    conn.close()
+    check_frees(c, server, "HTTP client hang-up", mid)
+
+    err = server.call({"v": 1, "type": "cancel", "id": "never-sent"})[-1]
+    c.check(err["type"] == "error" and err["code"] == "QM505",
+            f"cancel of an unknown id: {err.get('code')} {err.get('message', '')[:60]}")
+
+
+# --- the test --------------------------------------------------------------------------------
+
+def body(c: t.Checks) -> None:
+    model = t.make_model()
+    zreqs = make_requests(32, "z", 11)
+    hreqs = make_requests(32, "h", 12)
+    ref = batch_reference(model, zreqs + hreqs)
+
+    server = Server(model, extra=["--default-max-tokens", "12"])
+    try:
+        seen = server.wait_ready()
+        c.check(seen[0] == "loading" and seen[-1] == "ready",
+                f"health went {' -> '.join(seen)} while the 6 ranks loaded")
+
+        zres, hres = {}, {}
+        threads = [threading.Thread(target=zmq_client, args=(server, r, zres)) for r in zreqs]
+        threads += [threading.Thread(target=http_client, args=(server, r, hres)) for r in hreqs]
+        start = time.monotonic()
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=180)
+        took = time.monotonic() - start
+        print(f"  64 concurrent requests took {took:.1f}s", flush=True)
+        zp, zg = compare(c, "ZeroMQ", zres, ref)
+        hp, hg = compare(c, "HTTP", hres, ref)
+
+        # The check every deployment guide uses, typed as a user would.
+        url = f"http://127.0.0.1:{server.http_port}"
+        out = t.run(["curl", "-s", f"{url}/v1/chat/completions", "-H",
+                     "Content-Type: application/json", "-d",
+                     '{"model": "tiny", "messages": [{"role": "user", "content": "Hello!"}]}'])
+        j = json.loads(out.stdout)
+        cu = j["usage"]
+        c.check(j["object"] == "chat.completion" and j["choices"][0]["message"]["role"] ==
+                "assistant" and cu["completion_tokens"] == 12,
+                f"curl /v1/chat/completions: {cu['completion_tokens']} tokens "
+                f"({j['choices'][0]['finish_reason']}) {j['choices'][0]['message']['content'][:40]!r}")
+        metrics = t.run(["curl", "-s", f"{url}/metrics"]).stdout
+        ok = metric(metrics, 'qmpi_requests_total{status="ok"}')
+        gen = metric(metrics, "qmpi_generation_tokens_total")
+        prompt = metric(metrics, "qmpi_prompt_tokens_total")
+        c.check(ok == 65 and gen == zg + hg + cu["completion_tokens"] and
+                prompt == zp + hp + cu["prompt_tokens"],
+                f"curl /metrics: {ok:.0f} requests ok, {gen:.0f} generated and {prompt:.0f} prompt "
+                f"tokens, as the responses add up")
+        c.check(metric(metrics, "qmpi_time_to_first_token_seconds_count") == 65 and
+                metric(metrics, "qmpi_kv_blocks_total") > 0 and "qmpi_step_duration_seconds_bucket"
+                in metrics and metric(metrics, "qmpi_ready") == 1,
+                "/metrics has the TTFT histogram (65 requests), KV blocks, step times, readiness")
+
+        out = t.run([t.qmpi_binary(), "client", "--connect", server.endpoint, "--prompt",
+                     "the quick brown fox", "--max-tokens", "6", "--temperature", "0", "--stream"])
+        c.check(len(out.stdout.strip()) > 0, f"qmpi client --stream printed {out.stdout.strip()!r}")
+        ex = os.path.join(t.SOURCE_DIR, "docs", "examples", "zmq_client.py")
+        out = t.run(["/usr/bin/python3", ex, "--connect", server.endpoint, "--prompt", "Hello",
+                     "--max-tokens", "5"])
+        c.check("finish_reason: length" in out.stdout,
+                f"docs/examples/zmq_client.py: {out.stdout.strip()[-80:]!r}")
+
+        cancel_and_disconnect(c, server)
+        sigterm_under_load(c, server)
+    finally:
+        server.kill()
+    rank_failure(c, model)
+
+
+def sigterm_under_load(c: t.Checks, server: Server) -> None:
+    n = 8
+    socks = []
+    for i in range(n):
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(server.endpoint)
+        sock.send_json({"v": 1, "type": "generate", "id": f"term{i}", "prompt": "old stone " * (i + 1),
+                        "max_tokens": 40, "temperature": 0, "ignore_eos": True, "stream": True})
+        socks.append(sock)
+    first = [read_first(s) for s in socks]
+    rc_holder = {}
+    stopper = threading.Thread(target=lambda: rc_holder.update(rc=server.stop()))
+    stopper.start()
+    done = []
+    for sock, msg in zip(socks, first):
+        replies = [msg] + (read_replies(sock, 120) if msg["type"] == "delta" else [])
+        sock.close()
+        final = replies[-1]
+        tokens = sum(len(r.get("token_ids", [])) for r in replies if r["type"] == "delta")
+        done.append(final["type"] == "final" and final["finish_reason"] == "length" and tokens == 40)
+    stopper.join(timeout=90)
+    c.check(all(done), f"SIGTERM while {n} streams ran: {sum(done)}/{n} finished all 40 tokens")
+    rc = rc_holder.get("rc")
+    log = server.log_text()
+    c.check(rc == 0 and "stopped cleanly" in log and "stop requested" in log,
+            f"after draining, mpirun exited {rc} and rank 0 logged a clean stop")
+
+
+def rank_failure(c: t.Checks, model: str) -> None:
+    """A rank that stops answering (SIGSTOP): the comm watchdog ends the job, and rank 0 first
+    turns the stream in flight into an error."""
+    timeout = 4
+    server = Server(model, extra=["--comm-timeout", str(timeout)])
+    try:
+        server.wait_ready()
+        time.sleep(timeout + 2)  # idle past --comm-timeout: the other ranks must not time out
+        r = server.call({"v": 1, "type": "generate", "id": "after-idle", "prompt": "x",
+                         "max_tokens": 3, "temperature": 0})[-1]
+        c.check(r["type"] == "final" and server.proc.poll() is None,
+                f"after {timeout + 2}s idle (--comm-timeout {timeout}) the mesh still serves")
+        sock = streaming_socket(server, "victim")
+        pids = rank_pids(server.proc.pid)
+        os.kill(pids[3], signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        replies = read_replies(sock, timeout + 30)
+        sock.close()
+        last = replies[-1]
+        c.check(last["type"] == "error" and last["code"] in ("QM402", "QM403"),
+                f"a rank that stops answering: the stream in flight ends with "
+                f"{last.get('code')} {last.get('name', '')} "
+                f"{time.monotonic() - stopped_at:.1f}s later")
+        try:
+            rc = server.proc.wait(timeout=timeout + 30)
+        except subprocess.TimeoutExpired:
+            rc = None
+        c.check(rc not in (None, 0), f"the job ended with a non-zero exit ({rc}) instead of hanging")
+    finally:
+        for pid in rank_pids(server.proc.pid).values():
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass
+        server.kill()
+
+
+def read_first(sock) -> dict:
+    if not sock.poll(60000):
+        raise t.TestFailure("no first reply in 60s")
+    return json.loads(sock.recv())
+
+
+if __name__ == "__main__":
+    t.main("serve_zmq_http", body)
