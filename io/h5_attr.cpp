@@ -53,8 +53,7 @@ void write_u32_array_attr(hid_t obj, const char* name, std::span<const uint32_t>
   write_attr(obj, name, H5T_STD_U32LE, s.get(), H5T_NATIVE_UINT32, values.data(), where);
 }
 
-std::optional<std::string> read_string_attr(hid_t obj, const char* name,
-                                            const std::string& where) {
+std::optional<std::string> read_string_attr(hid_t obj, const char* name, const std::string& where) {
   H5Attr a = open_attr(obj, name);
   if (!a) return std::nullopt;
   H5Quiet quiet;

@@ -12,7 +12,6 @@
 #include "io/h5_attr.h"
 #include "io/h5_dtype.h"
 #include "io/h5_error.h"
-#include "io/safetensors.h"
 #include "plan/errors.h"
 
 namespace qmpi {
@@ -103,7 +102,8 @@ TensorInfo read_tensor_info(hid_t group, const std::string& name, const std::str
           "docs/hdf5-format.md).");
   const auto dtype = parse_dtype(*spelled);
   if (!dtype)
-    raise(Err::H5Format, where + " has dtype \"" + *spelled + "\", which is not a safetensors "
+    raise(Err::H5Format, where + " has dtype \"" + *spelled +
+                             "\", which is not a safetensors "
                              "dtype name (BF16, F16, F32, ...)");
   if (!h5_type_holds(type.get(), *dtype))
     raise(Err::H5Format,
@@ -153,6 +153,15 @@ bool read_box(hid_t ds, const TensorInfo& t, const Box& box, void* dst) {
                  dst) >= 0;
 }
 
+// The dataset's chunk shape, or empty for a contiguous (or compact) dataset.
+std::vector<int64_t> chunk_dims(hid_t ds, size_t rank) {
+  H5Plist dcpl(H5Dget_create_plist(ds));
+  if (H5Pget_layout(dcpl.get()) != H5D_CHUNKED) return {};
+  std::vector<hsize_t> c(rank);
+  H5Pget_chunk(dcpl.get(), int(rank), c.data());
+  return {c.begin(), c.end()};
+}
+
 std::string hex(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
@@ -162,7 +171,8 @@ std::string hex(uint32_t v) {
 std::string box_string(const Box& b) {
   std::string s = "[";
   for (size_t d = 0; d < b.start.size(); ++d)
-    s += (d ? ", " : "") + std::to_string(b.start[d]) + ":" + std::to_string(b.start[d] + b.count[d]);
+    s += (d ? ", " : "") + std::to_string(b.start[d]) + ":" +
+         std::to_string(b.start[d] + b.count[d]);
   return s + "]";
 }
 
@@ -206,77 +216,89 @@ const TensorInfo& H5Weights::info(const std::string& name) const {
 
 void H5Weights::read(const std::string& name, const Slice& slice, void* dst) {
   const TensorInfo& t = info(name);
-  const int64_t n = slice_numel(t.shape, slice);
+  slice_numel(t.shape, slice);  // validates the slice
   const Box box = slice_box(t.shape, slice);
+  const size_t esize = dtype_size(t.dtype);
+  auto* out = static_cast<uint8_t*>(dst);
   H5Quiet quiet;
-  // No chunk cache: every read covers whole chunks or is read once, so caching only copies.
+  // No chunk cache: each chunk is read once, straight into place.
   H5Plist dapl(H5Pcreate(H5P_DATASET_ACCESS));
   H5Pset_chunk_cache(dapl.get(), 0, 0, 1.0);
   H5Dataset ds(H5Dopen2(file_.get(), dataset_path(name).c_str(), dapl.get()));
-  if (!ds || !read_box(ds.get(), t, box, dst))
+  auto fail = [&](const Box& b) {
     raise(Err::H5Format,
-          "cannot read tensor '" + name + "' " + box_string(box) + " from " + path_ +
+          "cannot read tensor '" + name + "' " + box_string(b) + " from " + path_ +
               " (HDF5: " + h5_error_reason() + ")",
           "The file is damaged or truncated; copy or convert it again.");
-  bytes_read_ += uint64_t(n) * dtype_size(t.dtype);
-  if (opts_.verify) verify(ds.get(), t, box, static_cast<uint8_t*>(dst));
-}
-
-void H5Weights::verify(hid_t ds, const TensorInfo& t, const Box& box, uint8_t* dst) {
-  const std::string where = "tensor '" + t.name + "' in " + path_;
-  const size_t esize = dtype_size(t.dtype);
-  std::vector<int64_t> chunk;
-  {
-    H5Plist dcpl(H5Dget_create_plist(ds));
-    if (H5Pget_layout(dcpl.get()) == H5D_CHUNKED) {
-      std::vector<hsize_t> c(t.shape.size());
-      H5Pget_chunk(dcpl.get(), int(c.size()), c.data());
-      chunk.assign(c.begin(), c.end());
-    }
-  }
-  const ChunkGrid grid(t.shape, chunk);
-  const auto crcs = read_u32_array_attr(ds, kH5ChunkCrcAttr, where);
-  if (!crcs)
-    raise(Err::H5Format, where + " has no " + std::string(kH5ChunkCrcAttr) +
-                             " attribute, so --verify cannot check it",
-          "Convert with `qmpi convert` (it writes checksums), or load without --verify.");
-  if (int64_t(crcs->size()) != grid.count())
-    raise(Err::H5Format, where + ": " + kH5ChunkCrcAttr + " holds " +
-                             std::to_string(crcs->size()) + " checksums for " +
-                             std::to_string(grid.count()) + " chunks");
-  std::vector<uint8_t> whole_chunk;
+  };
+  if (!ds) fail(box);
+  const ChunkGrid grid(t.shape, chunk_dims(ds.get(), t.shape.size()));
+  const std::vector<uint32_t> crcs =
+      opts_.verify ? chunk_checksums(ds.get(), t, grid.count()) : std::vector<uint32_t>{};
+  // One read per chunk, into place when the chunk's part of the slice is one contiguous run of
+  // dst (row chunks), else through `staging` (column chunks: HDF5 would read them row by row).
+  std::vector<uint8_t> staging;
   for (int64_t i : grid.overlapping(box)) {
     const Box cb = grid.box(i);
-    uint32_t crc = 0;
-    if (box.contains(cb)) {
-      Box rel = cb;
+    const Box region = intersect(cb, box);
+    // --verify needs all of a chunk the slice only cuts.
+    const Box& fetch = opts_.verify && region.count != cb.count ? cb : region;
+    uint64_t offset = 0, runs = 0;
+    if (&fetch == &region) {
+      Box rel = region;
       for (size_t d = 0; d < rel.start.size(); ++d) rel.start[d] -= box.start[d];
-      for_each_run(box.count, rel, esize,
-                   [&](uint64_t off, uint64_t len) { crc = checksum_crc32(dst + off, len, crc); });
-    } else {  // the slice covers part of this chunk: read all of it to check it
-      whole_chunk.resize(size_t(cb.numel()) * esize);
-      if (!read_box(ds, t, cb, whole_chunk.data()))
-        raise(Err::H5Format, "cannot read " + where + " chunk " + box_string(cb) + " (HDF5: " +
-                                 h5_error_reason() + ")");
-      bytes_read_ += whole_chunk.size();
-      crc = checksum_crc32(whole_chunk.data(), whole_chunk.size());
+      for_each_run(box.count, rel, esize, [&](uint64_t off, uint64_t) {
+        if (runs++ == 0) offset = off;
+      });
     }
-    if (crc != (*crcs)[size_t(i)])
-      raise(Err::ChecksumMismatch,
-            where + ": chunk " + std::to_string(i) + " " + box_string(cb) + " has CRC-32 " +
-                hex(crc) + " but its " + kH5ChunkCrcAttr + " entry is " + hex((*crcs)[size_t(i)]),
-            "The file was damaged after it was written; copy or convert it again.");
-    if (!box.contains(cb)) copy_region(whole_chunk.data(), cb, dst, box, intersect(cb, box), esize);
+    const uint64_t bytes = uint64_t(fetch.numel()) * esize;
+    uint8_t* target = out + offset;
+    if (runs != 1) {
+      staging.resize(bytes);
+      target = staging.data();
+    }
+    if (!read_box(ds.get(), t, fetch, target)) fail(fetch);
+    bytes_read_ += bytes;
+    if (opts_.verify) check_chunk(t, i, cb, checksum_crc32(target, bytes), crcs);
+    if (runs != 1) copy_region(staging.data(), fetch, out, box, region, esize);
   }
-  if (box.count == t.shape) {
-    const auto whole = read_int_attr(ds, kH5CrcAttr, where);
-    const uint32_t crc = checksum_crc32(dst, size_t(box.numel()) * esize);
-    if (whole && uint32_t(*whole) != crc)
-      raise(Err::ChecksumMismatch,
-            where + " has CRC-32 " + hex(crc) + " but its " + kH5CrcAttr + " attribute is " +
-                hex(uint32_t(*whole)),
-            "The file was damaged after it was written; copy or convert it again.");
-  }
+  if (opts_.verify && box.count == t.shape) check_whole(ds.get(), t, out);
+}
+
+std::vector<uint32_t> H5Weights::chunk_checksums(hid_t ds, const TensorInfo& t,
+                                                 int64_t chunks) const {
+  const std::string where = "tensor '" + t.name + "' in " + path_;
+  auto crcs = read_u32_array_attr(ds, kH5ChunkCrcAttr, where);
+  if (!crcs)
+    raise(Err::H5Format,
+          where + " has no " + std::string(kH5ChunkCrcAttr) +
+              " attribute, so --verify cannot check it",
+          "Convert with `qmpi convert` (it writes checksums), or load without --verify.");
+  if (int64_t(crcs->size()) != chunks)
+    raise(Err::H5Format, where + ": " + kH5ChunkCrcAttr + " holds " + std::to_string(crcs->size()) +
+                             " checksums for " + std::to_string(chunks) + " chunks");
+  return std::move(*crcs);
+}
+
+void H5Weights::check_chunk(const TensorInfo& t, int64_t index, const Box& chunk, uint32_t crc,
+                            const std::vector<uint32_t>& crcs) const {
+  if (crc != crcs[size_t(index)])
+    raise(Err::ChecksumMismatch,
+          "tensor '" + t.name + "' in " + path_ + ": chunk " + std::to_string(index) + " " +
+              box_string(chunk) + " has CRC-32 " + hex(crc) + " but its " + kH5ChunkCrcAttr +
+              " entry is " + hex(crcs[size_t(index)]),
+          "The file was damaged after it was written; copy or convert it again.");
+}
+
+void H5Weights::check_whole(hid_t ds, const TensorInfo& t, const uint8_t* data) const {
+  const std::string where = "tensor '" + t.name + "' in " + path_;
+  const auto want = read_int_attr(ds, kH5CrcAttr, where);
+  const uint32_t crc = checksum_crc32(data, t.nbytes);
+  if (want && uint32_t(*want) != crc)
+    raise(Err::ChecksumMismatch,
+          where + " has CRC-32 " + hex(crc) + " but its " + kH5CrcAttr + " attribute is " +
+              hex(uint32_t(*want)),
+          "The file was damaged after it was written; copy or convert it again.");
 }
 
 std::optional<std::string> read_h5_meta(const std::string& path, const std::string& name) {

@@ -4,9 +4,10 @@
 // qmpi_format_version.
 //
 // Each rank opens the file on its own (MPI-IO on MPI_COMM_SELF when MPI runs, else the POSIX
-// driver) and reads its slices with independent I/O: ranks of different pipeline stages read
-// different datasets, which collective reads cannot serve, and `qmpi convert` chunks every tensor
-// so a rank's slice is a few whole chunks, each one large contiguous read.
+// driver) and reads its slices with independent I/O, one read per chunk: ranks of different
+// pipeline stages read different datasets, which rules out collective reads over the world, and
+// since `qmpi convert` makes a rank's slice a few whole chunks (each one contiguous run in the
+// file), collective reads within a TP group measured no faster (docs/hdf5-format.md).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -52,7 +53,12 @@ class H5Weights : public WeightSource {
   uint64_t bytes_read() const override { return bytes_read_.load(); }
 
  private:
-  void verify(hid_t ds, const TensorInfo& t, const Box& box, uint8_t* dst);
+  // --verify: the chunk_crc32 attribute (H5Format when absent or of the wrong length), one
+  // chunk's check and the whole-tensor check (ChecksumMismatch).
+  std::vector<uint32_t> chunk_checksums(hid_t ds, const TensorInfo& t, int64_t chunks) const;
+  void check_chunk(const TensorInfo& t, int64_t index, const Box& chunk, uint32_t crc,
+                   const std::vector<uint32_t>& crcs) const;
+  void check_whole(hid_t ds, const TensorInfo& t, const uint8_t* data) const;
 
   std::string path_;
   H5ReadOptions opts_;

@@ -67,8 +67,8 @@ void release_source_pages(const SafetensorsDir& src, const std::string& name) {
     const TensorInfo* t = shard.find(name);
     if (!t || t->nbytes == 0) continue;
     const auto begin = reinterpret_cast<uintptr_t>(shard.data(name)) & ~(page - 1);
-    const auto end = (reinterpret_cast<uintptr_t>(shard.data(name)) + t->nbytes + page - 1) &
-                     ~(page - 1);
+    const auto end =
+        (reinterpret_cast<uintptr_t>(shard.data(name)) + t->nbytes + page - 1) & ~(page - 1);
     ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
   }
 }
@@ -159,8 +159,8 @@ void write_meta(hid_t file, const H5ConvertOptions& opts, bool writer, const std
     H5Dataset ds(H5Dcreate2(meta.get(), name.c_str(), type.get(), space.get(), H5P_DEFAULT,
                             dcpl.get(), H5P_DEFAULT));
     if (!ds) write_failed("create /meta/" + name, path);
-    const std::string padded = text.empty() ? std::string(1, '\0') : text;
-    if (writer && H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, padded.data()) < 0)
+    const char* bytes = text.empty() ? "" : text.data();  // an empty file is one NUL
+    if (writer && H5Dwrite(ds.get(), type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes) < 0)
       write_failed("write /meta/" + name, path);
   }
 }
@@ -235,8 +235,8 @@ H5ConvertSummary convert_to_h5(SafetensorsDir& src, const std::string& out,
       MPI_Allreduce(MPI_IN_PLACE, crcs.data(), int(crcs.size()), MPI_UINT32_T, MPI_BOR, opts.comm);
     for (size_t i = 0; i < plans.size(); ++i) {
       const auto* c = crcs.data() + plans[i].crc_at;
-      const size_t chunks = (i + 1 < plans.size() ? plans[i + 1].crc_at : crcs.size()) -
-                            plans[i].crc_at - 1;
+      const size_t chunks =
+          (i + 1 < plans.size() ? plans[i + 1].crc_at : crcs.size()) - plans[i].crc_at - 1;
       write_int_attr(datasets[i].get(), kH5CrcAttr, c[0], partial);
       write_u32_array_attr(datasets[i].get(), kH5ChunkCrcAttr, {c + 1, chunks}, partial);
     }
@@ -248,8 +248,7 @@ H5ConvertSummary convert_to_h5(SafetensorsDir& src, const std::string& out,
   if (rank == 0) {
     std::error_code ec;
     fs::rename(partial, out, ec);
-    if (ec)
-      raise(Err::OutputFile, "cannot rename " + partial + " to " + out + ": " + ec.message());
+    if (ec) raise(Err::OutputFile, "cannot rename " + partial + " to " + out + ": " + ec.message());
   }
   if (opts.comm != MPI_COMM_NULL) MPI_Barrier(opts.comm);
   return summary;

@@ -30,9 +30,9 @@ struct H5ConvertOptions {
 };
 
 struct H5ConvertSummary {
-  size_t tensors = 0;         // in the file
-  uint64_t data_bytes = 0;    // tensor bytes in the file
-  size_t tensors_here = 0;    // written by this rank
+  size_t tensors = 0;       // in the file
+  uint64_t data_bytes = 0;  // tensor bytes in the file
+  size_t tensors_here = 0;  // written by this rank
   uint64_t bytes_here = 0;
 };
 

@@ -20,8 +20,8 @@ inline constexpr int64_t kChunkTpSizes = 24;
 inline constexpr uint64_t kMaxChunkBytes = uint64_t{64} << 20;
 
 struct TpSplit {
-  int dim = -1;       // -1: replicated on every TP rank
-  int64_t unit = 1;   // elements of `dim` that move together (head_dim for attention heads)
+  int dim = -1;      // -1: replicated on every TP rank
+  int64_t unit = 1;  // elements of `dim` that move together (head_dim for attention heads)
 };
 
 // The split of a Hugging Face Qwen2 tensor name (as src/model/shard_plan.cpp slices it).

@@ -11,7 +11,6 @@
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
-size_t kPrefetchBytes = 16384, kPrefetch2 = 0;
 namespace {
 
 // Weight rows handled together: 4 rows x 4 x-rows of accumulators fill the register file.
@@ -24,7 +23,7 @@ constexpr int64_t kGrain = 32 * 1024;
 constexpr int64_t kStep = 32;  // weights per row per inner step
 // How far ahead of each weight load the GEMV prefetches. On the project's Zen machine, with one
 // thread, 16 KiB took a bf16 GEMV from ~70% to ~90% of the measured read bandwidth.
-
+constexpr size_t kPrefetchBytes = 16 * 1024;
 
 // Each row of x, zero-padded to a multiple of kStep. For BF16 weights every block of 32 is
 // stored as its 16 even then its 16 odd elements: a 64-byte load of 32 bf16 widens to float32
@@ -100,8 +99,7 @@ void tile(const GemvArgs& g, int64_t row, int64_t xrow, bool ahead) {
     for (int r = 0; r < R; ++r) {
       if (next)
         for (size_t line = 0; line < kStep * esize; line += 64)
-        {  __builtin_prefetch(rows[r] + next + size_t(k) * esize + line, 0, 3);
-          if (kPrefetch2) __builtin_prefetch(rows[r] + kPrefetch2 + size_t(k) * esize + line, 0, 1); }
+          __builtin_prefetch(rows[r] + next + size_t(k) * esize + line, 0, 3);
       const Block w = load_block<WT>(rows[r], k);
       for (int j = 0; j < XR; ++j) {
         acc[r][j] = _mm512_fmadd_ps(w.a, xa[j], acc[r][j]);

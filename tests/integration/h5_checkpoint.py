@@ -146,6 +146,22 @@ def check_layout(c: t.Checks, label: str, folder: str, h5: str, head_dim: int) -
             f"{label}: h5dump -H reads the file (exit {dump.returncode})")
 
 
+def check_cast(c: t.Checks, folder: str, out: str) -> None:
+    """`--dtype f32` of a bf16 model: every float tensor widened exactly, and labelled F32."""
+    convert(folder, out, dtype="f32")
+    raw = safetensors_raw(folder)
+    bad = []
+    with h5py.File(out, "r") as f:
+        for name, (dtype, shape, data) in raw.items():
+            ds = f["weights"][name]
+            want = (np.frombuffer(data, "<u2").astype(np.uint32) << 16).view(np.float32)
+            if dtype != "BF16" or ds.attrs["dtype"] != b"F32" or ds.dtype != np.float32 or \
+                    not np.array_equal(ds[()].ravel(), want):
+                bad.append(name)
+    c.check(not bad,
+            f"--dtype f32: {len(raw)} bf16 tensors stored as their exact F32 values (bad: {bad[:3]})")
+
+
 def doc_recipe() -> dict:
     """Executes the Python block of docs/hdf5-format.md and returns its namespace."""
     text = open(os.path.join(t.SOURCE_DIR, "docs", "hdf5-format.md"), encoding="utf-8").read()
@@ -261,7 +277,11 @@ def body(c: t.Checks) -> None:
         recipe["write_qmpi_h5"](tied, user_h5)
         check_logits_match(c, "h5py-written (docs recipe)", tied, user_h5, [(1, 1), (2, 3)])
 
+    c.guard("--dtype f32", check_cast, c, untied, os.path.join(work, "untied-as-f32.h5"))
     check_bad_files(c, untied_h5)
+    if not c.failures:  # the files are kept for a look when something failed
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(t.test_tmp("h5-bad"), ignore_errors=True)
 
 
 if __name__ == "__main__":

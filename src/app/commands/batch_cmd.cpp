@@ -87,7 +87,8 @@ int cmd_batch(const Args& args) {
   SignalGuard signals(launcher_rank());
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     try {
-      const Tokenizer tokenizer = Tokenizer::load(engine.options().model_path);
+      const auto tokenizer_ptr = load_model_tokenizer(engine.options().model_path);
+      const Tokenizer& tokenizer = *tokenizer_ptr;
       engine.executor().set_valid_vocab(tokenizer.vocab_size());
       const auto chat = chat_template_for(engine.options().model_path);
       BatchModel model;

@@ -79,11 +79,13 @@ double peak_rss_mib() {
 int cmd_convert(const Args& args) {
   std::string model, out, dtype;
   po::options_description desc("qmpi convert options");
+  // clang-format off
   desc.add_options()
       ("model", po::value(&model), "Hugging Face model folder (config.json + safetensors)")
       ("out", po::value(&out), "output .h5 file (replaced when it exists)")
       ("dtype", po::value(&dtype)->default_value("keep"),
        "keep | bf16 | f32: store floating-point tensors in this type");
+  // clang-format on
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi convert --model HF_DIR --out FILE.h5 [--dtype keep|bf16|f32]\n"
@@ -110,14 +112,16 @@ int cmd_convert(const Args& args) {
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, e.exit_code());
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   double peak = peak_rss_mib(), max_peak = 0;
   MPI_Reduce(&peak, &max_peak, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
   if (mpi.rank() == 0)
-    std::printf("convert: %zu tensors, %.2f GB of weights, %zu metadata files -> %s in %.1f s "
-                "(%d rank%s, peak memory %.0f MiB per rank)\n",
-                s.tensors, double(s.data_bytes) / 1e9, in.options.meta.size(), out.c_str(), secs,
-                mpi.size(), mpi.size() == 1 ? "" : "s", max_peak);
+    std::printf(
+        "convert: %zu tensors, %.2f GB of weights, %zu metadata files -> %s in %.1f s "
+        "(%d rank%s, peak memory %.0f MiB per rank)\n",
+        s.tensors, double(s.data_bytes) / 1e9, in.options.meta.size(), out.c_str(), secs,
+        mpi.size(), mpi.size() == 1 ? "" : "s", max_peak);
   return 0;
 }
 

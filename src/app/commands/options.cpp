@@ -102,7 +102,8 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
                                            e.code() == Err::ConfigInvalid ||
                                            e.code() == Err::ConfigKeyMissing ||
                                            e.code() == Err::ArchUnsupported ||
-                                           e.code() == Err::ModelDirMissing);
+                                           e.code() == Err::ModelDirMissing ||
+                                           e.code() == Err::H5Format);
     if (mpi.size() == 1 || deterministic) {
       if (mpi.rank() == 0) std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
       return e.exit_code();

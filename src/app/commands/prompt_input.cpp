@@ -33,45 +33,50 @@ po::options_description sampling_options(SamplingCli& s) {
   return d;
 }
 
-std::shared_ptr<const Tokenizer> h5_model_tokenizer(const std::string& h5_path) {
-  const auto json = read_h5_meta(h5_path, "tokenizer.json");
-  if (!json) return nullptr;
-  return std::make_shared<const Tokenizer>(
-      Tokenizer::from_json(*json, read_h5_meta(h5_path, "tokenizer_config.json").value_or(""),
-                           h5_path + ":/meta/tokenizer.json"));
+std::shared_ptr<const Tokenizer> find_model_tokenizer(const std::string& path) {
+  if (path.empty()) return nullptr;
+  if (is_h5_path(path)) {
+    const auto json = read_h5_meta(path, "tokenizer.json");
+    if (!json) return nullptr;
+    return std::make_shared<const Tokenizer>(
+        Tokenizer::from_json(*json, read_h5_meta(path, "tokenizer_config.json").value_or(""),
+                             path + ":/meta/tokenizer.json"));
+  }
+  std::filesystem::path dir = path;
+  if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();  // config.json or the file
+  if (!std::filesystem::exists(dir / "tokenizer.json")) return nullptr;
+  return std::make_shared<const Tokenizer>(Tokenizer::load(dir.string()));
+}
+
+std::shared_ptr<const Tokenizer> load_model_tokenizer(const std::string& path) {
+  auto tok = find_model_tokenizer(path);
+  if (!tok)
+    raise(Err::TokenizerMissing, "there is no tokenizer.json for the model at '" + path + "'",
+          "Put the model's tokenizer.json (and tokenizer_config.json) beside config.json.");
+  return tok;
 }
 
 PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
   PromptSource src;
-  // The tokenizer sits beside the weights, or beside config.json for synthetic weights.
+  // The tokenizer sits beside the weights (or inside a .h5), or beside config.json for
+  // synthetic weights.
   const EngineOptions& o = engine.options();
-  std::filesystem::path dir = o.model_path;
-  if (dir.empty() && !o.model_config.empty()) {
-    dir = o.model_config;
-    if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();
-  }
-  const bool h5 = !o.model_path.empty() && is_h5_path(o.model_path);
-  const auto h5_tokenizer = h5 ? h5_model_tokenizer(o.model_path) : nullptr;
-  const bool has_tokenizer =
-      h5 ? h5_tokenizer != nullptr
-         : !dir.empty() && std::filesystem::exists(dir / "tokenizer.json");
+  const std::string where = o.model_path.empty() ? o.model_config : o.model_path;
   if (!p.ids.empty() && !p.text.empty())
     raise(Err::Usage, "give either --prompt/--text or --ids, not both");
   if (p.ids.empty() && p.text.empty()) raise(Err::Usage, "give a prompt with --prompt or --ids");
-  if (p.ids.empty() && !has_tokenizer)
-    raise(Err::TokenizerMissing,
-          "a text prompt needs tokenizer.json, and there is none in '" + dir.string() + "'",
+  src.tokenizer = find_model_tokenizer(where);
+  if (p.ids.empty() && !src.tokenizer)
+    raise(Err::TokenizerMissing, "a text prompt needs tokenizer.json, and there is none for '" +
+                                     where + "'",
           "Put the model's tokenizer.json beside config.json, or give the prompt as --ids.");
-  if (has_tokenizer)
-    src.tokenizer =
-        h5 ? h5_tokenizer : std::make_shared<const Tokenizer>(Tokenizer::load(dir.string()));
   if (!p.ids.empty()) {
     src.ids = parse_id_list(p.ids, "ids");
   } else if (p.chat) {
     std::vector<ChatMessage> msgs;
     if (!p.system.empty()) msgs.push_back({"system", p.system});
     msgs.push_back({"user", p.text});
-    src.ids = src.tokenizer->encode(chat_template_for(dir.string())->render(msgs, true));
+    src.ids = src.tokenizer->encode(chat_template_for(where)->render(msgs, true));
   } else {
     src.ids = src.tokenizer->encode(p.text);
   }

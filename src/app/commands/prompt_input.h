@@ -34,9 +34,10 @@ struct PromptSource {
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the model has none (ids given)
 };
 
-// The tokenizer stored in a qmpi .h5 model (/meta/tokenizer.json and tokenizer_config.json), or
-// null when the file holds none.
-std::shared_ptr<const Tokenizer> h5_model_tokenizer(const std::string& h5_path);
+// The model's tokenizer: tokenizer.json in a model folder (or beside a config.json), or the one
+// stored in a qmpi .h5. find_ returns null when there is none; load_ raises TokenizerMissing.
+std::shared_ptr<const Tokenizer> find_model_tokenizer(const std::string& path);
+std::shared_ptr<const Tokenizer> load_model_tokenizer(const std::string& path);
 
 // Rank 0: loads the model's tokenizer (needed for --prompt/--chat, optional with --ids), builds
 // the prompt ids and tells the executor how many ids can be sampled.

@@ -60,14 +60,7 @@ FrontFiles load_front_files(const EngineCli& cli) {
     if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();
   }
   if (dir.empty()) raise(Err::Usage, "--model is required");
-  if (is_h5_path(dir.string())) {
-    f.tokenizer = h5_model_tokenizer(dir.string());
-    if (!f.tokenizer)
-      raise(Err::TokenizerMissing, dir.string() + " holds no tokenizer, and serving needs one",
-            "Convert the model again from a folder that has tokenizer.json.");
-  } else {
-    f.tokenizer = std::make_shared<const Tokenizer>(Tokenizer::load(dir.string()));
-  }
+  f.tokenizer = load_model_tokenizer(dir.string());  // folder, beside config.json, or in a .h5
   f.chat = chat_template_for(dir.string());
   f.model.tokenizer = f.tokenizer.get();
   f.model.chat = f.chat.get();

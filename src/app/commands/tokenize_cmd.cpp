@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands/commands.h"
+#include "app/commands/prompt_input.h"
 #include "plan/errors.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -152,7 +153,9 @@ int cmd_tokenize(const Args& args) {
   opt.mode = decode ? Mode::Decode : chat ? Mode::Chat : Mode::Encode;
 
   const std::string path = opt.model.empty() ? opt.tokenizer : opt.model;
-  const Tokenizer tok = Tokenizer::load(path);
+  const auto tok_ptr = opt.model.empty() ? std::make_shared<const Tokenizer>(Tokenizer::load(path))
+                                         : load_model_tokenizer(path);
+  const Tokenizer& tok = *tok_ptr;
   const std::filesystem::path p(path);
   const auto chat_template =
       chat_template_for(std::filesystem::is_directory(p) ? p.string() : p.parent_path().string());

@@ -42,8 +42,7 @@ TEST(ChunkShape, Qwen25HalfBillion) {  // bf16, hidden 896, 14 heads of 64, 2 KV
   EXPECT_EQ(chunk("model.layers.0.mlp.down_proj.weight", {896, 4864}),
             (std::vector<int64_t>{896, 608}));
   // 151936 = 2^7 * 1187: 8 chunks of 18992 rows (34 MB each)
-  EXPECT_EQ(chunk("model.embed_tokens.weight", {151936, 896}),
-            (std::vector<int64_t>{18992, 896}));
+  EXPECT_EQ(chunk("model.embed_tokens.weight", {151936, 896}), (std::vector<int64_t>{18992, 896}));
   EXPECT_EQ(chunk("model.norm.weight", {896}), (std::vector<int64_t>{896}));
 }
 
