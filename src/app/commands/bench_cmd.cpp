@@ -66,9 +66,16 @@ int cmd_bench(const Args& args) {
     // is what the slowest rank streams, which the table states per layout.
     const double bytes_per_token = double(engine.weight_bytes());
     const double decode_bw = bytes_per_token * decode_tps;
-    const double prefill_gflops = 2.0 * double(engine.weight_bytes()) /
-                                  double(dtype_size(engine.config().torch_dtype)) *
-                                  double(prompt_len) / best_prefill / 1e9;
+    // Prefill work: every layer's linear maps on every prompt token, plus lm_head on the last
+    // one (the logits of the other positions are not computed); attention is left out.
+    const ModelConfig& c = engine.config();
+    const double layer_params =
+        double(c.hidden_size) * double(c.q_width() + 2 * c.kv_width()) +
+        double(c.q_width()) * double(c.hidden_size) +
+        3.0 * double(c.hidden_size) * double(c.intermediate_size);
+    const double prefill_flops = 2.0 * layer_params * double(c.num_layers) * double(prompt_len) +
+                                 2.0 * double(c.vocab_size) * double(c.hidden_size);
+    const double prefill_gflops = prefill_flops / best_prefill / 1e9;
     const auto& m = engine.mesh_layout();
     if (json) {
       nlohmann::json j{{"tp", m.tp},
@@ -82,12 +89,12 @@ int cmd_bench(const Args& args) {
                        {"weight_bytes_rank0", engine.weight_bytes()},
                        {"membw_bytes_per_s", membw},
                        {"decode_fraction_of_membw", membw > 0 ? decode_bw / membw : 0.0},
-                       {"prefill_gflops_rank0", prefill_gflops}};
+                       {"prefill_gflops", prefill_gflops}};
       std::cout << j.dump() << std::endl;
     } else {
       std::printf("layout            tp %d x pp %d, %d thread(s) per rank\n", m.tp, m.pp,
                   cli.threads);
-      std::printf("prefill           %.1f tokens/s (%lld-token prompt), %.1f GFLOP/s on rank 0's weights\n",
+      std::printf("prefill           %.1f tokens/s (%lld-token prompt), %.1f GFLOP/s (whole mesh)\n",
                   prefill_tps, (long long)prompt_len, prefill_gflops);
       std::printf("decode            %.2f tokens/s (%.1f ms/token)\n", decode_tps, 1e3 / decode_tps);
       std::printf("communication     %.1f%% of step time\n", 100.0 * comm_share);
