@@ -139,6 +139,12 @@ HttpGateway::HttpGateway(const HttpOptions& opts, const BatchModel& model, Reque
   const int threads = opts_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
   server_->set_payload_max_length(opts_.max_body_bytes);
+  // cpp-httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port
+  // and silently take half of the connections; a port in use must be an error instead.
+  server_->set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   routes();
   port_ = port == 0 ? server_->bind_to_any_port(host_) : port;
   if (port_ < 0 || (port != 0 && !server_->bind_to_port(host_, port_)))

@@ -182,6 +182,11 @@ void ZmqBroker::handle(const std::string& identity, bool delimiter, std::string_
     metrics_.request_failed(e.code());
     reply(identity, delimiter, error_message(id, e));
     forget_if_idle(identity);
+  } catch (const std::exception& e) {  // a bug, not the client's fault: it still gets an answer
+    const Error err(Err::Internal, std::string("the broker failed on this message: ") + e.what());
+    metrics_.request_failed(err.code());
+    reply(identity, delimiter, error_message(id, err));
+    forget_if_idle(identity);
   }
 }
 
