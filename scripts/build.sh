@@ -5,8 +5,9 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${QMPI_BUILD_DIR:-$here/build}"
 jobs="${QMPI_JOBS:-$(nproc)}"
+mkdir -p "$build"
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DPython3_EXECUTABLE=/usr/bin/python3 "$@" >"$build.configure.log" 2>&1 ||
-  { cat "$build.configure.log"; exit 1; }
-grep -E "qmpi:" "$build.configure.log" || true
+  -DPython3_EXECUTABLE=/usr/bin/python3 "$@" >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log"; exit 1; }
+grep -E "qmpi:" "$build/configure.log" || true
 cmake --build "$build" -j "$jobs"
