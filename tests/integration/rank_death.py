@@ -9,24 +9,6 @@ import time
 import testlib as t
 
 
-def rank_pids(mpirun_pid):
-    """{world rank: pid} of the qmpi processes under this mpirun (from their environment)."""
-    found = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            continue
-        rank = env.get(b"OMPI_COMM_WORLD_RANK")
-        if rank is not None and ppid == mpirun_pid:
-            found[int(rank)] = int(pid)
-    return found
-
 
 def body(c: t.Checks):
     model = t.make_model(dtype="bf16")
@@ -42,7 +24,7 @@ def body(c: t.Checks):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(pids) < 6:
         time.sleep(0.5)
-        pids = rank_pids(proc.pid)
+        pids = t.rank_pids(proc.pid)
     c.check(len(pids) == 6, f"found the 6 rank processes ({sorted(pids)})")
     time.sleep(3)  # let it load and start generating
     c.check(proc.poll() is None, "the job is still running before the kill")

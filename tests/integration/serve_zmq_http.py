@@ -38,24 +38,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def rank_pids(mpirun_pid: int) -> dict:
-    """{world rank: pid} of the processes under this mpirun (from their environment)."""
-    found = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError):
-            continue
-        rank = env.get(b"OMPI_COMM_WORLD_RANK")
-        if rank is not None and ppid == mpirun_pid:
-            found[int(rank)] = int(pid)
-    return found
-
 
 class Server:
     """`qmpi serve` on free local ports (under mpirun for tp * pp > 1), its output in a file."""
@@ -126,7 +108,7 @@ class Server:
             return self.proc.pid
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            pids = rank_pids(self.proc.pid)
+            pids = t.rank_pids(self.proc.pid)
             if 0 in pids:
                 return pids[0]
             time.sleep(0.1)
@@ -507,7 +489,7 @@ def rank_failure(c: t.Checks, model: str) -> None:
         c.check(r["type"] == "final" and server.proc.poll() is None,
                 f"after {timeout + 2}s idle (--comm-timeout {timeout}) the mesh still serves")
         sock = streaming_socket(server, "victim")
-        pids = rank_pids(server.proc.pid)
+        pids = t.rank_pids(server.proc.pid)
         os.kill(pids[3], signal.SIGSTOP)
         stopped_at = time.monotonic()
         replies = read_replies(sock, timeout + 30)
@@ -523,7 +505,7 @@ def rank_failure(c: t.Checks, model: str) -> None:
             rc = None
         c.check(rc not in (None, 0), f"the job ended with a non-zero exit ({rc}) instead of hanging")
     finally:
-        for pid in rank_pids(server.proc.pid).values():
+        for pid in t.rank_pids(server.proc.pid).values():
             try:
                 os.kill(pid, signal.SIGCONT)
             except OSError:

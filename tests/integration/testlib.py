@@ -127,6 +127,25 @@ def make_model(preset: str = "tiny", seed: int = 1, dtype: str = "f32", shards: 
     return dest
 
 
+
+def rank_pids(mpirun_pid: int) -> dict:
+    """{world rank: pid} of the rank processes started by this mpirun (from their environment)."""
+    found = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            continue
+        rank = env.get(b"OMPI_COMM_WORLD_RANK")
+        if rank is not None and ppid == mpirun_pid:
+            found[int(rank)] = int(pid)
+    return found
+
 def ids_arg(ids) -> str:
     return ",".join(str(int(i)) for i in ids)
 
