@@ -2,6 +2,9 @@
 
 #include <mpi.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "plan/errors.h"
 
 namespace qmpi {
@@ -56,6 +59,14 @@ MpiRuntime::~MpiRuntime() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
+}
+
+void MpiRuntime::abort_job(const Error& e) const {
+  std::fprintf(stderr, "qmpi: [rank %d %s] %s\n", rank_, processor_name_.c_str(),
+               e.render().c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+  std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] honest
 }
 
 }  // namespace qmpi

@@ -4,6 +4,8 @@
 #pragma once
 #include <string>
 
+#include "plan/errors.h"
+
 namespace qmpi {
 
 class MpiRuntime {
@@ -19,6 +21,9 @@ class MpiRuntime {
   int size() const { return size_; }
   // MPI_Get_processor_name: the host name the launcher gave this rank.
   const std::string& processor_name() const { return processor_name_; }
+  // A failure on this rank alone: prints it with the rank and host, then ends the whole job
+  // (MPI_Abort with the error's exit code) so that no other rank waits for this one.
+  [[noreturn]] void abort_job(const Error& e) const;
 
  private:
   int rank_ = 0;

@@ -107,10 +107,7 @@ int cmd_convert(const Args& args) {
     s = convert_to_h5(*in.source, out, in.options);
   } catch (const Error& e) {
     if (mpi.size() == 1) throw;
-    std::fprintf(stderr, "qmpi: [rank %d %s] %s\n", mpi.rank(), mpi.processor_name().c_str(),
-                 e.render().c_str());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+    mpi.abort_job(e);
   }
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -81,10 +81,7 @@ int cmd_doctor(const Args& args) {
   } catch (const Error& e) {
     if (mpi.size() == 1) throw;
     // A rank-local failure: say where, and end the job so no rank waits for this one.
-    std::fprintf(stderr, "qmpi: [rank %d %s] %s\n", mpi.rank(), mpi.processor_name().c_str(),
-                 e.render().c_str());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+    mpi.abort_job(e);
   }
   return 0;
 }

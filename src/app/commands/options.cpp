@@ -115,10 +115,7 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
       engine->shutdown();
       return e.exit_code();
     }
-    std::fprintf(stderr, "qmpi: [rank %d %s] %s\n", mpi.rank(), mpi.processor_name().c_str(),
-                 e.render().c_str());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+    mpi.abort_job(e);
   }
   return 0;
 }
