@@ -40,7 +40,7 @@ int cmd_batch(const Args& args) {
   EngineCli cli;
   BatchJobOptions job;
   SchedulerConfig sched_cfg;
-  bool no_prefix_caching = false;
+  SchedulerCli sched_cli;
   po::options_description desc = engine_options(cli);
   po::options_description b("batch");
   b.add_options()(
@@ -54,13 +54,6 @@ int cmd_batch(const Args& args) {
       "resume", po::bool_switch(&job.resume),
       "carry on with an earlier run: skip the ids already in --output and append")(
       "overwrite", po::bool_switch(&job.overwrite), "replace an existing --output")(
-      "max-batched-tokens", po::value(&sched_cfg.max_batched_tokens)->default_value(2048),
-      "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")(
-      "default-max-tokens", po::value(&job.default_max_tokens)->default_value(0),
-      "max_tokens of requests that do not set it (0: 16 for completions, up to "
-      "--max-model-len for chat)")(
-      "no-prefix-caching", po::bool_switch(&no_prefix_caching),
-      "do not share KV blocks between requests with the same prompt prefix")(
       "token-ids", po::bool_switch(&job.token_ids),
       "add prompt_token_ids and each choice's token_ids to the results")(
       "served-model-name", po::value(&job.model_name),
@@ -70,6 +63,7 @@ int cmd_batch(const Args& args) {
       "progress-interval", po::value(&job.progress_interval_s)->default_value(5.0),
       "seconds between progress lines when stderr is not a terminal");
   desc.add(b);
+  desc.add(scheduler_options(sched_cli));
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi batch --model DIR --input FILE --output FILE [options]\n"
@@ -79,7 +73,9 @@ int cmd_batch(const Args& args) {
   if (job.resume && job.overwrite) raise(Err::Usage, "give --resume or --overwrite, not both");
   if (job.fsync_interval_s <= 0) raise(Err::Usage, "--fsync-interval must be positive");
   sched_cfg.max_num_seqs = cli.max_num_seqs;
-  sched_cfg.prefix_caching = !no_prefix_caching;
+  sched_cfg.prefix_caching = !sched_cli.no_prefix_caching;
+  sched_cfg.max_batched_tokens = sched_cli.max_batched_tokens;
+  job.default_max_tokens = sched_cli.default_max_tokens;
   if (job.model_name.empty()) job.model_name = model_name(cli.model);
   job.progress_bar = ::isatty(STDERR_FILENO) != 0;
 

@@ -65,6 +65,19 @@ po::options_description engine_options(EngineCli& c) {
   return d;
 }
 
+po::options_description scheduler_options(SchedulerCli& s) {
+  po::options_description d("scheduling");
+  d.add_options()
+      ("max-batched-tokens", po::value(&s.max_batched_tokens)->default_value(2048),
+       "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")
+      ("default-max-tokens", po::value(&s.default_max_tokens)->default_value(0),
+       "max_tokens of requests that do not set it (0: 16 for completions, up to "
+       "--max-model-len for chat)")
+      ("no-prefix-caching", po::bool_switch(&s.no_prefix_caching),
+       "do not share KV blocks between requests with the same prompt prefix");
+  return d;
+}
+
 std::vector<int32_t> parse_id_list(const std::string& s, const char* option) {
   std::vector<int32_t> ids;
   std::stringstream in(s);

@@ -40,6 +40,14 @@ struct EngineCli {
 };
 
 po::options_description engine_options(EngineCli& cli);
+
+// The scheduler options `batch` and `serve` share.
+struct SchedulerCli {
+  int64_t max_batched_tokens = 2048;
+  int64_t default_max_tokens = 0;
+  bool no_prefix_caching = false;
+};
+po::options_description scheduler_options(SchedulerCli& s);
 EngineOptions to_engine_options(const EngineCli& cli);
 // EngineOptions::preflight for launches (src/app/commands/preflight_hook.cpp).
 void launch_preflight(const ModelConfig& cfg, const Mesh& mesh, const EngineOptions& o);

@@ -85,7 +85,7 @@ int cmd_serve(const Args& args) {
   BrokerOptions zmq;
   HttpOptions http;
   int64_t max_queue = 256;
-  bool no_prefix_caching = false;
+  SchedulerCli sched_cli;
   po::options_description desc = engine_options(cli);
   po::options_description s("serve");
   s.add_options()(
@@ -106,16 +106,10 @@ int cmd_serve(const Args& args) {
       "messages ZeroMQ queues per client before --client-buffer-bytes starts to count")(
       "http-threads", po::value(&http.threads)->default_value(64),
       "HTTP connections served at once (each streaming response holds one)")(
-      "max-batched-tokens", po::value(&sched_cfg.max_batched_tokens)->default_value(2048),
-      "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")(
-      "default-max-tokens", po::value(&loop_opts.default_max_tokens)->default_value(0),
-      "max_tokens of requests that do not set it (0: 16 for completions, up to "
-      "--max-model-len for chat)")(
-      "no-prefix-caching", po::bool_switch(&no_prefix_caching),
-      "do not share KV blocks between requests with the same prompt prefix")(
       "served-model-name", po::value(&loop_opts.model_name),
       "the model's name in /v1/models and responses (default: the model folder's name)");
   desc.add(s);
+  desc.add(scheduler_options(sched_cli));
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi serve --model DIR --zmq tcp://0.0.0.0:5555 [--http 0.0.0.0:8000] "
@@ -126,7 +120,9 @@ int cmd_serve(const Args& args) {
   if (zmq.max_message_bytes < 1024) raise(Err::Usage, "--max-request-bytes must be at least 1024");
   if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
   sched_cfg.max_num_seqs = cli.max_num_seqs;
-  sched_cfg.prefix_caching = !no_prefix_caching;
+  sched_cfg.prefix_caching = !sched_cli.no_prefix_caching;
+  sched_cfg.max_batched_tokens = sched_cli.max_batched_tokens;
+  loop_opts.default_max_tokens = sched_cli.default_max_tokens;
   if (loop_opts.model_name.empty())
     loop_opts.model_name = model_name(cli.model.empty() ? cli.model_config : cli.model);
   http.model_name = loop_opts.model_name;
