@@ -141,19 +141,8 @@ void ping_pong(Comm& world, int a, int b, const std::string& label, uint64_t byt
   const int peer = first ? b : a;
   std::vector<uint8_t> mine(bytes), got(bytes);
   for (size_t i = 0; i < bytes; ++i) mine[i] = p2p_byte(me, i);
-  // Checked exchange: a -> b, then b -> a.
-  std::string error;
-  if (first) {
-    world.send(mine.data(), bytes, peer);
-    world.recv(got.data(), bytes, peer);
-  } else {
-    world.recv(got.data(), bytes, peer);
-    world.send(mine.data(), bytes, peer);
-  }
-  error = p2p_error(got, peer);
-  const int iters = iterations_for(bytes);
-  const auto t0 = Clock::now();
-  for (int i = 0; i < iters; ++i) {
+  // One ping-pong: a -> b, then b -> a.
+  const auto exchange = [&] {
     if (first) {
       world.send(mine.data(), bytes, peer);
       world.recv(got.data(), bytes, peer);
@@ -161,7 +150,12 @@ void ping_pong(Comm& world, int a, int b, const std::string& label, uint64_t byt
       world.recv(got.data(), bytes, peer);
       world.send(mine.data(), bytes, peer);
     }
-  }
+  };
+  exchange();  // checked once, then timed
+  const std::string error = p2p_error(got, peer);
+  const int iters = iterations_for(bytes);
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) exchange();
   const double one_way = seconds_since(t0) / iters / 2;
   uint8_t peer_ok = 1;
   const uint8_t my_ok = error.empty() ? 1 : 0;
