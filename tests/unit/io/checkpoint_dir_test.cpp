@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../expect_error.h"
 #include "../temp_dir.h"
 #include "io/safetensors_writer.h"
 
@@ -14,18 +15,7 @@ namespace {
 
 using testing::TempDir;
 
-template <class Fn>
-void expect_error(Fn fn, Err code, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    FAIL() << "no error raised, expected " << error_id(code);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.message();
-    for (const auto& n : needles)
-      EXPECT_NE(e.message().find(n), std::string::npos)
-          << "message lacks '" << n << "': " << e.message();
-  }
-}
+using testing::expect_error;
 
 // Element (r, c) of tensor `salt` is a float that encodes its position.
 float value_at(int salt, int64_t flat) {

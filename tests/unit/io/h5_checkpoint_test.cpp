@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../expect_error.h"
 #include "../temp_dir.h"
 #include "io/checkpoint_dir.h"
 #include "io/h5_attr.h"
@@ -26,18 +27,7 @@ const char* const kDown = "model.layers.0.mlp.down_proj.weight";  // [8, 18] f32
 const char* const kEmbed = "model.embed_tokens.weight";           // [50, 8] f32
 const char* const kNorm = "model.norm.weight";                    // [8] f32
 
-template <class Fn>
-void expect_error(Fn fn, Err code, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    FAIL() << "no error raised, expected " << error_id(code);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.message();
-    for (const auto& n : needles)
-      EXPECT_NE(e.message().find(n), std::string::npos)
-          << "message lacks '" << n << "': " << e.message();
-  }
-}
+using testing::expect_error;
 
 void add(SafetensorsWriter& w, const std::string& name, DType dtype, std::vector<int64_t> shape,
          int salt) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../expect_error.h"
 #include "../temp_dir.h"
 #include "io/safetensors_writer.h"
 
@@ -25,18 +26,7 @@ void write_raw(const std::string& path, const std::string& header, size_t data_b
 }
 
 // Runs `fn`, expects Error(code) whose message contains every string of `needles`.
-template <class Fn>
-void expect_error(Fn fn, Err code, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    FAIL() << "no error raised, expected " << error_id(code);
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), code) << e.message();
-    for (const auto& n : needles)
-      EXPECT_NE(e.message().find(n), std::string::npos)
-          << "message lacks '" << n << "': " << e.message();
-  }
-}
+using testing::expect_error;
 
 std::vector<uint8_t> pattern(size_t n, uint8_t salt) {
   std::vector<uint8_t> v(n);
