@@ -354,8 +354,9 @@ BatchSummary BatchJob::run(const std::function<bool()>& stop_requested) {
   sync_files();
   summary_.counts = counts();
   summary_.stats = sched_.stats();
-  std::string extra = fmt::format(" | {} preemptions, {} prefix-cached tokens",
-                                  summary_.stats.preemptions, summary_.stats.cached_tokens);
+  std::string extra = fmt::format(
+      " | {} preemptions, {} prefix-cached tokens, up to {} micro-batches in flight",
+      summary_.stats.preemptions, summary_.stats.cached_tokens, summary_.stats.peak_in_flight);
   summary_.left_for_resume =
       summary_.counts.total - summary_.counts.skipped - summary_.counts.ok - summary_.counts.failed;
   if (summary_.drained)

@@ -4,7 +4,9 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace qmpi {
 
@@ -24,6 +26,15 @@ class Comm {
   virtual void send(const void* data, size_t bytes, int peer) = 0;
   virtual void recv(void* data, size_t bytes, int peer) = 0;
   virtual void barrier() = 0;
+
+  // A send of host bytes the caller need not wait for: the comm holds `data` until it is
+  // delivered. A pipeline's last stage returns results this way, so that it never waits on the
+  // first stage while the first stage waits on it. flush_sends() waits for all of them. The
+  // default sends at once.
+  virtual void send_async(std::shared_ptr<const std::vector<uint8_t>> data, int peer) {
+    send(data->data(), data->size(), peer);
+  }
+  virtual void flush_sends() {}
 };
 
 }  // namespace qmpi

@@ -151,4 +151,42 @@ void MpiComm::barrier() {
   finish(req, Op{"barrier", 0, nullptr}, -1);
 }
 
+void MpiComm::drop_delivered() {
+  std::erase_if(pending_, [](PendingSend& p) {
+    int done = 0;
+    MPI_Testall(int(p.requests.size()), p.requests.data(), &done, MPI_STATUSES_IGNORE);
+    return done != 0;
+  });
+}
+
+void MpiComm::send_async(std::shared_ptr<const std::vector<uint8_t>> data, int peer) {
+  check_peer(peer, "send_async");
+  drop_delivered();
+  PendingSend p{std::move(data), {}, peer};
+  const size_t bytes = p.data->size();
+  size_t done = 0;
+  do {
+    const int n = int(std::min(bytes - done, kMaxCount));
+    MPI_Request req;
+    MPI_Isend(p.data->data() + done, n, MPI_BYTE, peer, kTag, comm_.get(), &req);
+    p.requests.push_back(req);
+    done += size_t(n);
+  } while (done < bytes);
+  pending_.push_back(std::move(p));
+}
+
+void MpiComm::flush_sends() {
+  for (PendingSend& p : pending_)
+    for (MPI_Request& req : p.requests) finish(req, Op{"send", p.data->size(), "bytes"}, p.peer);
+  pending_.clear();
+}
+
+// A comm torn down with sends still on their way (an error unwinding the engine) waits for them,
+// within the timeout, so MPI never reads freed memory.
+MpiComm::~MpiComm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_.get() != MPI_COMM_NULL) flush_sends();
+}
+
 }  // namespace qmpi

@@ -29,6 +29,9 @@ class MpiComm : public Comm {
   void send(const void* data, size_t bytes, int peer) override;
   void recv(void* data, size_t bytes, int peer) override;
   void barrier() override;
+  void send_async(std::shared_ptr<const std::vector<uint8_t>> data, int peer) override;
+  void flush_sends() override;
+  ~MpiComm() override;
 
   MPI_Comm handle() const { return comm_.get(); }
   int world_rank_of(int rank) const { return world_ranks_[rank]; }
@@ -47,6 +50,14 @@ class MpiComm : public Comm {
   void finish(MPI_Request& request, const Op& op, int peer, MPI_Status* status = MPI_STATUS_IGNORE);
   void check_peer(int peer, const char* operation) const;
 
+  struct PendingSend {
+    std::shared_ptr<const std::vector<uint8_t>> data;
+    std::vector<MPI_Request> requests;  // one per piece of at most kMaxCount bytes
+    int peer;
+  };
+  void drop_delivered();
+
+  std::vector<PendingSend> pending_;
   MpiCommHandle comm_;
   std::string label_;
   std::vector<std::string> hosts_;

@@ -2,56 +2,119 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <limits>
+#include <memory>
 
 #include "dist/signals.h"
 #include "engine/sampler.h"
 #include "engine/timed_comm.h"
+#include "plan/errors.h"
 
 namespace qmpi {
+namespace {
+
+double comm_seconds(Comm& a, Comm& b) {
+  const auto* ta = dynamic_cast<TimedComm*>(&a);
+  const auto* tb = dynamic_cast<TimedComm*>(&b);
+  return (ta ? ta->seconds() : 0.0) + (tb ? tb->seconds() : 0.0);
+}
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
 
 Executor::Executor(const MeshPosition& pos, Comm& world, Comm& tp, Backend& backend,
                    Qwen2Model& model, KvCache& cache)
     : pos_(pos), world_(world), tp_(tp), be_(backend), model_(model), cache_(cache) {}
 
-void Executor::broadcast_plan(StepPlan* plan) {
-  std::vector<uint8_t> bytes;
-  uint64_t n = 0;
-  if (pos_.rank == 0) {
-    bytes = encode_step_plan(*plan);
-    n = bytes.size();
+void Executor::send_plan(const std::vector<uint8_t>& bytes) {
+  std::vector<int> to;
+  if (pos_.rank == 0)
+    for (int t = 1; t < pos_.tp; ++t) to.push_back(t);  // the first stage's other TP ranks
+  if (pos_.next_stage_rank >= 0) to.push_back(pos_.next_stage_rank);
+  const uint64_t n = bytes.size();
+  for (int peer : to) {
+    world_.send(&n, sizeof n, peer);
+    world_.send(bytes.data(), n, peer);
   }
-  world_.broadcast(&n, sizeof n, 0);
-  bytes.resize(n);
-  world_.broadcast(bytes.data(), n, 0);
-  if (pos_.rank != 0) *plan = decode_step_plan(bytes);
+}
+
+StepPlan Executor::recv_plan() {
+  const int from = pos_.stage == 0 ? 0 : pos_.prev_stage_rank;
+  uint64_t n = 0;
+  world_.recv(&n, sizeof n, from);
+  std::vector<uint8_t> bytes(n);
+  world_.recv(bytes.data(), n, from);
+  return decode_step_plan(bytes);
+}
+
+void Executor::require_drained(const char* what) const {
+  if (!in_flight_.empty())
+    raise(Err::Internal, std::string(what) + " with " + std::to_string(in_flight_.size()) +
+                             " steps still in flight");
+}
+
+void Executor::submit(const StepPlan& plan) {
+  if (in_flight_.size() >= size_t(depth()))
+    raise(Err::Internal, "submit with " + std::to_string(in_flight_.size()) +
+                             " steps in flight, more than the pipeline's " +
+                             std::to_string(depth()));
+  InFlight f;
+  f.plan = plan;
+  f.plan.valid_vocab = valid_vocab_;
+  send_plan(encode_step_plan(f.plan));
+  in_flight_.push_back(std::move(f));
+  execute(in_flight_.back().plan);
+}
+
+StepResult Executor::collect() {
+  if (in_flight_.empty()) raise(Err::Internal, "collect with no step in flight");
+  InFlight f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  if (pos_.result_rank == 0) return std::move(f.result);
+  // Waiting here is the pipeline's latency, counted as communication.
+  const auto t0 = std::chrono::steady_clock::now();
+  const double comm0 = comm_seconds(world_, tp_);
+  uint64_t n = 0;
+  world_.recv(&n, sizeof n, pos_.result_rank);
+  std::vector<uint8_t> bytes(n);
+  world_.recv(bytes.data(), n, pos_.result_rank);
+  times_.total_s += since(t0);
+  times_.comm_s += comm_seconds(world_, tp_) - comm0;
+  return decode_step_result(bytes);
 }
 
 StepResult Executor::step(const StepPlan& plan) {
-  StepPlan p = plan;
-  p.valid_vocab = valid_vocab_;
-  broadcast_plan(&p);
-  return execute(p);
+  submit(plan);
+  return collect();
 }
 
 void Executor::shutdown() {
+  require_drained("shutdown");
   StepPlan p;
   p.shutdown = true;
-  broadcast_plan(&p);
+  send_plan(encode_step_plan(p));
 }
 
 bool Executor::poll_stop() {
+  require_drained("poll_stop");
   StepPlan p;
   p.poll_stop = true;
-  broadcast_plan(&p);
+  send_plan(encode_step_plan(p));
   return stop_requested_anywhere(world_);
 }
 
 void Executor::serve() {
   for (;;) {
-    StepPlan p;
-    broadcast_plan(&p);
-    if (p.shutdown) return;
+    const StepPlan p = recv_plan();
+    send_plan(encode_step_plan(p));
+    if (p.shutdown) {
+      world_.flush_sends();
+      return;
+    }
     if (p.poll_stop) {
       stop_requested_anywhere(world_);
       continue;
@@ -60,11 +123,9 @@ void Executor::serve() {
   }
 }
 
-StepResult Executor::execute(const StepPlan& plan) {
+void Executor::execute(const StepPlan& plan) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto* tw = dynamic_cast<TimedComm*>(&world_);
-  auto* tt = dynamic_cast<TimedComm*>(&tp_);
-  const double comm0 = (tw ? tw->seconds() : 0.0) + (tt ? tt->seconds() : 0.0);
+  const double comm0 = comm_seconds(world_, tp_);
 
   const BatchInput batch = make_batch(plan, cache_.shape().block_size);
   const int64_t T = batch.num_tokens();
@@ -87,13 +148,24 @@ StepResult Executor::execute(const StepPlan& plan) {
   }
   for (int64_t id : plan.finished) history_.erase(id);
 
-  if (pos_.rank == pos_.result_rank && pos_.rank != 0) send_result(result);
-  if (pos_.rank == 0 && pos_.result_rank != 0) result = recv_result(plan);
+  if (pos_.rank == pos_.result_rank) {
+    if (pos_.rank == 0) {
+      in_flight_.back().result = std::move(result);
+    } else {
+      // Sent without waiting: rank 0 may be busy sending this stage's next input down the
+      // pipeline, and a blocking send here would close the loop into a deadlock.
+      std::vector<uint8_t> body = encode_step_result(result);
+      const uint64_t n = body.size();
+      std::vector<uint8_t> head(sizeof n);
+      std::memcpy(head.data(), &n, sizeof n);
+      world_.send_async(std::make_shared<const std::vector<uint8_t>>(std::move(head)), 0);
+      world_.send_async(std::make_shared<const std::vector<uint8_t>>(std::move(body)), 0);
+    }
+  }
 
   times_.steps++;
-  times_.total_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  times_.comm_s += (tw ? tw->seconds() : 0.0) + (tt ? tt->seconds() : 0.0) - comm0;
-  return result;
+  times_.total_s += since(t0);
+  times_.comm_s += comm_seconds(world_, tp_) - comm0;
 }
 
 // Stage-to-stage hidden states go over the world comm (MPI), which needs host memory: device
@@ -136,7 +208,7 @@ StepResult Executor::finish_on_last_stage(const StepPlan& plan, const BatchInput
       r.tokens.push_back(sm.token);
       r.logprobs.push_back(sm.logprob);
       // Always k entries per sample (padded when the vocabulary is smaller), so that rank 0
-      // knows the sizes from the plan alone.
+      // finds each sample's alternatives by position.
       for (int32_t i = 0; i < s.sampling.top_logprobs; ++i) {
         const bool have = size_t(i) < sm.top.size();
         r.top_tokens.push_back(have ? sm.top[size_t(i)].token : -1);
@@ -149,35 +221,8 @@ StepResult Executor::finish_on_last_stage(const StepPlan& plan, const BatchInput
   return r;
 }
 
-int64_t Executor::vocab_size() const { return model_.vocab_size(); }
-
-void Executor::send_result(const StepResult& r) {
-  world_.send(r.tokens.data(), r.tokens.size() * sizeof(int32_t), 0);
-  world_.send(r.logprobs.data(), r.logprobs.size() * sizeof(float), 0);
-  world_.send(r.logits.data(), r.logits.size() * sizeof(float), 0);
-  world_.send(r.top_tokens.data(), r.top_tokens.size() * sizeof(int32_t), 0);
-  world_.send(r.top_logprobs.data(), r.top_logprobs.size() * sizeof(float), 0);
-}
-
-StepResult Executor::recv_result(const StepPlan& plan) {
-  size_t samples = 0, rows = 0, tops = 0;
-  for (const auto& s : plan.seqs) {
-    samples += s.sample ? 1 : 0;
-    tops += s.sample ? size_t(std::max(s.sampling.top_logprobs, 0)) : 0;
-    rows += s.all_logits ? s.tokens.size() : 0;
-  }
-  StepResult r;
-  r.tokens.resize(samples);
-  r.logprobs.resize(samples);
-  r.logits.resize(rows * size_t(vocab_size()));
-  world_.recv(r.tokens.data(), r.tokens.size() * sizeof(int32_t), pos_.result_rank);
-  world_.recv(r.logprobs.data(), r.logprobs.size() * sizeof(float), pos_.result_rank);
-  world_.recv(r.logits.data(), r.logits.size() * sizeof(float), pos_.result_rank);
-  r.top_tokens.resize(tops);
-  r.top_logprobs.resize(tops);
-  world_.recv(r.top_tokens.data(), r.top_tokens.size() * sizeof(int32_t), pos_.result_rank);
-  world_.recv(r.top_logprobs.data(), r.top_logprobs.size() * sizeof(float), pos_.result_rank);
-  return r;
+int64_t Executor::vocab_size() const {
+  return model_.vocab_size();
 }
 
 }  // namespace qmpi

@@ -1,10 +1,16 @@
-// Runs steps on the whole mesh. Rank 0 calls step() with a plan; every other rank sits in
-// serve() until rank 0 shuts the mesh down. Within a step: the plan is broadcast, the first
-// stage embeds, hidden states go stage to stage (TP rank i -> TP rank i), the last stage
-// computes logits and samples, and its TP rank 0 returns the results to rank 0.
-// All communication happens on the calling (main) thread.
+// Runs steps on the whole mesh. Rank 0 submits plans; every other rank sits in serve() until
+// rank 0 shuts the mesh down. A plan travels the pipeline with the hidden states: rank 0 hands
+// it to the other TP ranks of the first stage, each rank passes it on to the same TP rank of
+// the next stage (then its hidden states), the last stage computes logits and samples, and its
+// TP rank 0 returns the results to rank 0.
+//
+// With PP stages, rank 0 may submit up to depth() plans before collecting the oldest result:
+// while the last stage works on micro-batch m, the first works on m + 1, so stages do not idle.
+// Every stage runs plans in the order rank 0 submitted them, which keeps each stage's KV cache
+// writes in that order too. All communication happens on the calling (main) thread.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <unordered_map>
 #include <vector>
 
@@ -29,7 +35,7 @@ struct MeshPosition {
 
 struct StepTimes {
   double total_s = 0.0;
-  double comm_s = 0.0;  // world (plan, stage-to-stage, results) plus TP collectives
+  double comm_s = 0.0;  // world (plans, stage-to-stage, results) plus TP collectives
   int64_t steps = 0;
 };
 
@@ -39,11 +45,19 @@ class Executor {
   Executor(const MeshPosition& pos, Comm& world, Comm& tp, Backend& backend, Qwen2Model& model,
            KvCache& cache);
 
-  StepResult step(const StepPlan& plan);  // rank 0 only
-  void serve();                           // ranks other than 0
-  void shutdown();                        // rank 0: ends every serve()
-  // Rank 0: asks every rank whether it saw SIGINT/SIGTERM (stop_requested_anywhere, joined by
-  // every serve()), so that all ranks agree at the same point. A server polls it between steps.
+  // Rank 0 only. submit() starts a step (rank 0 runs its own stage's part before returning);
+  // collect() returns the result of the oldest step submitted and not yet collected.
+  void submit(const StepPlan& plan);
+  StepResult collect();
+  StepResult step(const StepPlan& plan);  // submit + collect
+  int depth() const { return pos_.pp; }   // plans worth having in flight at once
+  size_t in_flight() const { return in_flight_.size(); }
+
+  void serve();     // ranks other than 0
+  void shutdown();  // rank 0, nothing in flight: ends every serve()
+  // Rank 0, nothing in flight: asks every rank whether it saw SIGINT/SIGTERM
+  // (stop_requested_anywhere, joined by every serve()), so that all ranks agree at the same
+  // point. A server polls it between steps.
   bool poll_stop();
 
   // Rank 0: token ids the sampler may pick (the tokenizer's size; embedding rows past it have
@@ -54,14 +68,16 @@ class Executor {
   int64_t vocab_size() const;
 
  private:
-  StepResult execute(const StepPlan& plan);
-  void broadcast_plan(StepPlan* plan);
+  // Plans go point to point: rank 0 -> the first stage's other TP ranks, and each rank -> the
+  // same TP rank of the next stage.
+  void send_plan(const std::vector<uint8_t>& bytes);
+  StepPlan recv_plan();
+  void require_drained(const char* what) const;
+  void execute(const StepPlan& plan);
   StepResult finish_on_last_stage(const StepPlan& plan, const BatchInput& batch,
                                   const float* hidden);
   void send_hidden(const float* hidden, size_t bytes);
   void recv_hidden(float* hidden, size_t bytes);
-  void send_result(const StepResult& r);
-  StepResult recv_result(const StepPlan& plan);
 
   MeshPosition pos_;
   Comm& world_;
@@ -73,6 +89,11 @@ class Executor {
   Buffer hidden_;
   std::vector<uint8_t> staging_;
   std::unordered_map<int64_t, std::vector<int32_t>> history_;  // last stage: tokens per sequence
+  struct InFlight {
+    StepPlan plan;
+    StepResult result;  // filled at once when rank 0 is the last stage (PP = 1)
+  };
+  std::deque<InFlight> in_flight_;  // rank 0: submitted, not yet collected
   StepTimes times_;
 };
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <unordered_set>
 
 #include "engine/executor.h"
 #include "plan/errors.h"
@@ -21,8 +20,24 @@ const char* finish_reason_name(FinishReason r) {
   return "";
 }
 
+StepResult StepRunner::collect() {
+  if (done_.empty()) raise(Err::Internal, "collect with no step in flight");
+  StepResult r = std::move(done_.front());
+  done_.pop_front();
+  return r;
+}
+
 StepResult ExecutorRunner::run(const StepPlan& plan) {
   return ex_.step(plan);
+}
+int ExecutorRunner::depth() const {
+  return ex_.depth();
+}
+void ExecutorRunner::submit(const StepPlan& plan) {
+  ex_.submit(plan);
+}
+StepResult ExecutorRunner::collect() {
+  return ex_.collect();
 }
 
 Scheduler::Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg)
@@ -79,27 +94,33 @@ void Scheduler::preempt(Sequence& s, std::vector<Scheduled>& planned) {
   stats_.preemptions++;
 }
 
-// Makes room for `s` to hold `tokens` positions, preempting the newest running sequences (never
-// an older one than `s`). False when `s` itself had to go.
+// Makes room for `s` to hold `tokens` positions, preempting the newest running sequences that
+// are not in flight (never an older one than `s`). False when `s` cannot run this step: it had
+// to go itself, or only sequences in flight could make room (it waits for them).
 bool Scheduler::grow(Sequence& s, int64_t tokens, std::vector<Scheduled>& planned) {
   while (!pool_.ensure(s.blocks, tokens)) {
-    Sequence* victim = running_.back();
-    preempt(*victim, planned);
-    if (victim == &s) return false;
+    const auto victim =
+        std::find_if(running_.rbegin(), running_.rend(), [](Sequence* r) { return !r->in_flight; });
+    if (*victim == &s && &s != running_.back()) return false;
+    Sequence* v = *victim;
+    preempt(*v, planned);
+    if (v == &s) return false;
   }
   return true;
 }
 
 bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget,
-                      std::unordered_set<uint64_t>& computing) {
+                      std::vector<uint64_t>& computing) {
   Sequence& s = *waiting_.front();
   const int64_t bs = pool_.block_size();
   uint64_t first_block = 0;
   if (s.blocks.empty() && pool_.prefix_caching() && s.total() > bs) {
-    // A sequence admitted this step is computing the same first block (n > 1, a shared system
-    // prompt): wait one step and share its blocks instead of computing them twice.
+    // A sequence admitted this step or one in flight is computing the same first block (n > 1,
+    // a shared system prompt): wait and share its blocks instead of computing them twice.
     first_block = BlockPool::chain_hash(0, s.tokens(0, bs));
-    if (computing.count(first_block)) return false;
+    if (computing_.count(first_block) ||
+        std::find(computing.begin(), computing.end(), first_block) != computing.end())
+      return false;
     // Keep at least one token to compute: the step that samples needs its logits, and a
     // shared block is never written.
     const int64_t max_blocks = (s.total() - 1) / bs;
@@ -114,7 +135,7 @@ bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget,
     return false;
   }
   stats_.cached_tokens += s.computed;
-  if (first_block != 0 && s.computed == 0) computing.insert(first_block);
+  if (first_block != 0 && s.computed == 0) computing.push_back(first_block);
   waiting_.pop_front();
   s.state = SeqState::Running;
   s.admitted = ++admissions_;
@@ -123,8 +144,18 @@ bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget,
   return true;
 }
 
-std::vector<Scheduler::Scheduled> Scheduler::schedule() {
+// With one step in flight at a time, every sequence may join it. With a pipeline, the running
+// and waiting sequences are spread over depth() steps so that each stage has work.
+int64_t Scheduler::seqs_per_step() const {
+  const int64_t depth = runner_.depth();
+  if (depth <= 1) return cfg_.max_num_seqs;
+  const int64_t active = std::min(cfg_.max_num_seqs, int64_t(running_.size() + waiting_.size()));
+  return std::max<int64_t>(1, (active + depth - 1) / depth);
+}
+
+std::vector<Scheduler::Scheduled> Scheduler::schedule(std::vector<uint64_t>& computing) {
   std::vector<Scheduled> planned;
+  const int64_t max_seqs = seqs_per_step();
   // Recounted each time: preempting a planned sequence gives its tokens back.
   const auto budget = [&] {
     int64_t b = cfg_.max_batched_tokens;
@@ -137,20 +168,24 @@ std::vector<Scheduler::Scheduled> Scheduler::schedule() {
   // order, so the oldest sequences get blocks first.
   std::vector<Sequence*> order;
   for (Sequence* s : running_)
-    if (s->total() - s->computed == 1) order.push_back(s);
+    if (!s->in_flight && s->total() - s->computed == 1) order.push_back(s);
   for (Sequence* s : running_)
-    if (s->total() - s->computed != 1) order.push_back(s);
+    if (!s->in_flight && s->total() - s->computed != 1) order.push_back(s);
+  bool short_of_blocks = false;
   for (Sequence* s : order) {
     if (s->state != SeqState::Running) continue;  // preempted for an older one this step
     const int64_t n = std::min(s->total() - s->computed, budget());
-    if (n == 0) break;
-    if (grow(*s, s->computed + n, planned)) planned.push_back({s, n});
+    if (n == 0 || int64_t(planned.size()) >= max_seqs) break;
+    if (grow(*s, s->computed + n, planned))
+      planned.push_back({s, n});
+    else
+      short_of_blocks = true;
   }
 
-  // New sequences join only when nothing had to be preempted: the cache is not short.
-  std::unordered_set<uint64_t> computing;  // first-block keys being computed this step
-  if (stats_.preemptions == preempted_before)
-    while (!waiting_.empty() && int64_t(running_.size()) < cfg_.max_num_seqs && budget() > 0)
+  // New sequences join only when every running one got its blocks: the cache is not short.
+  if (!short_of_blocks && stats_.preemptions == preempted_before)
+    while (!waiting_.empty() && int64_t(running_.size()) < cfg_.max_num_seqs && budget() > 0 &&
+           int64_t(planned.size()) < max_seqs)
       if (!admit(planned, budget(), computing)) break;
   return planned;
 }
@@ -195,48 +230,91 @@ void Scheduler::retire(Sequence& s) {
 
 std::vector<TokenEvent> Scheduler::step() {
   if (idle()) return {};
-  std::vector<Scheduled> planned = schedule();
-  if (planned.empty())
+  while (in_flight_.size() < size_t(runner_.depth())) {
+    std::vector<uint64_t> computing;
+    std::vector<Scheduled> planned = schedule(computing);
+    if (planned.empty()) break;  // everything that can run is in flight
+    submit(std::move(planned), std::move(computing));
+  }
+  if (in_flight_.empty())
     raise(Err::Internal, "the scheduler found nothing to run with " +
                              std::to_string(running_.size()) + " running and " +
                              std::to_string(waiting_.size()) + " waiting sequences");
+  return complete_oldest();
+}
+
+std::vector<TokenEvent> Scheduler::drain() {
+  std::vector<TokenEvent> events;
+  while (!in_flight_.empty()) {
+    auto more = complete_oldest();
+    events.insert(events.end(), std::make_move_iterator(more.begin()),
+                  std::make_move_iterator(more.end()));
+  }
+  return events;
+}
+
+void Scheduler::submit(std::vector<Scheduled> planned, std::vector<uint64_t> computing) {
   stats_.peak_blocks = std::max(stats_.peak_blocks, pool_.in_use());
   stats_.peak_running = std::max(stats_.peak_running, int64_t(running_.size()));
-
+  InFlightStep f;
   StepPlan plan;
-  size_t samples = 0, tops = 0;
   for (const auto& sc : planned) {
     plan.seqs.push_back(to_step(sc));
-    if (plan.seqs.back().sample) {
-      ++samples;
-      tops += size_t(std::max(sc.seq->spec.sampling.top_logprobs, 0));
-    }
+    const bool sample = plan.seqs.back().sample;
+    f.sample.push_back(sample);
+    f.samples += sample ? 1 : 0;
+    f.tops += sample ? size_t(std::max(sc.seq->spec.sampling.top_logprobs, 0)) : 0;
+    sc.seq->in_flight = true;
   }
   plan.finished = std::move(finished_);
   finished_.clear();
-  const StepResult r = runner_.run(plan);
-  if (r.tokens.size() != samples || r.logprobs.size() != samples || r.top_tokens.size() != tops ||
-      r.top_logprobs.size() != tops)
+  f.planned = std::move(planned);
+  f.computing = std::move(computing);
+  computing_.insert(f.computing.begin(), f.computing.end());
+  runner_.submit(plan);
+  in_flight_.push_back(std::move(f));
+  stats_.peak_in_flight = std::max(stats_.peak_in_flight, int64_t(in_flight_.size()));
+}
+
+std::vector<TokenEvent> Scheduler::complete_oldest() {
+  InFlightStep f = std::move(in_flight_.front());
+  in_flight_.pop_front();
+  const StepResult r = runner_.collect();
+  for (uint64_t key : f.computing) computing_.erase(key);
+  if (r.tokens.size() != f.samples || r.logprobs.size() != f.samples ||
+      r.top_tokens.size() != f.tops || r.top_logprobs.size() != f.tops)
     raise(Err::Internal, "a step returned " + std::to_string(r.tokens.size()) + " tokens for " +
-                             std::to_string(samples) + " sampling sequences");
+                             std::to_string(f.samples) + " sampling sequences");
   stats_.steps++;
 
   std::vector<TokenEvent> events;
   size_t k = 0, t = 0;
-  for (size_t i = 0; i < planned.size(); ++i) {
-    Sequence& s = *planned[i].seq;
-    s.computed += planned[i].tokens;
+  for (size_t i = 0; i < f.planned.size(); ++i) {
+    Sequence& s = *f.planned[i].seq;
+    s.in_flight = false;
+    s.computed += f.planned[i].tokens;
     s.fed = true;
-    stats_.computed_tokens += planned[i].tokens;
+    stats_.computed_tokens += f.planned[i].tokens;
+    if (!f.sample[i]) {
+      if (s.cancelled)
+        retire(s);
+      else
+        publish_full_blocks(s);
+      continue;
+    }
+    const size_t top_at = t;
+    t += size_t(std::max(s.spec.sampling.top_logprobs, 0));
+    const size_t at = k++;
+    if (s.cancelled) {
+      retire(s);
+      continue;
+    }
     publish_full_blocks(s);
-    if (!plan.seqs[i].sample) continue;
     TokenEvent ev;
     ev.seq = s.id;
-    ev.token = r.tokens[k];
-    ev.logprob = r.logprobs[k];
-    ++k;
-    for (int32_t j = 0; j < s.spec.sampling.top_logprobs; ++j, ++t)
-      ev.top.push_back({r.top_tokens[t], r.top_logprobs[t]});
+    ev.token = r.tokens[at];
+    ev.logprob = r.logprobs[at];
+    for (size_t j = top_at; j < t; ++j) ev.top.push_back({r.top_tokens[j], r.top_logprobs[j]});
     s.output.push_back(ev.token);
     stats_.generated++;
     const auto& stops = s.spec.stop_ids;
@@ -252,15 +330,23 @@ std::vector<TokenEvent> Scheduler::step() {
 
 void Scheduler::finish(int64_t id) {
   const auto it = seqs_.find(id);
-  if (it != seqs_.end()) retire(*it->second);
+  if (it == seqs_.end()) return;
+  if (it->second->in_flight)
+    it->second->cancelled = true;
+  else
+    retire(*it->second);
 }
 
 void Scheduler::flush_finished() {
   if (finished_.empty()) return;
+  if (!in_flight_.empty())
+    raise(Err::Internal,
+          "flush_finished with " + std::to_string(in_flight_.size()) + " steps in flight");
   StepPlan plan;
   plan.finished = std::move(finished_);
   finished_.clear();
-  runner_.run(plan);
+  runner_.submit(plan);
+  runner_.collect();
 }
 
 }  // namespace qmpi

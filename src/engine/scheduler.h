@@ -8,6 +8,11 @@
 // finishes: no deadlock, whatever the cache size, as long as each one fits the cache alone
 // (add() refuses those that do not).
 //
+// With a pipelined runner (PP stages), up to depth() micro-batches are in flight: each is a
+// step over sequences that are in no other one, the running sequences split evenly between
+// them. A sequence in flight is never preempted (its blocks are being written); one that must
+// grow while only in-flight sequences could make room waits for them to come back.
+//
 // The scheduler talks to the mesh through StepRunner, so tests can run it against a fake.
 #pragma once
 #include <cstdint>
@@ -29,14 +34,27 @@ class Executor;
 class StepRunner {
  public:
   virtual ~StepRunner() = default;
+  // One step, start to finish.
   virtual StepResult run(const StepPlan& plan) = 0;
+  // A pipelined runner overrides these: submit() starts a step, collect() returns the oldest
+  // submitted step's result, and up to depth() steps may be in flight. The default runs each
+  // step when it is submitted.
+  virtual int depth() const { return 1; }
+  virtual void submit(const StepPlan& plan) { done_.push_back(run(plan)); }
+  virtual StepResult collect();
+
+ private:
+  std::deque<StepResult> done_;
 };
 
-// The real mesh: every step goes to Executor::step.
+// The real mesh: steps go to the Executor, pipelined over its PP stages.
 class ExecutorRunner final : public StepRunner {
  public:
   explicit ExecutorRunner(Executor& ex) : ex_(ex) {}
   StepResult run(const StepPlan& plan) override;
+  int depth() const override;
+  void submit(const StepPlan& plan) override;
+  StepResult collect() override;
 
  private:
   Executor& ex_;
@@ -66,6 +84,7 @@ struct SchedulerStats {
   int64_t preemptions = 0;
   int64_t peak_blocks = 0;  // most KV blocks in use by running sequences at once
   int64_t peak_running = 0;
+  int64_t peak_in_flight = 0;  // most steps in flight at once (pipeline micro-batches)
 };
 
 class Scheduler {
@@ -75,11 +94,15 @@ class Scheduler {
   // Queues a sequence and returns its id. Raises PromptTooLong when its prompt plus max_tokens
   // cannot fit max_model_len or the whole KV cache, SamplingInvalid for max_tokens < 1.
   int64_t add(SequenceSpec spec);
-  // Runs one step (nothing when idle) and returns the tokens it sampled, in plan order.
+  // Fills the pipeline with steps, then completes the oldest one in flight and returns the
+  // tokens it sampled, in plan order (nothing when idle).
   std::vector<TokenEvent> step();
-  // Ends a sequence now, whatever its state (a stop string matched, its request was dropped).
+  // Completes every step in flight without starting new ones (before a mesh-wide collective).
+  std::vector<TokenEvent> drain();
+  // Ends a sequence, whatever its state (a stop string matched, its request was dropped): at
+  // once, or when its step in flight comes back, which then gives no token for it.
   void finish(int64_t id);
-  // Lets the last stage drop the state of sequences finished since the last step.
+  // Lets the last stage drop the state of sequences finished since the last step. Idle only.
   void flush_finished();
 
   bool idle() const { return waiting_.empty() && running_.empty(); }
@@ -89,18 +112,27 @@ class Scheduler {
   const SchedulerStats& stats() const { return stats_; }
   const BlockPool& pool() const { return pool_; }
   const SchedulerConfig& config() const { return cfg_; }
+  size_t in_flight() const { return in_flight_.size(); }
 
  private:
   struct Scheduled {
     Sequence* seq;
     int64_t tokens;  // new tokens this step
   };
+  struct InFlightStep {
+    std::vector<Scheduled> planned;
+    std::vector<bool> sample;         // per planned sequence: a token comes back
+    size_t samples = 0, tops = 0;     // what the result must hold
+    std::vector<uint64_t> computing;  // first-block keys this step computes
+  };
 
-  std::vector<Scheduled> schedule();
+  std::vector<Scheduled> schedule(std::vector<uint64_t>& computing);
+  void submit(std::vector<Scheduled> planned, std::vector<uint64_t> computing);
+  std::vector<TokenEvent> complete_oldest();
   bool grow(Sequence& s, int64_t tokens, std::vector<Scheduled>& planned);
   void preempt(Sequence& s, std::vector<Scheduled>& planned);
-  bool admit(std::vector<Scheduled>& planned, int64_t budget,
-             std::unordered_set<uint64_t>& computing);
+  bool admit(std::vector<Scheduled>& planned, int64_t budget, std::vector<uint64_t>& computing);
+  int64_t seqs_per_step() const;
   StepSeq to_step(const Scheduled& sc) const;
   void publish_full_blocks(Sequence& s);
   void retire(Sequence& s);
@@ -112,6 +144,8 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order
   std::vector<int64_t> finished_;   // for the next plan
+  std::deque<InFlightStep> in_flight_;
+  std::unordered_set<uint64_t> computing_;  // first-block keys of steps in flight
   int64_t next_id_ = 1;
   uint64_t admissions_ = 0;
   SchedulerStats stats_;

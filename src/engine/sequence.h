@@ -35,6 +35,8 @@ struct Sequence {
   std::vector<uint64_t> hashes;  // content hash of each full block of computed tokens
   uint64_t admitted = 0;         // admission counter: the newest is preempted first
   bool fed = false;              // has run a step since its (re)admission
+  bool in_flight = false;        // in a step submitted and not yet completed
+  bool cancelled = false;        // finish() came while in flight: retire when it returns
   int64_t preemptions = 0;
 
   int64_t total() const { return int64_t(spec.prompt.size() + output.size()); }

@@ -48,7 +48,7 @@ class Reader {
 
  private:
   void need(size_t n) {
-    if (at_ + n > b_.size()) raise(Err::Internal, "truncated step plan");
+    if (at_ + n > b_.size()) raise(Err::Internal, "truncated step plan or result");
   }
   std::span<const uint8_t> b_;
   size_t at_ = 0;
@@ -99,6 +99,27 @@ StepPlan decode_step_plan(std::span<const uint8_t> bytes) {
   }
   p.finished = r.vec<int64_t>();
   return p;
+}
+
+std::vector<uint8_t> encode_step_result(const StepResult& r) {
+  Writer w;
+  w.vec(r.tokens);
+  w.vec(r.logprobs);
+  w.vec(r.logits);
+  w.vec(r.top_tokens);
+  w.vec(r.top_logprobs);
+  return std::move(w.out);
+}
+
+StepResult decode_step_result(std::span<const uint8_t> bytes) {
+  Reader r(bytes);
+  StepResult out;
+  out.tokens = r.vec<int32_t>();
+  out.logprobs = r.vec<float>();
+  out.logits = r.vec<float>();
+  out.top_tokens = r.vec<int32_t>();
+  out.top_logprobs = r.vec<float>();
+  return out;
 }
 
 BatchInput make_batch(const StepPlan& plan, int block_size) {

@@ -12,14 +12,14 @@ namespace qmpi {
 
 struct StepSeq {
   int64_t id = 0;
-  int32_t start_pos = 0;              // tokens already in the cache
-  std::vector<int32_t> tokens;        // new tokens this step (prompt chunk or last sample)
-  std::vector<int32_t> block_table;   // blocks covering start_pos + tokens.size()
-  bool all_logits = false;            // return logits of every new token (qmpi logits)
-  bool sample = true;                 // sample one token after the last new token
-  bool first_chunk = false;           // the sequence starts here (penalty history resets)
+  int32_t start_pos = 0;             // tokens already in the cache
+  std::vector<int32_t> tokens;       // new tokens this step (prompt chunk or last sample)
+  std::vector<int32_t> block_table;  // blocks covering start_pos + tokens.size()
+  bool all_logits = false;           // return logits of every new token (qmpi logits)
+  bool sample = true;                // sample one token after the last new token
+  bool first_chunk = false;          // the sequence starts here (penalty history resets)
   SamplingParams sampling;
-  uint32_t sample_index = 0;          // which output token this is (seeds the RNG stream)
+  uint32_t sample_index = 0;  // which output token this is (seeds the RNG stream)
   // With first_chunk and start_pos > 0 (a prefix-cache hit): the tokens already in the cache,
   // so the last stage's penalty history starts from the whole sequence.
   std::vector<int32_t> cached_prefix;
@@ -34,9 +34,9 @@ struct StepPlan {
 };
 
 struct StepResult {
-  std::vector<int32_t> tokens;    // one sampled token per sampling sequence, plan order
-  std::vector<float> logprobs;    // log-probability of each sampled token
-  std::vector<float> logits;      // [rows, vocab] for all_logits sequences, plan order
+  std::vector<int32_t> tokens;  // one sampled token per sampling sequence, plan order
+  std::vector<float> logprobs;  // log-probability of each sampled token
+  std::vector<float> logits;    // [rows, vocab] for all_logits sequences, plan order
   // sampling.top_logprobs alternatives per sampled token (most likely first), plan order.
   std::vector<int32_t> top_tokens;
   std::vector<float> top_logprobs;
@@ -44,6 +44,8 @@ struct StepResult {
 
 std::vector<uint8_t> encode_step_plan(const StepPlan& plan);
 StepPlan decode_step_plan(std::span<const uint8_t> bytes);
+std::vector<uint8_t> encode_step_result(const StepResult& result);
+StepResult decode_step_result(std::span<const uint8_t> bytes);
 
 // Flattens a plan into the forward pass's batch (identical on every rank).
 BatchInput make_batch(const StepPlan& plan, int block_size);

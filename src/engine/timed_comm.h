@@ -13,16 +13,30 @@ class TimedComm : public Comm {
   int rank() const override { return inner_.rank(); }
   int size() const override { return inner_.size(); }
   std::string describe() const override { return inner_.describe(); }
-  void all_reduce_sum(float* d, size_t n) override { time([&] { inner_.all_reduce_sum(d, n); }); }
+  void all_reduce_sum(float* d, size_t n) override {
+    time([&] { inner_.all_reduce_sum(d, n); });
+  }
   void all_gather(const void* s, void* r, size_t b) override {
     time([&] { inner_.all_gather(s, r, b); });
   }
   void broadcast(void* d, size_t b, int root) override {
     time([&] { inner_.broadcast(d, b, root); });
   }
-  void send(const void* d, size_t b, int peer) override { time([&] { inner_.send(d, b, peer); }); }
-  void recv(void* d, size_t b, int peer) override { time([&] { inner_.recv(d, b, peer); }); }
-  void barrier() override { time([&] { inner_.barrier(); }); }
+  void send(const void* d, size_t b, int peer) override {
+    time([&] { inner_.send(d, b, peer); });
+  }
+  void recv(void* d, size_t b, int peer) override {
+    time([&] { inner_.recv(d, b, peer); });
+  }
+  void barrier() override {
+    time([&] { inner_.barrier(); });
+  }
+  void send_async(std::shared_ptr<const std::vector<uint8_t>> d, int peer) override {
+    time([&] { inner_.send_async(std::move(d), peer); });
+  }
+  void flush_sends() override {
+    time([&] { inner_.flush_sends(); });
+  }
 
   double seconds() const { return seconds_; }
   void reset() { seconds_ = 0.0; }

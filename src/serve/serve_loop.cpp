@@ -56,6 +56,9 @@ void ServeLoop::run(const std::function<bool()>& stop_requested) {
       publish(draining ? Health::Draining : Health::Ready);
       if (!draining && Clock::now() - last_poll >= opts_.stop_poll) {
         last_poll = Clock::now();
+        // The poll is a collective over every rank: no step may be in flight in the pipeline.
+        for (const TokenEvent& ev : sched_.drain()) on_token(ev, Clock::now());
+        flushed_ = false;
         if (stop_requested()) {
           draining = true;
           hub_.set_health(Health::Draining);

@@ -1,14 +1,16 @@
 #!/usr/bin/python3
 """`qmpi batch` end to end on the tiny model: 200 requests (plain, chat and OpenAI Batch lines,
 greedy and seeded, n = 2) with 5 bad lines, under `mpirun -np 6 --tp 2 --pp 3`. Exactly 200
-result lines, the 5 errors with their codes and messages, and every result identical to the
-same file run at 1x1, to a 1x1 run whose tiny KV cache and token budget force preemption and
-chunked prefill (without prefix caching, in input order), and, for a handful, to `qmpi run`
-of the request alone. The HDF5 output opens in h5py and agrees with the JSONL.
+result lines, the 5 errors with their codes and messages, three micro-batches in flight (one
+per stage), and every result identical to the same file run at 1x1, to a 1x2 run whose tiny KV
+cache and token budget force preemption and chunked prefill while two micro-batches are in
+flight (without prefix caching, in input order), and, for a handful, to `qmpi run` of the
+request alone. The HDF5 output opens in h5py and agrees with the JSONL.
 """
 
 import json
 import os
+import re
 import random
 
 import h5py
@@ -74,7 +76,7 @@ def batch(model, inp, out, tp=1, pp=1, extra=()):
     proc = testlib.qmpi(args, tp=tp, pp=pp, timeout=240)
     summary = [l for l in proc.stderr.splitlines() if " ok, " in l]
     print("  " + (summary[-1] if summary else "(no summary line)"), flush=True)
-    return load(out)
+    return load(out), (summary[-1] if summary else "")
 
 
 def compare(c: testlib.Checks, label: str, got, want) -> None:
@@ -96,8 +98,10 @@ def body(c: testlib.Checks) -> None:
     h5_path = os.path.join(work, "mesh.h5")
     if os.path.exists(h5_path):
         os.remove(h5_path)
-    mesh = batch(model, inp, os.path.join(work, "mesh.jsonl"), tp=2, pp=3,
-                 extra=["--output-h5", h5_path])
+    mesh, summary = batch(model, inp, os.path.join(work, "mesh.jsonl"), tp=2, pp=3,
+                          extra=["--output-h5", h5_path])
+    c.check("up to 3 micro-batches in flight" in summary,
+            "2x3: the three stages each had a micro-batch in flight (PP micro-batching)")
     ids = [r["custom_id"] for r in mesh]
     c.check(len(mesh) == 200 and len(set(ids)) == 200,
             f"2x3: {len(mesh)} lines, {len(set(ids))} distinct ids (want 200, 200)")
@@ -117,13 +121,19 @@ def body(c: testlib.Checks) -> None:
                 len(token_ids(r)[0]) for r in chat),
             f"2x3: {len(chat)} chat completions with a logprob per token")
 
-    single = batch(model, inp, os.path.join(work, "single.jsonl"))
+    single, _ = batch(model, inp, os.path.join(work, "single.jsonl"))
     want = {r["custom_id"]: r for r in single}
     compare(c, "2x3 vs 1x1", mesh, want)
-    tight = batch(model, inp, os.path.join(work, "tight.jsonl"),
-                  extra=["--kv-blocks", 12, "--max-batched-tokens", 24, "--max-num-seqs", 8,
-                         "--no-prefix-caching", "--ordered"])
-    compare(c, "1x1, 12 KV blocks, 24-token steps", tight, want)
+    # Two pipeline stages on a cache this small: preemption while other micro-batches are in
+    # flight.
+    tight, summary = batch(model, inp, os.path.join(work, "tight.jsonl"), pp=2,
+                           extra=["--kv-blocks", 12, "--max-batched-tokens", 24,
+                                  "--max-num-seqs", 8, "--no-prefix-caching", "--ordered"])
+    compare(c, "1x2, 12 KV blocks, 24-token steps", tight, want)
+    preempted = re.search(r"(\d+) preemptions", summary)
+    c.check(preempted is not None and int(preempted.group(1)) > 0 and
+            "up to 2 micro-batches in flight" in summary,
+            f"1x2 tight: preemptions with 2 micro-batches in flight ({summary[-120:]})")
     order = [int(r["id"].split("_")[-1]) for r in tight]
     c.check(order == sorted(order) and len(order) == 200, "--ordered: results in input order")
 

@@ -4,9 +4,13 @@
 // context read back, sampled by the real sampler, so a wrong block table, a block reused while
 // still in use, or a wrong penalty history changes the output, and the outputs of a request
 // are the same whatever else runs with it. It checks the plan's invariants as it goes.
+// With depth > 1 it stands for a pipeline: steps run when submitted (the first stage's order)
+// and come back in order, and no two steps in flight may share a sequence or a block that one
+// of them writes.
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <unordered_map>
@@ -19,8 +23,25 @@ namespace qmpi::test {
 
 class FakeModel final : public StepRunner {
  public:
-  FakeModel(int64_t num_blocks, int block_size, int64_t vocab = 64)
-      : slots_(size_t(num_blocks * block_size), -1), block_size_(block_size), vocab_(vocab) {}
+  FakeModel(int64_t num_blocks, int block_size, int64_t vocab = 64, int depth = 1)
+      : slots_(size_t(num_blocks * block_size), -1),
+        block_size_(block_size),
+        vocab_(vocab),
+        depth_(depth) {}
+
+  int depth() const override { return depth_; }
+  void submit(const StepPlan& plan) override {
+    EXPECT_LT(in_flight_.size(), size_t(depth_)) << "more steps in flight than the pipeline";
+    for (const StepPlan& other : in_flight_) expect_disjoint(plan, other);
+    in_flight_.push_back(plan);
+    max_in_flight_ = std::max(max_in_flight_, in_flight_.size());
+    StepRunner::submit(plan);
+  }
+  StepResult collect() override {
+    EXPECT_FALSE(in_flight_.empty());
+    if (!in_flight_.empty()) in_flight_.erase(in_flight_.begin());
+    return StepRunner::collect();
+  }
 
   StepResult run(const StepPlan& plan) override {
     StepResult r;
@@ -70,6 +91,7 @@ class FakeModel final : public StepRunner {
   }
 
   size_t max_seqs() const { return max_seqs_; }
+  size_t max_in_flight() const { return max_in_flight_; }
   int64_t max_tokens() const { return max_tokens_; }
   int64_t steps() const { return steps_; }
   size_t live_histories() const { return history_.size(); }
@@ -82,6 +104,23 @@ class FakeModel final : public StepRunner {
     x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
     return x ^ (x >> 31);
   }
+  // Blocks a step writes: those holding its new tokens.
+  std::vector<int32_t> written(const StepPlan& p) const {
+    std::vector<int32_t> w;
+    for (const auto& s : p.seqs)
+      for (int64_t pos = s.start_pos; pos < s.start_pos + int64_t(s.tokens.size()); ++pos)
+        w.push_back(s.block_table[size_t(pos / block_size_)]);
+    return w;
+  }
+  void expect_disjoint(const StepPlan& a, const StepPlan& b) const {
+    for (const auto& sa : a.seqs)
+      for (const auto& sb : b.seqs) EXPECT_NE(sa.id, sb.id) << "a sequence in two steps in flight";
+    for (const auto& [w, other] : {std::pair{&a, &b}, std::pair{&b, &a}})
+      for (int32_t block : written(*w))
+        for (const auto& s : other->seqs)
+          EXPECT_EQ(std::count(s.block_table.begin(), s.block_table.end(), block), 0)
+              << "block " << block << " written by one step in flight and used by another";
+  }
   int32_t& slot(const StepSeq& s, int64_t pos) {
     const int32_t block = s.block_table[size_t(pos / block_size_)];
     return slots_[size_t(block) * size_t(block_size_) + size_t(pos % block_size_)];
@@ -90,6 +129,9 @@ class FakeModel final : public StepRunner {
   std::vector<int32_t> slots_;
   int block_size_;
   int64_t vocab_;
+  int depth_;
+  std::vector<StepPlan> in_flight_;
+  size_t max_in_flight_ = 0;
   std::unordered_map<int64_t, std::vector<int32_t>> history_;
   size_t max_seqs_ = 0;
   int64_t max_tokens_ = 0;

@@ -28,13 +28,14 @@ struct Limits {
   int64_t max_batched_tokens = 64;
   int64_t max_model_len = 512;
   bool prefix_caching = true;
+  int depth = 1;  // steps the fake pipeline keeps in flight
 };
 
 // Runs every spec to the end (failing the test after `step_limit` steps: a deadlock).
 std::vector<Outcome> run_all(const std::vector<SequenceSpec>& specs, const Limits& setup,
                              SchedulerStats* stats = nullptr, FakeModel* model_out = nullptr,
                              int64_t step_limit = 100000) {
-  FakeModel local(setup.blocks, setup.block_size);
+  FakeModel local(setup.blocks, setup.block_size, 64, setup.depth);
   FakeModel& model = model_out ? *model_out : local;
   BlockManager blocks(setup.blocks, setup.block_size);
   SchedulerConfig cfg;
@@ -240,6 +241,12 @@ TEST(Scheduler, PrefixCacheHitsGiveTheSameResultsAsMisses) {
   s.blocks = 20;
   s.max_num_seqs = 6;
   expect_same(run_all(specs, s, &stats), want);
+  // And a pipeline of 3 stages, where the prefix is computed by one step in flight while others
+  // wait to share it.
+  s.blocks = 256;
+  s.depth = 3;
+  expect_same(run_all(specs, s, &stats), want);
+  EXPECT_GE(stats.cached_tokens, 10 * 36) << "pipelined steps should share the prefix too";
 }
 
 TEST(Scheduler, ChoicesOfOneRequestShareTheirPromptBlocks) {
@@ -308,6 +315,83 @@ TEST(Scheduler, FinishingRunningAndWaitingSequencesFreesEverything) {
   EXPECT_EQ(sched.num_waiting(), 0u);
   EXPECT_EQ(sched.num_running(), 1u);
   while (!sched.idle()) sched.step();
+  sched.flush_finished();
+  EXPECT_EQ(sched.pool().in_use(), 0);
+  EXPECT_EQ(model.live_histories(), 0u);
+}
+
+// PP stages: up to `depth` steps in flight at once, which the fake checks share no sequence and
+// no block one of them writes; every request still gets its alone output through preemption,
+// chunked prefill and prefix-cache hits, and the pipeline is kept full.
+TEST(Scheduler, PipelinedStepsGiveEveryRequestItsAloneOutput) {
+  for (float temperature : {0.0f, 0.9f}) {
+    const auto specs = mixed_specs(24, temperature, 13);
+    const auto want = run_alone(specs);
+    for (int depth : {2, 3, 4}) {
+      const Limits cases[] = {Limits{}, Limits{24, 4, 8, 64, 512, true},
+                              Limits{40, 8, 3, 5, 512, false}, Limits{256, 4, 16, 16, 512, true}};
+      for (Limits s : cases) {
+        s.depth = depth;
+        FakeModel model(s.blocks, s.block_size, 64, depth);
+        SchedulerStats stats;
+        expect_same(run_all(specs, s, &stats, &model), want);
+        const auto full = size_t(std::min<int64_t>(depth, s.max_num_seqs));
+        if (s.blocks == 24) {  // a cache this short cannot always feed every stage
+          EXPECT_GE(model.max_in_flight(), 2u) << "depth " << depth;
+          EXPECT_GT(stats.preemptions, 0) << "no preemption exercised";
+        } else {
+          EXPECT_EQ(model.max_in_flight(), full)
+              << "depth " << depth << ", max_num_seqs " << s.max_num_seqs << ", budget "
+              << s.max_batched_tokens;
+        }
+      }
+    }
+  }
+}
+
+TEST(Scheduler, PipelinedStepsSplitTheRunningSequences) {
+  std::mt19937 rng(14);
+  std::vector<SequenceSpec> specs;
+  for (int i = 0; i < 12; ++i) {
+    specs.push_back(make_spec(rng, 5, 30, 0.0f));
+    specs.back().stop_ids.clear();
+  }
+  Limits s;
+  s.max_num_seqs = 12;
+  s.depth = 3;
+  FakeModel model(s.blocks, s.block_size, 64, 3);
+  expect_same(run_all(specs, s, nullptr, &model), run_alone(specs));
+  EXPECT_EQ(model.max_seqs(), 4u) << "12 sequences over 3 stages: 4 per micro-batch";
+  // Every decode step carries its share, not one full batch and two empty ones.
+  size_t decode_steps = 0;
+  for (const auto& plan : model.plans())
+    if (!plan.seqs.empty() && plan.seqs.front().start_pos > 5 && plan.seqs.size() == 4)
+      ++decode_steps;
+  EXPECT_GE(decode_steps, 3u * 25) << "most decode micro-batches should hold 4 sequences";
+}
+
+TEST(Scheduler, FinishingASequenceInFlightDropsItsLastToken) {
+  FakeModel model(64, 4, 64, 2);
+  BlockManager blocks(64, 4);
+  Scheduler sched(model, blocks, SchedulerConfig{});
+  std::mt19937 rng(15);
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 2; ++i) {
+    SequenceSpec s = make_spec(rng, 6, 40, 0.0f);
+    s.stop_ids.clear();
+    ids.push_back(sched.add(s));
+  }
+  sched.step();  // both in flight, one completed
+  ASSERT_EQ(sched.in_flight(), 1u);
+  const Sequence* pending = sched.find(ids[1]);
+  ASSERT_NE(pending, nullptr);
+  ASSERT_TRUE(pending->in_flight);
+  sched.finish(ids[1]);  // e.g. its client went away
+  int after = 0;
+  while (!sched.idle())
+    for (const auto& ev : sched.step()) after += ev.seq == ids[1] ? 1 : 0;
+  EXPECT_EQ(after, 0) << "a finished sequence still produced tokens";
+  EXPECT_EQ(sched.find(ids[1]), nullptr);
   sched.flush_finished();
   EXPECT_EQ(sched.pool().in_use(), 0);
   EXPECT_EQ(model.live_histories(), 0u);
