@@ -2,7 +2,8 @@
 # One call on a GPU machine that checks the CUDA backend end to end and times it: build (or
 # unpack a prepared bundle), the CUDA unit tests (every kernel against the CPU backend on fresh
 # random data), `qmpi logits` with --backend cuda against --backend cpu on the tiny and the
-# qwen2.5-0.5b presets, the 6-rank --tp 2 --pp 3 --comm mpi layout on the one GPU, and decode /
+# qwen2.5-0.5b presets, the 6-rank --tp 2 --pp 3 --comm mpi layout on the one GPU (and every
+# rank's "memory predicted / actual" line, its KV cache sized from the device), and decode /
 # prefill tokens/s next to the HBM roofline (weight bytes per token / measured copy bandwidth).
 # Finishes inside QMPI_CHECK_BUDGET_S seconds (default 450) and prints a short table last;
 # logs go to $OUT when set (the device tool brings them back), else /tmp/qmpi-gpu-check.
@@ -330,6 +331,7 @@ if ((models_ok)) && [[ -n "$py" ]]; then
 
   # The whole distributed path on one GPU: six ranks share it, TP staged through host memory.
   # CUDA_VISIBLE_DEVICES lets the ranks share the listed GPU round-robin (--comm mpi).
+  log_before=$(wc -l <"$log")
   if run 150 env "${qenv[@]}" OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" \
        "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 6 "$qmpi" logits --model "$work/q05" --ids "$ids" \
        --out "$work/q05.tp2pp3.npy" --tp 2 --pp 3 --backend "$backend" --comm mpi; then
@@ -340,6 +342,17 @@ if ((models_ok)) && [[ -n "$py" ]]; then
     fi
   else
     row "6 ranks tp2 pp3 --comm mpi vs cpu" FAIL "mpirun failed: see log"
+  fi
+  # Every rank prints the planner's memory prediction next to what it measured; on a GPU the
+  # KV cache was sized from --gpu-memory-utilization (each rank 1/6 of the device).
+  mem_lines="$(tail -n +"$((log_before + 1))" "$log" | grep 'memory predicted / actual')"
+  mem_count="$(grep -c . <<<"$mem_lines")"
+  mem_device="$(grep -c 'free before the KV cache' <<<"$mem_lines")"
+  mem_rank0="$(grep '\[rank 0 ' <<<"$mem_lines" | grep -Eo 'workspace [^(]*[^( ]|KV cache .* blocks' | paste -sd';' | sed 's/;/; /')"
+  if [[ "$mem_count" == 6 && ( "$backend" == cpu || "$mem_device" == 6 ) ]]; then
+    row "memory predicted / actual, 6 ranks" ok "rank 0: ${mem_rank0:-?}"
+  else
+    row "memory predicted / actual, 6 ranks" FAIL "$mem_count lines, $mem_device with device numbers (want 6)"
   fi
 
   # Speed: one sequence, 128-token prompt, 64 generated tokens.

@@ -7,6 +7,8 @@
 
 #include "dist/mesh.h"
 #include "dist/mpi_runtime.h"
+#include "engine/kv_sizing.h"
+#include "engine/profile_step.h"
 #include "model/synthetic.h"
 #include "plan/errors.h"
 
@@ -73,10 +75,10 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   kv.block_size = opts_.block_size;
   kv.kv_heads = int(plan.kv_heads.size());
   kv.head_dim = int(cfg_.head_dim);
-  kv.num_blocks = opts_.kv_blocks > 0
-                      ? opts_.kv_blocks
-                      : opts_.max_num_seqs * ((max_model_len_ + opts_.block_size - 1) / opts_.block_size);
+  size_kv_cache(kv);
   cache_ = std::make_unique<KvCache>(*backend_, kv);
+  if (opts_.memory_report)
+    spdlog::info("[{}] {}", mesh_->log_tag(), opts_.memory_report(cfg_, *mesh_, opts_, measured_));
 
   MeshPosition pos;
   pos.rank = mesh_->rank();
@@ -91,11 +93,44 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   if (is_driver()) blocks_ = std::make_unique<BlockManager>(kv.num_blocks, kv.block_size);
 }
 
+void Engine::size_kv_cache(KvCacheShape& kv) {
+  measured_.weight_bytes = weight_bytes_;
+  measured_.bytes_per_block = kv.bytes_per_block();
+  if (opts_.kv_blocks > 0) {
+    kv.num_blocks = opts_.kv_blocks;
+  } else if (opts_.size_kv_on_device) {
+    // Every rank measures its own device, then all take the smallest room (one block table).
+    const ProfileShape shape =
+        profile_shape(opts_.max_step_tokens, max_model_len_, opts_.max_num_seqs);
+    DeviceKvRequest req;
+    req.utilization = opts_.gpu_memory_utilization;
+    req.ranks_per_device = ranks_sharing_device(mesh_->placements(), mesh_->rank());
+    req.bytes_per_block = kv.bytes_per_block();
+    KvCacheShape one_block = kv;
+    one_block.num_blocks = 1;
+    req.profile_kv_bytes = one_block.bytes();
+    kv.num_blocks = agree_on_kv_blocks(mesh_->world(), mesh_->log_tag(), [&] {
+      measured_ = opts_.size_kv_on_device(*backend_, req,
+                                          [&] { run_profile_step(*model_, *backend_, kv, shape); });
+      measured_.profile_tokens = shape.tokens;
+      return measured_.rank_kv_blocks;
+    });
+  } else {
+    kv.num_blocks = blocks_for_sequences(opts_.max_num_seqs, max_model_len_, opts_.block_size);
+  }
+  if (measured_.rank_kv_blocks == 0) measured_.rank_kv_blocks = kv.num_blocks;
+  measured_.kv_blocks = kv.num_blocks;
+}
+
 Engine::~Engine() = default;
 
-bool Engine::is_driver() const { return mesh_->rank() == 0; }
+bool Engine::is_driver() const {
+  return mesh_->rank() == 0;
+}
 
-void Engine::serve() { executor_->serve(); }
+void Engine::serve() {
+  executor_->serve();
+}
 
 void Engine::shutdown() {
   if (is_driver() && !shut_down_) executor_->shutdown();

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "dist/comm.h"
 #include "engine/block_manager.h"
+#include "engine/device_memory.h"
 #include "engine/executor.h"
 #include "engine/kv_cache.h"
 #include "engine/timed_comm.h"
@@ -25,10 +26,10 @@ class Mesh;
 class MpiRuntime;
 
 struct EngineOptions {
-  std::string model_path;           // HF folder or .h5
-  bool verify_checksums = false;    // .h5: check the CRC-32 of every chunk this rank reads
-  bool synthetic_weights = false;   // random weights from the config alone (per-rank slices)
-  std::string model_config;         // config.json for synthetic weights (else model_path's)
+  std::string model_path;          // HF folder or .h5
+  bool verify_checksums = false;   // .h5: check the CRC-32 of every chunk this rank reads
+  bool synthetic_weights = false;  // random weights from the config alone (per-rank slices)
+  std::string model_config;        // config.json for synthetic weights (else model_path's)
   uint64_t synthetic_seed = 0;
   Layout layout;
   bool cuda = false;
@@ -39,7 +40,12 @@ struct EngineOptions {
   int block_size = 16;
   int64_t max_model_len = 0;  // 0: min(max_position_embeddings, 8192)
   int64_t max_num_seqs = 1;
-  int64_t kv_blocks = 0;  // 0: enough for max_num_seqs sequences of max_model_len
+  // 0: on CPU enough for max_num_seqs sequences of max_model_len; on a device backend with
+  // size_kv_on_device, what --gpu-memory-utilization leaves after the weights and workspace.
+  int64_t kv_blocks = 0;
+  // Tokens of the largest step (batch, serve: --max-batched-tokens); 0: a whole prompt of
+  // max_model_len in one step (run, bench, logits). The workspace is measured at this size.
+  int64_t max_step_tokens = 0;
   // Chosen by the app (it links the CUDA backend when built): the backend for this rank and,
   // optionally, the TP group's comm (NCCL); null means the MPI comm.
   std::function<std::unique_ptr<Backend>(int device)> make_backend;
@@ -47,6 +53,14 @@ struct EngineOptions {
   // The planner's pre-flight check (layout rules and memory budget), run on every rank once
   // the mesh and the device are known and before any weight is read; raises its error.
   std::function<void(const ModelConfig&, const Mesh&, const EngineOptions&)> preflight;
+  // Device backends: sizes the KV cache from the device's memory (engine/device_memory.h) when
+  // kv_blocks is 0. Null: the CPU rule above.
+  DeviceKvSizer size_kv_on_device;
+  // This rank's start-up line, the planner's prediction next to what was measured; logged by
+  // every rank once its KV cache is allocated. Null: no line.
+  std::function<std::string(const ModelConfig&, const Mesh&, const EngineOptions&,
+                            const MeasuredMemory&)>
+      memory_report;
 };
 
 class Engine {
@@ -71,9 +85,13 @@ class Engine {
   BlockManager& blocks() { return *blocks_; }  // driver only
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t bytes_read() const { return bytes_read_; }
+  const MeasuredMemory& measured_memory() const { return measured_; }
   int64_t max_model_len() const { return max_model_len_; }
 
  private:
+  // Sets kv.num_blocks (and measured_): --kv-blocks, the device's budget, or the CPU rule.
+  void size_kv_cache(KvCacheShape& kv);
+
   EngineOptions opts_;
   ModelConfig cfg_;
   GenerationConfig gen_;
@@ -85,6 +103,7 @@ class Engine {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<BlockManager> blocks_;
   uint64_t weight_bytes_ = 0, bytes_read_ = 0;
+  MeasuredMemory measured_;
   int64_t max_model_len_ = 0;
   bool shut_down_ = false;
 };

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/kv_sizing.h"
 #include "io/weight_source.h"
 #include "plan/errors.h"
 
@@ -21,14 +22,16 @@ DType tensor_dtype(const ModelConfig& cfg, const PlanInputs& in, const std::stri
 }
 
 uint64_t activation_bytes(const ModelConfig& cfg, const ShardPlan& plan, const PlanInputs& in) {
-  const uint64_t T = uint64_t(std::max(resolved_max_model_len(cfg, in), in.max_num_seqs));
+  const ProfileShape step =
+      profile_shape(in.max_step_tokens, resolved_max_model_len(cfg, in), in.max_num_seqs);
+  const uint64_t T = uint64_t(step.tokens);
   const uint64_t h = uint64_t(cfg.hidden_size);
   const uint64_t q = uint64_t(plan.q_heads.size() * cfg.head_dim);
   const uint64_t kv = uint64_t(plan.kv_heads.size() * cfg.head_dim);
   const uint64_t im = uint64_t(plan.intermediate.size());
   uint64_t floats = T * (3 * h + 2 * q + 2 * kv + 2 * im);
   if (plan.last_stage) {
-    const uint64_t R = uint64_t(in.max_num_seqs);
+    const uint64_t R = uint64_t(step.logit_rows);
     const uint64_t per_rank = uint64_t((cfg.vocab_size + plan.tp - 1) / plan.tp);
     floats += R * (h + per_rank * (1 + uint64_t(plan.tp)) + 2 * uint64_t(cfg.vocab_size));
   }

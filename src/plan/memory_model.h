@@ -11,13 +11,16 @@
 // KV cache:    2 (K, V) x layers on the stage x KV heads on the rank x head_dim x KV dtype size
 //              x tokens, tokens = max_num_seqs x max_model_len rounded up to whole blocks (or
 //              kv_blocks x block_size when given).
-// Activations: float32 (the Backend convention), T = max(max_model_len, max_num_seqs) tokens
-//              per step (a whole prompt prefilled in one step, or one token per sequence):
+// Activations: float32 (the Backend convention), T tokens per step: max_step_tokens
+//              (--max-batched-tokens of batch and serve) or else max(max_model_len,
+//              max_num_seqs) (a whole prompt prefilled in one step, or one token per sequence),
+//              the step the engine profiles on a device (engine/kv_sizing.h profile_shape):
 //              T x (3 h + 2 q_local + 2 kv_local + 2 im_local) floats — the step's hidden state,
 //              its normed copy, q, k, v, attention output, projection output, gate and up
-//              (model/qwen2.cpp's scratch slots). The last stage adds, per sequence, the logit
-//              row's hidden state, its vocab slice and the TP gather of the slices
-//              (h + per_rank x (1 + tp) floats) and the host copies (2 x vocab floats).
+//              (model/qwen2.cpp's scratch slots). The last stage adds, per sampled sequence
+//              (min(T, max_num_seqs) rows), the logit row's hidden state, its vocab slice and
+//              the TP gather of the slices (h + per_rank x (1 + tp) floats) and the host
+//              copies (2 x vocab floats).
 //              Attention is computed without a T x T score matrix, so it adds nothing here.
 // Overhead:    a constant per backend, kRuntimeOverheadCuda / kRuntimeOverheadCpu.
 #pragma once
@@ -57,8 +60,9 @@ struct PlanInputs {
   uint64_t host_mem = 0;      // bytes per host the ranks may share (CPU backend)
   int64_t max_model_len = 0;  // 0: min(max_position_embeddings, 8192), as the engine
   int64_t max_num_seqs = 1;
-  int block_size = 16;    // KV cache block (tokens)
-  int64_t kv_blocks = 0;  // 0: max_num_seqs sequences of max_model_len
+  int64_t max_step_tokens = 0;  // tokens of the largest step; 0: max(max_model_len, max_num_seqs)
+  int block_size = 16;          // KV cache block (tokens)
+  int64_t kv_blocks = 0;        // 0: max_num_seqs sequences of max_model_len
   DType kv_dtype = kEngineKvDType;
   bool int4_weights = false;  // size the weights as an int4-g128 AWQ/GPTQ checkpoint would be
   // Tensor dtypes from the checkpoint's safetensors headers; tensors not listed (or all, when

@@ -7,8 +7,10 @@
 #include "plan/errors.h"
 #ifdef QMPI_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/memory_budget.h"
 #include "dist/nccl/comm_nccl.h"
 #include "dist/nccl/comm_staged_mpi.h"
+#include "plan/memory_model.h"
 #endif
 
 namespace qmpi {
@@ -29,7 +31,39 @@ std::vector<int> parse_layers(const std::string& s) {
   return out;
 }
 
+#ifdef QMPI_WITH_CUDA
+// The KV cache from --gpu-memory-utilization: the workspace is what the profiling step used,
+// the overhead the planner's kRuntimeOverheadCuda, so the numbers match `qmpi plan`.
+MeasuredMemory size_kv_on_cuda(Backend& backend, const DeviceKvRequest& r,
+                               const std::function<void()>& profile_step) {
+  auto& cuda = static_cast<CudaBackend&>(backend);  // made by make_cuda_backend below
+  cuda.reset_memory_peaks();
+  profile_step();
+  const cuda::DeviceKvBudget d =
+      cuda::plan_kv_blocks_on_device(cuda, r.utilization, r.ranks_per_device, kRuntimeOverheadCuda,
+                                     r.bytes_per_block, r.profile_kv_bytes);
+  MeasuredMemory m;
+  m.device = true;
+  m.total_bytes = d.input.total_bytes;
+  m.free_bytes = d.input.free_bytes;
+  m.weight_bytes = d.input.weight_bytes;
+  m.workspace_bytes = d.input.workspace_bytes;
+  m.overhead_bytes = d.input.overhead_bytes;
+  m.rank_budget_bytes = d.budget.rank_budget_bytes;
+  m.limited_by_free = d.budget.limited_by_free;
+  m.rank_kv_blocks = d.budget.num_blocks;
+  m.bytes_per_block = r.bytes_per_block;
+  return m;
+}
+#endif
+
 }  // namespace
+
+EngineOptions to_engine_options(const EngineCli& c, const SchedulerCli& s) {
+  EngineOptions o = to_engine_options(c);
+  o.max_step_tokens = s.max_batched_tokens;
+  return o;
+}
 
 EngineOptions to_engine_options(const EngineCli& c) {
   EngineOptions o;
@@ -49,6 +83,7 @@ EngineOptions to_engine_options(const EngineCli& c) {
   o.allow_tp_across_hosts = c.allow_tp_across_hosts;
   o.gpu_memory_utilization = c.gpu_memory_utilization;
   o.preflight = launch_preflight;
+  o.memory_report = launch_memory_report;
   if (c.tp < 1 || c.pp < 1) raise(Err::Usage, "--tp and --pp must be at least 1");
   if (c.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
   if (c.comm != "auto" && c.comm != "mpi" && c.comm != "nccl")
@@ -63,6 +98,7 @@ EngineOptions to_engine_options(const EngineCli& c) {
     o.cuda = true;
     o.allow_device_sharing = c.comm == "mpi";
     o.make_backend = [](int device) { return make_cuda_backend(CudaBackendOptions{device}); };
+    o.size_kv_on_device = size_kv_on_cuda;
     // NCCL by default; --comm mpi stages device buffers through host memory (several ranks
     // may then share one GPU).
     if (c.comm == "mpi")
@@ -72,7 +108,8 @@ EngineOptions to_engine_options(const EngineCli& c) {
     else
       o.make_tp_comm = make_nccl_comm;
 #else
-    raise(Err::BackendUnavailable, "this qmpi was built without the CUDA backend (no nvcc at build time)");
+    raise(Err::BackendUnavailable,
+          "this qmpi was built without the CUDA backend (no nvcc at build time)");
 #endif
   } else {
     raise(Err::Usage, "--backend must be cpu or cuda, not '" + c.backend + "'");

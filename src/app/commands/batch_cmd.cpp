@@ -81,7 +81,7 @@ int cmd_batch(const Args& args) {
 
   // Every rank: the first SIGTERM/SIGINT lets rank 0 drain while the others keep serving.
   SignalGuard signals(launcher_rank());
-  return run_engine(to_engine_options(cli), [&](Engine& engine) {
+  return run_engine(to_engine_options(cli, sched_cli), [&](Engine& engine) {
     try {
       const auto tokenizer_ptr = load_model_tokenizer(engine.options().model_path);
       const Tokenizer& tokenizer = *tokenizer_ptr;

@@ -57,9 +57,10 @@ po::options_description engine_options(EngineCli& c) {
       ("max-num-seqs", po::value(&c.max_num_seqs)->default_value(1),
        "sequences the KV cache is sized for")
       ("kv-blocks", po::value(&c.kv_blocks)->default_value(0),
-       "KV cache blocks per rank (0: max-num-seqs x max-model-len worth)")
+       "KV cache blocks per rank (0: on CPU max-num-seqs x max-model-len worth; on CUDA what "
+       "--gpu-memory-utilization leaves after the weights and a measured step)")
       ("gpu-memory-utilization", po::value(&c.gpu_memory_utilization)->default_value(0.9),
-       "fraction of each GPU's memory qmpi may plan to use (CUDA)")
+       "fraction of each GPU's memory qmpi may use, KV cache included (CUDA)")
       ("allow-tp-across-hosts", po::bool_switch(&c.allow_tp_across_hosts),
        "let a TP group span hosts (slow; warns instead of failing)");
   return d;

@@ -49,8 +49,12 @@ struct SchedulerCli {
 };
 po::options_description scheduler_options(SchedulerCli& s);
 EngineOptions to_engine_options(const EngineCli& cli);
-// EngineOptions::preflight for launches (src/app/commands/preflight_hook.cpp).
+// batch and serve: the engine also learns their largest step (--max-batched-tokens).
+EngineOptions to_engine_options(const EngineCli& cli, const SchedulerCli& sched);
+// EngineOptions::preflight and ::memory_report for launches (src/app/commands/preflight_hook.cpp).
 void launch_preflight(const ModelConfig& cfg, const Mesh& mesh, const EngineOptions& o);
+std::string launch_memory_report(const ModelConfig& cfg, const Mesh& mesh, const EngineOptions& o,
+                                 const MeasuredMemory& measured);
 
 // Starts MPI and the engine on every rank, runs `driver` on rank 0 while the others serve
 // steps, and shuts down. Errors: deterministic ones (layout, config) are printed once by rank

@@ -164,7 +164,7 @@ int cmd_serve(const Args& args) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));  // HTTP handlers write theirs
     });
 
-  return run_engine(to_engine_options(cli), [&](Engine& engine) {
+  return run_engine(to_engine_options(cli, sched_cli), [&](Engine& engine) {
     try {
       if (!hub)
         raise(Err::Internal, "MPI rank 0 is not the launcher's rank 0; the fronts are not open");

@@ -5,7 +5,6 @@
 #include <string>
 
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_errors.h"
 #include "plan/errors.h"
 
@@ -53,21 +52,32 @@ KvBudget plan_kv_blocks(const KvBudgetInput& in) {
   return b;
 }
 
-KvBudget plan_kv_blocks_on_device(const CudaBackend& backend, double utilization,
-                                  int ranks_per_device, uint64_t overhead_bytes,
-                                  uint64_t bytes_per_block) {
-  const DeviceMemory mem = query_device_memory();
-  const MemoryCounters& c = backend.memory_counters();
+KvBudgetInput kv_budget_input(const DeviceMemory& mem, const MemoryCounters& c, double utilization,
+                              int ranks_per_device, uint64_t overhead_bytes,
+                              uint64_t bytes_per_block, uint64_t profile_kv_bytes) {
+  const auto sat_sub = [](uint64_t a, uint64_t b) { return a > b ? a - b : 0; };
   KvBudgetInput in;
   in.total_bytes = mem.total_bytes;
-  in.free_bytes = mem.free_bytes;
   in.utilization = utilization;
   in.ranks_per_device = ranks_per_device;
   in.weight_bytes = c.used(MemPurpose::Weights);
-  in.workspace_bytes = c.peak_of(MemPurpose::Buffers) + c.peak_of(MemPurpose::Scratch);
+  in.workspace_bytes =
+      sat_sub(c.peak_of(MemPurpose::Buffers) + c.peak_of(MemPurpose::Scratch), profile_kv_bytes);
+  const uint64_t held = c.used(MemPurpose::Buffers) + c.used(MemPurpose::Scratch);
+  in.free_bytes = sat_sub(mem.free_bytes, sat_sub(in.workspace_bytes, held));
   in.overhead_bytes = overhead_bytes;
   in.bytes_per_block = bytes_per_block;
-  return plan_kv_blocks(in);
+  return in;
+}
+
+DeviceKvBudget plan_kv_blocks_on_device(const CudaBackend& backend, double utilization,
+                                        int ranks_per_device, uint64_t overhead_bytes,
+                                        uint64_t bytes_per_block, uint64_t profile_kv_bytes) {
+  DeviceKvBudget d;
+  d.input = kv_budget_input(query_device_memory(), backend.memory_counters(), utilization,
+                            ranks_per_device, overhead_bytes, bytes_per_block, profile_kv_bytes);
+  d.budget = plan_kv_blocks(d.input);
+  return d;
 }
 
 }  // namespace qmpi::cuda

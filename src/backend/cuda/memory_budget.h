@@ -5,6 +5,9 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cuda/cuda_device.h"
+#include "backend/cuda/device_allocator.h"
+
 namespace qmpi {
 class CudaBackend;
 }
@@ -36,11 +39,25 @@ struct KvBudget {
 // fits. Messages carry the numbers.
 KvBudget plan_kv_blocks(const KvBudgetInput& in);
 
+// The input from what the device and the allocator report after the profiling step, which
+// held a throwaway KV cache of profile_kv_bytes (in the peak, but not workspace). The
+// workspace is the peak of the activation buffers and scratch since reset_memory_peaks(), less
+// that cache. Buffers of the step already freed again (the hidden states, the throwaway cache)
+// come back when the engine runs, so free memory is counted without the workspace not held
+// now.
+KvBudgetInput kv_budget_input(const DeviceMemory& mem, const MemoryCounters& counters,
+                              double utilization, int ranks_per_device, uint64_t overhead_bytes,
+                              uint64_t bytes_per_block, uint64_t profile_kv_bytes);
+
+struct DeviceKvBudget {
+  KvBudgetInput input;  // what was measured
+  KvBudget budget;
+};
+
 // The same from the live device: call after the weights are loaded and one profiling step at
-// the largest batch has run, before the KV cache is allocated. The workspace is the peak of
-// the backend's activation buffers and scratch since its last reset_memory_peaks().
-KvBudget plan_kv_blocks_on_device(const CudaBackend& backend, double utilization,
-                                  int ranks_per_device, uint64_t overhead_bytes,
-                                  uint64_t bytes_per_block);
+// the largest batch has run, before the KV cache is allocated.
+DeviceKvBudget plan_kv_blocks_on_device(const CudaBackend& backend, double utilization,
+                                        int ranks_per_device, uint64_t overhead_bytes,
+                                        uint64_t bytes_per_block, uint64_t profile_kv_bytes);
 
 }  // namespace qmpi::cuda

@@ -90,5 +90,39 @@ TEST(MemoryBudget, WeightsDoNotFitMessageHasTheNumbers) {
   }
 }
 
+MemoryCounters after_profile() {
+  MemoryCounters c;
+  c.in_use[size_t(MemPurpose::Weights)] = 5 * GiB;
+  c.in_use[size_t(MemPurpose::Buffers)] = 300 * MiB;  // the model's step-sized scratch, kept
+  c.in_use[size_t(MemPurpose::Scratch)] = 40 * MiB;   // cuBLAS workspace, GEMM inputs
+  c.peak = c.in_use;
+  // During the step: + 64 MiB of hidden states and a 2 MiB throwaway KV block, freed since.
+  c.peak[size_t(MemPurpose::Buffers)] = 300 * MiB + 64 * MiB + 2 * MiB;
+  return c;
+}
+
+TEST(MemoryBudget, MeasuredInputLeavesTheThrowawayCacheOutOfTheWorkspace) {
+  const DeviceMemory mem{/*free=*/100 * GiB, /*total=*/140 * GiB};
+  const KvBudgetInput in = kv_budget_input(mem, after_profile(), 0.9, 2, GiB, 2 * MiB, 2 * MiB);
+  EXPECT_EQ(in.total_bytes, 140 * GiB);
+  EXPECT_EQ(in.weight_bytes, 5 * GiB);
+  EXPECT_EQ(in.workspace_bytes, 300 * MiB + 64 * MiB + 40 * MiB);
+  // The hidden states come back when the engine runs: not free for the KV cache.
+  EXPECT_EQ(in.free_bytes, 100 * GiB - 64 * MiB);
+  EXPECT_EQ(in.utilization, 0.9);
+  EXPECT_EQ(in.ranks_per_device, 2);
+  EXPECT_EQ(in.overhead_bytes, GiB);
+  EXPECT_EQ(in.bytes_per_block, 2 * MiB);
+}
+
+TEST(MemoryBudget, MeasuredInputNeverUnderflows) {
+  const DeviceMemory mem{/*free=*/10 * MiB, /*total=*/140 * GiB};
+  const KvBudgetInput in = kv_budget_input(mem, after_profile(), 0.9, 1, GiB, 2 * MiB, GiB);
+  EXPECT_EQ(in.workspace_bytes, 0u);  // a profile cache larger than the peak: nothing left
+  EXPECT_EQ(in.free_bytes, 10 * MiB);
+  const KvBudgetInput tight = kv_budget_input(mem, after_profile(), 0.9, 1, GiB, 2 * MiB, 2 * MiB);
+  EXPECT_EQ(tight.free_bytes, 0u);  // 10 MiB free, 64 MiB of hidden states to come back
+}
+
 }  // namespace
 }  // namespace qmpi::cuda

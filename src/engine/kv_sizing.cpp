@@ -1,0 +1,91 @@
+#include "engine/kv_sizing.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "plan/errors.h"
+
+namespace qmpi {
+
+int64_t blocks_for_sequences(int64_t max_num_seqs, int64_t max_model_len, int block_size) {
+  const int64_t bs = std::max(block_size, 1);
+  return max_num_seqs * ((max_model_len + bs - 1) / bs);
+}
+
+ProfileShape profile_shape(int64_t max_step_tokens, int64_t max_model_len, int64_t max_num_seqs) {
+  ProfileShape s;
+  s.tokens = max_step_tokens > 0 ? max_step_tokens : std::max(max_model_len, max_num_seqs);
+  s.tokens = std::max<int64_t>(s.tokens, 1);
+  s.logit_rows = std::clamp<int64_t>(max_num_seqs, 1, s.tokens);
+  return s;
+}
+
+int ranks_sharing_device(const std::vector<Placement>& placements, int rank) {
+  const Placement& me = placements.at(size_t(rank));
+  if (me.device_index < 0) return 1;
+  return int(std::count_if(placements.begin(), placements.end(), [&](const Placement& p) {
+    return p.host == me.host && p.device_index == me.device_index;
+  }));
+}
+
+KvBlockChoice choose_kv_blocks(std::span<const int64_t> per_rank) {
+  KvBlockChoice c;
+  for (size_t r = 0; r < per_rank.size(); ++r) {
+    if (per_rank[r] < 1) {
+      if (c.failed_rank < 0) c.failed_rank = int(r);
+      continue;
+    }
+    if (c.limiting_rank < 0 || per_rank[r] < c.blocks) {
+      c.blocks = per_rank[r];
+      c.limiting_rank = int(r);
+    }
+  }
+  if (c.failed_rank >= 0) c.blocks = 0;
+  return c;
+}
+
+namespace {
+
+// A failed rank sends minus its error code; codes are positive.
+constexpr char kSeparator = '\0';
+
+bool shared_error(const Error& e) {
+  return e.exit_code() == error_entry(Err::Usage).exit_code;
+}
+
+}  // namespace
+
+int64_t agree_on_kv_blocks(Comm& world, const std::string& rank_tag,
+                           const std::function<int64_t()>& size_this_rank) {
+  int64_t mine = 0;
+  std::optional<Error> failure;
+  try {
+    mine = size_this_rank();
+    if (mine < 1)
+      raise(Err::Internal,
+            rank_tag + ": sized its KV cache at " + std::to_string(mine) + " blocks");
+  } catch (const Error& e) {
+    if (!shared_error(e)) throw;
+    failure = e;
+    mine = -int64_t(e.code());
+  }
+  std::vector<int64_t> all(size_t(world.size()));
+  world.all_gather(&mine, all.data(), sizeof mine);
+  const KvBlockChoice c = choose_kv_blocks(all);
+  if (c.failed_rank < 0) return c.blocks;
+
+  // The failing rank's message, so that rank 0 can report it.
+  std::string text;
+  if (world.rank() == c.failed_rank)
+    text = rank_tag + ": " + failure->message() + kSeparator + failure->fix();
+  uint64_t n = text.size();
+  world.broadcast(&n, sizeof n, c.failed_rank);
+  text.resize(n);
+  world.broadcast(text.data(), n, c.failed_rank);
+  const size_t cut = text.find(kSeparator);
+  const Err code = Err(uint16_t(-all[size_t(c.failed_rank)]));
+  if (cut == std::string::npos) raise(code, text);
+  raise(code, text.substr(0, cut), text.substr(cut + 1));
+}
+
+}  // namespace qmpi

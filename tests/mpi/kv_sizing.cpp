@@ -1,0 +1,87 @@
+// The Engine's device KV sizing under mpirun, on the CPU backend with a made-up device sizer:
+// every rank runs the profiling step, rank r claims room for 1000 - 100 r blocks (or fails with
+// --fail-rank r), and every rank must allocate the smallest room, then log its memory line.
+//   mpirun -np 4 mpitest_kv_sizing --model-config DIR/config.json --tp 2 --pp 2 [--fail-rank 2]
+// Rank 0 prints "kv_sizing OK: <blocks> blocks" once the job ran; with --fail-rank every rank
+// raises that rank's QM151 and the job exits with 2 (no rank left waiting).
+#include <cstdio>
+#include <string>
+
+#include "app/commands/options.h"
+#include "backend/cpu/cpu_backend.h"
+#include "plan/errors.h"
+
+namespace qmpi {
+namespace {
+
+struct Args {
+  std::string model_config;
+  Layout layout;
+  int fail_rank = -1;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto value = [&] {
+      if (i + 1 >= argc) raise(Err::Usage, k + " needs a value");
+      return std::string(argv[++i]);
+    };
+    if (k == "--model-config")
+      a.model_config = value();
+    else if (k == "--tp")
+      a.layout.tp = std::stoi(value());
+    else if (k == "--pp")
+      a.layout.pp = std::stoi(value());
+    else if (k == "--fail-rank")
+      a.fail_rank = std::stoi(value());
+    else
+      raise(Err::Usage, "unknown option " + k);
+  }
+  return a;
+}
+
+int run(const Args& args) {
+  EngineOptions o;
+  o.synthetic_weights = true;
+  o.model_config = args.model_config;
+  o.layout = args.layout;
+  o.comm_timeout_s = 60;
+  o.max_model_len = 64;
+  o.max_step_tokens = 48;
+  o.make_backend = [](int) { return make_cpu_backend(CpuBackendOptions{1}); };
+  o.memory_report = launch_memory_report;
+  o.size_kv_on_device = [fail = args.fail_rank](Backend&, const DeviceKvRequest& r,
+                                                const std::function<void()>& profile_step) {
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    profile_step();  // the real step, on the CPU backend
+    if (rank == fail) raise(Err::KvCacheDoesNotFit, "made-up: no room for one block");
+    MeasuredMemory m;
+    m.device = true;
+    m.total_bytes = 80ull << 30;
+    m.free_bytes = 70ull << 30;
+    m.rank_budget_bytes = 10ull << 30;
+    m.overhead_bytes = 1ull << 30;
+    m.bytes_per_block = r.bytes_per_block;
+    m.rank_kv_blocks = 1000 - 100 * rank;
+    return m;
+  };
+  return run_engine(o, [](Engine& engine) {
+    std::printf("kv_sizing OK: %lld blocks\n", (long long)engine.blocks().num_blocks());
+    return 0;
+  });
+}
+
+}  // namespace
+}  // namespace qmpi
+
+int main(int argc, char** argv) {
+  try {
+    return qmpi::run(qmpi::parse(argc, argv));
+  } catch (const qmpi::Error& e) {
+    std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
+    return e.exit_code();
+  }
+}

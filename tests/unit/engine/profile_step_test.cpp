@@ -1,0 +1,167 @@
+// The profiling step (engine/profile_step.h) on the CPU backend: its batch passes the backends'
+// checks (the CUDA backend checks the same), every stage of a pipeline runs it on its own, and
+// a backend that counts its buffers sees the model's step-sized scratch kept and the hidden
+// states and the throwaway KV block freed: what the CUDA budget measures as workspace.
+#include "engine/profile_step.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "backend/cpu/cpu_backend.h"
+#include "model/presets.h"
+#include "model/synthetic.h"
+
+namespace qmpi {
+namespace {
+
+// CPU backend whose Backend::alloc buffers are counted (weights are not: make_weight).
+class CountingBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "counting"; }
+  bool host_memory() const override { return true; }
+  Buffer alloc(size_t bytes) override {
+    Buffer b = cpu_->alloc(bytes);
+    void* p = b.data();
+    held_.emplace(p, std::move(b));
+    in_use += bytes;
+    peak = std::max(peak, in_use);
+    return Buffer(this, p, bytes);
+  }
+  void copy_to_device(void* d, const void* s, size_t n) override { cpu_->copy_to_device(d, s, n); }
+  void copy_to_host(void* d, const void* s, size_t n) override { cpu_->copy_to_host(d, s, n); }
+  void fill_zero(void* d, size_t n) override { cpu_->fill_zero(d, n); }
+  void synchronize() override { cpu_->synchronize(); }
+  Weight make_weight(DType t, int64_t rows, int64_t cols,
+                     const std::function<void(void*)>& fill) override {
+    return cpu_->make_weight(t, rows, cols, fill);
+  }
+  void embedding(const int32_t* ids, int64_t n, const WeightView& t, int64_t off,
+                 float* out) override {
+    cpu_->embedding(ids, n, t, off, out);
+  }
+  void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) override {
+    cpu_->rmsnorm(x, n, w, eps, out);
+  }
+  void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* b,
+              float* out) override {
+    cpu_->matmul(x, n, w, b, out);
+  }
+  void rope(float* x, int64_t n, int32_t heads, int32_t d, const int32_t* pos,
+            double theta) override {
+    cpu_->rope(x, n, heads, d, pos, theta);
+  }
+  void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
+                const KvLayerView& kv) override {
+    cpu_->kv_store(k, v, n, slots, kv);
+  }
+  void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv,
+                 float* out) override {
+    cpu_->attention(q, b, kv, out);
+  }
+  void silu_mul(const float* g, const float* u, int64_t n, int64_t w, float* out) override {
+    cpu_->silu_mul(g, u, n, w, out);
+  }
+  void add(float* x, const float* y, int64_t count) override { cpu_->add(x, y, count); }
+  void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
+                   float* dst) override {
+    cpu_->gather_rows(src, rows, count, width, dst);
+  }
+
+  uint64_t in_use = 0, peak = 0;
+
+ protected:
+  void release(void* data, size_t bytes) override {
+    held_.erase(data);
+    in_use -= bytes;
+  }
+
+ private:
+  std::unique_ptr<Backend> cpu_ = make_cpu_backend(CpuBackendOptions{1});
+  std::map<void*, Buffer> held_;
+};
+
+// A TP group of one: the model's all-reduces are skipped, logits are not gathered.
+class SoloComm final : public Comm {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string describe() const override { return "solo"; }
+  void all_reduce_sum(float*, size_t) override {}
+  void all_gather(const void* s, void* r, size_t n) override { std::memcpy(r, s, n); }
+  void broadcast(void*, size_t, int) override {}
+  void send(const void*, size_t, int) override { ADD_FAILURE() << "send"; }
+  void recv(void*, size_t, int) override { ADD_FAILURE() << "recv"; }
+  void barrier() override {}
+};
+
+ModelConfig small_config() {
+  nlohmann::json j = preset_config("tiny").raw;
+  j["hidden_size"] = 48;
+  j["num_hidden_layers"] = 2;
+  j["num_attention_heads"] = 6;
+  j["num_key_value_heads"] = 2;
+  j["intermediate_size"] = 96;
+  j["vocab_size"] = 500;
+  return ModelConfig::from_json(j, "test");
+}
+
+TEST(ProfileStep, BatchIsOneSequenceInOneBlock) {
+  const BatchInput b = profile_batch(ProfileShape{40, 3}, 16);
+  ASSERT_EQ(b.num_tokens(), 40);
+  EXPECT_EQ(b.positions.front(), 0);
+  EXPECT_EQ(b.positions.back(), 39);
+  EXPECT_EQ(*std::max_element(b.slots.begin(), b.slots.end()), 15);  // block 0 only
+  ASSERT_EQ(b.seqs.size(), 1u);
+  EXPECT_EQ(b.seqs[0].q_len, 40);
+  EXPECT_EQ(b.seqs[0].ctx_len, 40);
+  EXPECT_EQ(b.block_tables, std::vector<int32_t>(3, 0));  // 40 tokens span 3 blocks of 16
+  EXPECT_EQ(b.logit_rows, (std::vector<int32_t>{37, 38, 39}));
+}
+
+// Stage `stage` of a --pp `pp` layout runs the step; returns {scratch kept, peak - kept}.
+std::pair<uint64_t, uint64_t> profile_stage(int pp, int stage, const ProfileShape& shape) {
+  const ModelConfig cfg = small_config();
+  const ShardPlan plan = make_shard_plan(cfg, Layout{1, pp, {}}, stage);
+  CountingBackend be;
+  SyntheticWeights src(cfg, 3, DType::F32);
+  SoloComm tp;
+  Qwen2Model model(cfg, plan, be, tp, load_qwen2_weights(cfg, plan, src, be));
+  KvCacheShape kv;
+  kv.num_layers = int(plan.layers.size());
+  kv.block_size = 16;
+  kv.kv_heads = int(plan.kv_heads.size());
+  kv.head_dim = int(cfg.head_dim);
+  EXPECT_EQ(be.in_use, 0u);
+  const uint64_t cache = run_profile_step(model, be, kv, shape);
+  kv.num_blocks = 1;
+  EXPECT_EQ(cache, kv.bytes());
+  return {be.in_use, be.peak - be.in_use};
+}
+
+TEST(ProfileStep, EveryStageRunsAndKeepsItsStepSizedScratch) {
+  const uint64_t T = 40, R = 3, h = 48, q = 6 * 8, kv = 2 * 8, im = 96, V = 500;
+  const ProfileShape shape{int64_t(T), int64_t(R)};
+  const uint64_t layer_scratch = T * (2 * h + 2 * q + 2 * kv + 2 * im) * sizeof(float);
+  const uint64_t freed_per_layer_block = 2ull * 16 * 2 * 8 * sizeof(float);  // K and V, 1 block
+
+  // First of two stages: embedding and layers, no logits.
+  auto [kept0, freed0] = profile_stage(2, 0, shape);
+  EXPECT_EQ(kept0, layer_scratch);  // plan/memory_model.h mirrors these slots
+  EXPECT_EQ(freed0, T * h * sizeof(float) + freed_per_layer_block);
+
+  // Last of two stages: starts from zeros, adds the logit rows and their vocab slice.
+  auto [kept1, freed1] = profile_stage(2, 1, shape);
+  EXPECT_EQ(kept1, layer_scratch + R * h * sizeof(float) + R * V * sizeof(float));
+  EXPECT_EQ(freed1, T * h * sizeof(float) + freed_per_layer_block);
+
+  // One stage with both layers: the throwaway cache has a block per layer.
+  auto [kept, freed] = profile_stage(1, 0, shape);
+  EXPECT_EQ(kept, kept1);
+  EXPECT_EQ(freed, T * h * sizeof(float) + 2 * freed_per_layer_block);
+}
+
+}  // namespace
+}  // namespace qmpi
