@@ -20,6 +20,13 @@ double comm_seconds(Comm& a, Comm& b) {
   return (ta ? ta->seconds() : 0.0) + (tb ? tb->seconds() : 0.0);
 }
 
+// The 8-byte length that goes before a plan or a result, so the receiver can size its buffer.
+std::shared_ptr<const std::vector<uint8_t>> size_message(uint64_t n) {
+  std::vector<uint8_t> head(sizeof n);
+  std::memcpy(head.data(), &n, sizeof n);
+  return std::make_shared<const std::vector<uint8_t>>(std::move(head));
+}
+
 double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -30,25 +37,29 @@ Executor::Executor(const MeshPosition& pos, Comm& world, Comm& tp, Backend& back
                    Qwen2Model& model, KvCache& cache)
     : pos_(pos), world_(world), tp_(tp), be_(backend), model_(model), cache_(cache) {}
 
-void Executor::send_plan(const std::vector<uint8_t>& bytes) {
+// Sent without waiting: a plan may be larger than MPI's eager limit, and a blocking send would
+// hold this rank until the next stage has finished its current step, undoing the pipeline.
+void Executor::send_plan(std::vector<uint8_t> bytes) {
   std::vector<int> to;
   if (pos_.rank == 0)
     for (int t = 1; t < pos_.tp; ++t) to.push_back(t);  // the first stage's other TP ranks
   if (pos_.next_stage_rank >= 0) to.push_back(pos_.next_stage_rank);
-  const uint64_t n = bytes.size();
+  if (to.empty()) return;
+  const auto body = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  const auto head = size_message(body->size());
   for (int peer : to) {
-    world_.send(&n, sizeof n, peer);
-    world_.send(bytes.data(), n, peer);
+    world_.send_async(head, peer);
+    world_.send_async(body, peer);
   }
 }
 
-StepPlan Executor::recv_plan() {
+std::vector<uint8_t> Executor::recv_plan() {
   const int from = pos_.stage == 0 ? 0 : pos_.prev_stage_rank;
   uint64_t n = 0;
   world_.recv(&n, sizeof n, from);
   std::vector<uint8_t> bytes(n);
   world_.recv(bytes.data(), n, from);
-  return decode_step_plan(bytes);
+  return bytes;
 }
 
 void Executor::require_drained(const char* what) const {
@@ -97,6 +108,7 @@ void Executor::shutdown() {
   StepPlan p;
   p.shutdown = true;
   send_plan(encode_step_plan(p));
+  world_.flush_sends();
 }
 
 bool Executor::poll_stop() {
@@ -109,8 +121,9 @@ bool Executor::poll_stop() {
 
 void Executor::serve() {
   for (;;) {
-    const StepPlan p = recv_plan();
-    send_plan(encode_step_plan(p));
+    std::vector<uint8_t> bytes = recv_plan();
+    const StepPlan p = decode_step_plan(bytes);
+    send_plan(std::move(bytes));
     if (p.shutdown) {
       world_.flush_sends();
       return;
@@ -154,12 +167,9 @@ void Executor::execute(const StepPlan& plan) {
     } else {
       // Sent without waiting: rank 0 may be busy sending this stage's next input down the
       // pipeline, and a blocking send here would close the loop into a deadlock.
-      std::vector<uint8_t> body = encode_step_result(result);
-      const uint64_t n = body.size();
-      std::vector<uint8_t> head(sizeof n);
-      std::memcpy(head.data(), &n, sizeof n);
-      world_.send_async(std::make_shared<const std::vector<uint8_t>>(std::move(head)), 0);
-      world_.send_async(std::make_shared<const std::vector<uint8_t>>(std::move(body)), 0);
+      auto body = std::make_shared<const std::vector<uint8_t>>(encode_step_result(result));
+      world_.send_async(size_message(body->size()), 0);
+      world_.send_async(std::move(body), 0);
     }
   }
 

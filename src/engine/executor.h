@@ -70,8 +70,8 @@ class Executor {
  private:
   // Plans go point to point: rank 0 -> the first stage's other TP ranks, and each rank -> the
   // same TP rank of the next stage.
-  void send_plan(const std::vector<uint8_t>& bytes);
-  StepPlan recv_plan();
+  void send_plan(std::vector<uint8_t> bytes);
+  std::vector<uint8_t> recv_plan();
   void require_drained(const char* what) const;
   void execute(const StepPlan& plan);
   StepResult finish_on_last_stage(const StepPlan& plan, const BatchInput& batch,

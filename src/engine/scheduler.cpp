@@ -146,8 +146,13 @@ bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget,
 
 // With one step in flight at a time, every sequence may join it. With a pipeline, the running
 // and waiting sequences are spread over depth() steps so that each stage has work.
+int64_t Scheduler::depth() const {
+  const int64_t runner = runner_.depth();
+  return cfg_.micro_batches > 0 ? std::min(cfg_.micro_batches, runner) : runner;
+}
+
 int64_t Scheduler::seqs_per_step() const {
-  const int64_t depth = runner_.depth();
+  const int64_t depth = this->depth();
   if (depth <= 1) return cfg_.max_num_seqs;
   const int64_t active = std::min(cfg_.max_num_seqs, int64_t(running_.size() + waiting_.size()));
   return std::max<int64_t>(1, (active + depth - 1) / depth);
@@ -230,7 +235,7 @@ void Scheduler::retire(Sequence& s) {
 
 std::vector<TokenEvent> Scheduler::step() {
   if (idle()) return {};
-  while (in_flight_.size() < size_t(runner_.depth())) {
+  while (in_flight_.size() < size_t(depth())) {
     std::vector<uint64_t> computing;
     std::vector<Scheduled> planned = schedule(computing);
     if (planned.empty()) break;  // everything that can run is in flight

@@ -65,6 +65,7 @@ struct SchedulerConfig {
   int64_t max_batched_tokens = 2048;  // tokens per step, prompt chunks and decodes together
   int64_t max_model_len = 4096;
   bool prefix_caching = true;
+  int64_t micro_batches = 0;  // steps in flight at most (0: the runner's depth, one per stage)
 };
 
 // One sampled token of one sequence.
@@ -132,6 +133,7 @@ class Scheduler {
   bool grow(Sequence& s, int64_t tokens, std::vector<Scheduled>& planned);
   void preempt(Sequence& s, std::vector<Scheduled>& planned);
   bool admit(std::vector<Scheduled>& planned, int64_t budget, std::vector<uint64_t>& computing);
+  int64_t depth() const;  // steps to keep in flight
   int64_t seqs_per_step() const;
   StepSeq to_step(const Scheduled& sc) const;
   void publish_full_blocks(Sequence& s);

@@ -18,8 +18,6 @@
 namespace qmpi {
 namespace {
 
-constexpr int64_t kBatchMaxNumSeqs = 16;  // --max-num-seqs when not given (run's default is 1)
-
 // The rank as the launcher tells it, for the message a second signal prints (MPI is not up
 // yet when the handlers go in).
 std::string launcher_rank() {
@@ -39,7 +37,6 @@ std::string model_name(const std::string& path) {
 int cmd_batch(const Args& args) {
   EngineCli cli;
   BatchJobOptions job;
-  SchedulerConfig sched_cfg;
   SchedulerCli sched_cli;
   po::options_description desc = engine_options(cli);
   po::options_description b("batch");
@@ -69,12 +66,9 @@ int cmd_batch(const Args& args) {
                      "qmpi batch --model DIR --input FILE --output FILE [options]\n"
                      "       (--max-num-seqs defaults to 16 here)"))
     return 0;
-  if (vm["max-num-seqs"].defaulted()) cli.max_num_seqs = kBatchMaxNumSeqs;
+  SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli, vm);
   if (job.resume && job.overwrite) raise(Err::Usage, "give --resume or --overwrite, not both");
   if (job.fsync_interval_s <= 0) raise(Err::Usage, "--fsync-interval must be positive");
-  sched_cfg.max_num_seqs = cli.max_num_seqs;
-  sched_cfg.prefix_caching = !sched_cli.no_prefix_caching;
-  sched_cfg.max_batched_tokens = sched_cli.max_batched_tokens;
   job.default_max_tokens = sched_cli.default_max_tokens;
   if (job.model_name.empty()) job.model_name = model_name(cli.model);
   job.progress_bar = ::isatty(STDERR_FILENO) != 0;

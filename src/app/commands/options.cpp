@@ -75,8 +75,22 @@ po::options_description scheduler_options(SchedulerCli& s) {
        "max_tokens of requests that do not set it (0: 16 for completions, up to "
        "--max-model-len for chat)")
       ("no-prefix-caching", po::bool_switch(&s.no_prefix_caching),
-       "do not share KV blocks between requests with the same prompt prefix");
+       "do not share KV blocks between requests with the same prompt prefix")
+      ("micro-batches", po::value(&s.micro_batches)->default_value(0),
+       "steps in flight at once with PP stages (0: one per stage; 1: no micro-batching)");
   return d;
+}
+
+SchedulerConfig to_scheduler_config(EngineCli& cli, const SchedulerCli& s,
+                                    const po::variables_map& vm) {
+  if (vm["max-num-seqs"].defaulted()) cli.max_num_seqs = 16;
+  if (s.micro_batches < 0) raise(Err::Usage, "--micro-batches must be 0 (one per stage) or more");
+  SchedulerConfig c;
+  c.max_num_seqs = cli.max_num_seqs;
+  c.max_batched_tokens = s.max_batched_tokens;
+  c.prefix_caching = !s.no_prefix_caching;
+  c.micro_batches = s.micro_batches;
+  return c;
 }
 
 std::vector<int32_t> parse_id_list(const std::string& s, const char* option) {

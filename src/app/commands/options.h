@@ -8,6 +8,7 @@
 
 #include "app/commands/commands.h"
 #include "engine/engine.h"
+#include "engine/scheduler.h"
 #include "plan/errors.h"
 
 namespace qmpi {
@@ -46,8 +47,13 @@ struct SchedulerCli {
   int64_t max_batched_tokens = 2048;
   int64_t default_max_tokens = 0;
   bool no_prefix_caching = false;
+  int64_t micro_batches = 0;
 };
 po::options_description scheduler_options(SchedulerCli& s);
+// batch and serve, once the command line is parsed: --max-num-seqs defaults to 16 here (run's
+// default is 1), and the scheduler takes its limits from both option groups.
+SchedulerConfig to_scheduler_config(EngineCli& cli, const SchedulerCli& s,
+                                    const po::variables_map& vm);
 EngineOptions to_engine_options(const EngineCli& cli);
 // batch and serve: the engine also learns their largest step (--max-batched-tokens).
 EngineOptions to_engine_options(const EngineCli& cli, const SchedulerCli& sched);

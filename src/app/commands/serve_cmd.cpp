@@ -28,7 +28,6 @@
 namespace qmpi {
 namespace {
 
-constexpr int64_t kServeMaxNumSeqs = 16;  // --max-num-seqs when not given (run's default is 1)
 constexpr auto kFlushOnExit = std::chrono::milliseconds(2000);
 
 // The launcher's rank: the fronts start before MPI, on rank 0 only.
@@ -80,7 +79,6 @@ void ignore_sigpipe() {
 
 int cmd_serve(const Args& args) {
   EngineCli cli;
-  SchedulerConfig sched_cfg;
   ServeLoopOptions loop_opts;
   BrokerOptions zmq;
   HttpOptions http;
@@ -115,13 +113,10 @@ int cmd_serve(const Args& args) {
                      "qmpi serve --model DIR --zmq tcp://0.0.0.0:5555 [--http 0.0.0.0:8000] "
                      "[options]\n       (--max-num-seqs defaults to 16 here)"))
     return 0;
-  if (vm["max-num-seqs"].defaulted()) cli.max_num_seqs = kServeMaxNumSeqs;
+  SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli, vm);
   if (max_queue < 1) raise(Err::Usage, "--max-queue must be at least 1");
   if (zmq.max_message_bytes < 1024) raise(Err::Usage, "--max-request-bytes must be at least 1024");
   if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
-  sched_cfg.max_num_seqs = cli.max_num_seqs;
-  sched_cfg.prefix_caching = !sched_cli.no_prefix_caching;
-  sched_cfg.max_batched_tokens = sched_cli.max_batched_tokens;
   loop_opts.default_max_tokens = sched_cli.default_max_tokens;
   if (loop_opts.model_name.empty())
     loop_opts.model_name = model_name(cli.model.empty() ? cli.model_config : cli.model);

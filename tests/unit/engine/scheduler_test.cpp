@@ -370,6 +370,20 @@ TEST(Scheduler, PipelinedStepsSplitTheRunningSequences) {
   EXPECT_GE(decode_steps, 3u * 25) << "most decode micro-batches should hold 4 sequences";
 }
 
+TEST(Scheduler, MicroBatchesLimitTheStepsInFlight) {
+  const auto specs = mixed_specs(12, 0.0f, 16);
+  for (int64_t limit : {1, 2}) {
+    FakeModel model(256, 4, 64, 3);
+    BlockManager blocks(256, 4);
+    SchedulerConfig cfg;
+    cfg.micro_batches = limit;
+    Scheduler sched(model, blocks, cfg);
+    for (const auto& s : specs) sched.add(s);
+    while (!sched.idle()) sched.step();
+    EXPECT_EQ(model.max_in_flight(), size_t(limit)) << "--micro-batches " << limit;
+  }
+}
+
 TEST(Scheduler, FinishingASequenceInFlightDropsItsLastToken) {
   FakeModel model(64, 4, 64, 2);
   BlockManager blocks(64, 4);
