@@ -62,30 +62,23 @@ std::vector<uint8_t> Executor::recv_plan() {
   return bytes;
 }
 
-void Executor::require_drained(const char* what) const {
-  if (!in_flight_.empty())
-    raise(Err::Internal, std::string(what) + " with " + std::to_string(in_flight_.size()) +
-                             " steps still in flight");
-}
-
 void Executor::submit(const StepPlan& plan) {
   if (in_flight_.size() >= size_t(depth()))
     raise(Err::Internal, "submit with " + std::to_string(in_flight_.size()) +
                              " steps in flight, more than the pipeline's " +
                              std::to_string(depth()));
-  InFlight f;
-  f.plan = plan;
-  f.plan.valid_vocab = valid_vocab_;
-  send_plan(encode_step_plan(f.plan));
-  in_flight_.push_back(std::move(f));
-  execute(in_flight_.back().plan);
+  StepPlan p = plan;
+  p.valid_vocab = valid_vocab_;
+  send_plan(encode_step_plan(p));
+  in_flight_.emplace_back();
+  execute(p);
 }
 
 StepResult Executor::collect() {
   if (in_flight_.empty()) raise(Err::Internal, "collect with no step in flight");
-  InFlight f = std::move(in_flight_.front());
+  StepResult local = std::move(in_flight_.front());
   in_flight_.pop_front();
-  if (pos_.result_rank == 0) return std::move(f.result);
+  if (pos_.result_rank == 0) return local;
   // Waiting here is the pipeline's latency, counted as communication.
   const auto t0 = std::chrono::steady_clock::now();
   const double comm0 = comm_seconds(world_, tp_);
@@ -104,7 +97,9 @@ StepResult Executor::step(const StepPlan& plan) {
 }
 
 void Executor::shutdown() {
-  require_drained("shutdown");
+  // A driver that stops on an error may leave steps in flight: their results are collected and
+  // dropped, so that every rank finishes its sends and reaches the shutdown plan.
+  while (!in_flight_.empty()) collect();
   StepPlan p;
   p.shutdown = true;
   send_plan(encode_step_plan(p));
@@ -112,7 +107,9 @@ void Executor::shutdown() {
 }
 
 bool Executor::poll_stop() {
-  require_drained("poll_stop");
+  if (!in_flight_.empty())
+    raise(Err::Internal,
+          "poll_stop with " + std::to_string(in_flight_.size()) + " steps still in flight");
   StepPlan p;
   p.poll_stop = true;
   send_plan(encode_step_plan(p));
@@ -163,7 +160,7 @@ void Executor::execute(const StepPlan& plan) {
 
   if (pos_.rank == pos_.result_rank) {
     if (pos_.rank == 0) {
-      in_flight_.back().result = std::move(result);
+      in_flight_.back() = std::move(result);
     } else {
       // Sent without waiting: rank 0 may be busy sending this stage's next input down the
       // pipeline, and a blocking send here would close the loop into a deadlock.

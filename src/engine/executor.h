@@ -54,7 +54,7 @@ class Executor {
   size_t in_flight() const { return in_flight_.size(); }
 
   void serve();     // ranks other than 0
-  void shutdown();  // rank 0, nothing in flight: ends every serve()
+  void shutdown();  // rank 0: drops the results of steps in flight, then ends every serve()
   // Rank 0, nothing in flight: asks every rank whether it saw SIGINT/SIGTERM
   // (stop_requested_anywhere, joined by every serve()), so that all ranks agree at the same
   // point. A server polls it between steps.
@@ -72,7 +72,6 @@ class Executor {
   // same TP rank of the next stage.
   void send_plan(std::vector<uint8_t> bytes);
   std::vector<uint8_t> recv_plan();
-  void require_drained(const char* what) const;
   void execute(const StepPlan& plan);
   StepResult finish_on_last_stage(const StepPlan& plan, const BatchInput& batch,
                                   const float* hidden);
@@ -89,11 +88,9 @@ class Executor {
   Buffer hidden_;
   std::vector<uint8_t> staging_;
   std::unordered_map<int64_t, std::vector<int32_t>> history_;  // last stage: tokens per sequence
-  struct InFlight {
-    StepPlan plan;
-    StepResult result;  // filled at once when rank 0 is the last stage (PP = 1)
-  };
-  std::deque<InFlight> in_flight_;  // rank 0: submitted, not yet collected
+  // Rank 0: one entry per step submitted and not yet collected; it holds the result when rank 0
+  // is the last stage itself (PP = 1), else the result is received at collect().
+  std::deque<StepResult> in_flight_;
   StepTimes times_;
 };
 

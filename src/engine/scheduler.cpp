@@ -99,12 +99,13 @@ void Scheduler::preempt(Sequence& s, std::vector<Scheduled>& planned) {
 // to go itself, or only sequences in flight could make room (it waits for them).
 bool Scheduler::grow(Sequence& s, int64_t tokens, std::vector<Scheduled>& planned) {
   while (!pool_.ensure(s.blocks, tokens)) {
-    const auto victim =
-        std::find_if(running_.rbegin(), running_.rend(), [](Sequence* r) { return !r->in_flight; });
-    if (*victim == &s && &s != running_.back()) return false;
-    Sequence* v = *victim;
-    preempt(*v, planned);
-    if (v == &s) return false;
+    Sequence* victim = *std::find_if(running_.rbegin(), running_.rend(),
+                                     [](Sequence* r) { return !r->in_flight; });
+    if (victim == &s) {
+      if (&s == running_.back()) preempt(s, planned);  // else younger ones in flight will do
+      return false;
+    }
+    preempt(*victim, planned);
   }
   return true;
 }
