@@ -53,6 +53,7 @@ struct EngineOptions {
   // The planner's pre-flight check (layout rules and memory budget), run on every rank once
   // the mesh and the device are known and before any weight is read; raises its error.
   std::function<void(const ModelConfig&, const Mesh&, const EngineOptions&)> preflight;
+  std::string command = "run";  // the qmpi command, as the pre-flight's suggestions repeat it
   // Device backends: sizes the KV cache from the device's memory (engine/device_memory.h) when
   // kv_blocks is 0. Null: the CPU rule above.
   DeviceKvSizer size_kv_on_device;

@@ -72,6 +72,9 @@ struct PlanInputs {
   // where its config came from (for reports).
   std::string model_arg = "--model MODEL_DIR";
   std::string model_source;
+  // The qmpi command suggested launches run, with what it needs besides the model and layout
+  // (`qmpi plan` suggests a server; a launch's pre-flight repeats the command that was run).
+  std::string command = "serve";
 };
 
 int64_t resolved_max_model_len(const ModelConfig& cfg, const PlanInputs& in);

@@ -69,7 +69,9 @@ LayoutVerdict evaluate(const ModelConfig& cfg, const Layout& layout, const PlanI
   bool weights_fit = true;
   for (int r = 0; r < ranks; ++r) {
     RankMemory m = rank_memory(cfg, make_shard_plan(cfg, layout, r), in, tensors);
-    if (m.fixed() > v.budget) weights_fit = false;
+    // Weights and the runtime cannot shrink; the step's activations and the KV cache shrink
+    // with --max-num-seqs and --max-model-len, so they are the KV error's business.
+    if (m.weights + m.overhead > v.budget) weights_fit = false;
     const uint64_t room = m.fixed() < v.budget ? v.budget - m.fixed() : 0;
     v.kv_room_tokens =
         std::min(v.kv_room_tokens, m.kv_per_token ? int64_t(room / m.kv_per_token) : INT64_MAX);
@@ -261,7 +263,7 @@ std::string launch_command(const Layout& layout, const PlanInputs& in) {
   const int per_host = gpus_per_host(in);
   if (ranks > per_host)
     cmd += " --hostfile HOSTFILE --map-by ppr:" + std::to_string(per_host) + ":node";
-  cmd += " qmpi serve " + in.model_arg + " " + layout_flags(layout);
+  cmd += " qmpi " + in.command + " " + in.model_arg + " " + layout_flags(layout);
   if (in.backend == BackendKind::Cuda) cmd += " --backend cuda";
   if (in.max_model_len > 0) cmd += " --max-model-len " + std::to_string(in.max_model_len);
   if (in.max_num_seqs != 1) cmd += " --max-num-seqs " + std::to_string(in.max_num_seqs);

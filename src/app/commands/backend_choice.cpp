@@ -83,6 +83,7 @@ EngineOptions to_engine_options(const EngineCli& c) {
   o.allow_tp_across_hosts = c.allow_tp_across_hosts;
   o.gpu_memory_utilization = c.gpu_memory_utilization;
   o.preflight = launch_preflight;
+  o.command = c.command;
   o.memory_report = launch_memory_report;
   if (c.tp < 1 || c.pp < 1) raise(Err::Usage, "--tp and --pp must be at least 1");
   if (c.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");

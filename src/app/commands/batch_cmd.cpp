@@ -75,6 +75,7 @@ int cmd_batch(const Args& args) {
 
   // Every rank: the first SIGTERM/SIGINT lets rank 0 drain while the others keep serving.
   SignalGuard signals(launcher_rank());
+  cli.command = "batch --input " + job.input + " --output " + job.output;
   return run_engine(to_engine_options(cli, sched_cli), [&](Engine& engine) {
     try {
       const auto tokenizer_ptr = load_model_tokenizer(engine.options().model_path);

@@ -32,6 +32,7 @@ int cmd_bench(const Args& args) {
     raise(Err::Usage, "--prompt-len >= 1, --gen-len >= 2 and --repeats >= 1 are required");
   if (cli.max_model_len == 0) cli.max_model_len = prompt_len + gen_len;
 
+  cli.command = "bench";
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     // Memory bandwidth first, alone on the machine (the other ranks wait in a broadcast).
     const double membw =

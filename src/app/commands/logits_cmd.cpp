@@ -31,6 +31,7 @@ int cmd_logits(const Args& args) {
   else
     raise(Err::Usage, "--mode must be prefill, incremental or chunked, not '" + mode + "'");
 
+  cli.command = "logits";
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     const PromptSource src = load_prompt_source(engine, prompt);
     check_prompt_fits(src.ids.size(), 0, engine.max_model_len());

@@ -38,6 +38,9 @@ struct EngineCli {
   int64_t kv_blocks = 0;
   bool allow_tp_across_hosts = false;
   double gpu_memory_utilization = 0.9;
+  // Not an option: the command as the pre-flight's suggested launch line repeats it, with what
+  // it needs besides the model and layout, e.g. "batch --input in.jsonl --output out.jsonl".
+  std::string command = "run";
 };
 
 po::options_description engine_options(EngineCli& cli);

@@ -1,10 +1,14 @@
 // The launch-time pre-flight: the planner's checks with what this job actually has (its ranks
-// and hosts, the host's free memory on CPU), before a weight is read; and, once the KV cache is
-// allocated, the planner's prediction for the rank next to what it measured.
+// and hosts, the host's free memory on CPU, the device's memory on CUDA), before a weight is
+// read; and, once the KV cache is allocated, the planner's prediction for the rank next to what
+// it measured.
 #include <filesystem>
 #include <set>
 
 #include "app/commands/options.h"
+#ifdef QMPI_WITH_CUDA
+#include "backend/cuda/cuda_device.h"
+#endif
 #include "dist/mesh.h"
 #include "engine/kv_sizing.h"
 #include "plan/checkpoint_dtypes.h"
@@ -30,6 +34,7 @@ PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineOptions& o) {
   in.kv_blocks = o.kv_blocks;
   if (!o.synthetic_weights && std::filesystem::is_directory(o.model_path))
     in.tensor_dtypes = read_checkpoint_dtypes(o.model_path);
+  in.command = o.command;
   in.model_arg = o.synthetic_weights ? "--synthetic-weights --model-config " + o.model_config
                                      : "--model " + o.model_path;
   return in;
@@ -39,9 +44,16 @@ PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineOptions& o) {
 
 void launch_preflight(const ModelConfig& cfg, const Mesh& mesh, const EngineOptions& o) {
   PlanInputs in = launch_plan_inputs(mesh, o);
-  // The CUDA budget needs the device's memory, which the backend measures later (the engine's
-  // KV sizing and the predicted-vs-actual line); on CPU the budget is what the host has free now.
-  if (!o.cuda) in.host_mem = host_available_memory();
+  if (!o.cuda) {
+    in.host_mem = host_available_memory();  // the host's free memory now
+  } else {
+#ifdef QMPI_WITH_CUDA
+    // The backend has selected this rank's device: its size, shared with the other ranks
+    // placed on it (--comm mpi), is the budget the planner checks before any weight is read.
+    in.gpu_mem = cuda::query_device_memory().total_bytes /
+                 uint64_t(ranks_sharing_device(mesh.placements(), mesh.rank()));
+#endif
+  }
   preflight(cfg, Layout{mesh.tp(), mesh.pp(), o.layout.pp_layers}, in);
 }
 

@@ -159,6 +159,7 @@ int cmd_serve(const Args& args) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));  // HTTP handlers write theirs
     });
 
+  cli.command = "serve";
   return run_engine(to_engine_options(cli, sched_cli), [&](Engine& engine) {
     try {
       if (!hub)

@@ -269,6 +269,34 @@ TEST(Preflight, KvCacheThatDoesNotFitRaisesKvCode) {
   }
 }
 
+TEST(Preflight, ActivationsThatDoNotFitAreTheKvErrorNotTheWeights) {
+  // 7B's weights fit one 80 GB GPU many times over; a million sequences' step does not.
+  PlanInputs in = gpus(1, "80GB", 4096);
+  in.max_num_seqs = 1000000;
+  try {
+    preflight(fixture("qwen2.5-7b-instruct"), {1, 1, {}}, in);
+    FAIL() << "a million sequences fitted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::KvCacheDoesNotFit) << e.message();
+    EXPECT_TRUE(contains(e.fix(), "--max-num-seqs")) << e.fix();
+  }
+}
+
+TEST(Preflight, TheSuggestedLaunchRepeatsTheCommandThatRan) {
+  PlanInputs in = gpus(6, "80GB");
+  in.model_arg = "--model M";
+  in.command = "batch --input in.jsonl --output out.jsonl";
+  try {
+    preflight(fixture("qwen2.5-72b-instruct"), {6, 1, {}}, in);
+    FAIL() << "--tp 6 passed";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.fix(),
+                         "mpirun -np 6 qmpi batch --input in.jsonl --output out.jsonl "
+                         "--model M --tp 2 --pp 3"))
+        << e.fix();
+  }
+}
+
 TEST(Preflight, PassesWhatFitsAndSkipsMemoryWithoutABudget) {
   const ModelConfig cfg = fixture("qwen2.5-72b-instruct");
   EXPECT_NO_THROW(preflight(cfg, {2, 3, {}}, gpus(6, "80GB")));
