@@ -5,7 +5,8 @@ prompts over --max-model-len, absurd max_tokens, oversized frames and bodies, ba
 unknown cancel ids, duplicate ids, a full queue, missing or wrong API keys, unknown routes,
 random mutations of a valid request). Each one is answered with an error carrying its catalogue
 code, the server keeps serving valid requests afterwards, its memory does not grow from one
-round of it to the next, and SIGTERM still stops it cleanly.
+round of it to the next, and SIGTERM still stops it cleanly. A client that streams without
+reading is dropped with client-too-slow and its requests freed.
 """
 
 import json
@@ -269,6 +270,45 @@ def served(c: t.Checks, server, label: str) -> None:
     c.check(ok, f"{label}: a valid HTTP request with the API key is served (HTTP {status})")
 
 
+def slow_reader(c: t.Checks, model: str) -> None:
+    """A client that streams many tokens and reads nothing is dropped with client-too-slow; its
+    requests are cancelled (their KV blocks freed) and other clients go on being served."""
+    server = sz.Server(model, tp=1, pp=1, extra=["--zmq-sndhwm", "1", "--client-buffer-bytes",
+                                                 "4096", "--max-num-seqs", "32",
+                                                 "--api-key", KEY])
+    try:
+        server.wait_ready()
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVHWM, 1)
+        sock.setsockopt(zmq.RCVBUF, 4096)  # a small kernel buffer: the server's replies back up
+        sock.connect(server.endpoint)
+        for i in range(8):
+            sock.send_json({"v": 1, "type": "generate", "id": f"slow{i}", "prompt": "once upon",
+                            "n": 4, "max_tokens": 200, "temperature": 0, "ignore_eos": True,
+                            "stream": True})
+        dropped = server.wait_stats(lambda s: s["requests"]["cancelled"] >= 8 and
+                                    s["running"] == 0 and s["kv_blocks_used"] == 0, timeout=60)
+        errors = []
+        while sock.poll(2000):
+            msg = json.loads(sock.recv_multipart()[-1])
+            if msg.get("type") == "error":
+                errors.append(msg)
+        sock.close()
+        codes = [e.get("code") for e in errors]
+        c.check(codes == ["QM508"] and "too slowly" in errors[0].get("message", ""),
+                f"a client that does not read gets one client-too-slow error: {codes} "
+                f"{(errors or [{}])[0].get('message', '')[:90]!r}")
+        c.check(dropped["requests"]["cancelled"] == 8 and dropped["running"] == 0 and
+                dropped["kv_blocks_used"] == 0,
+                f"its 8 requests were cancelled ({dropped['requests']['cancelled']}), "
+                f"{dropped['running']} running, {dropped['kv_blocks_used']} KV blocks in use")
+        served(c, server, "after a dropped slow client")
+        c.check("dropped a client" in server.log_text(), "the server logged the drop")
+    finally:
+        server.kill()
+
+
 def body(c: t.Checks) -> None:
     model = t.make_model()
     server = sz.Server(model, tp=1, pp=1, extra=["--api-key", KEY, "--max-queue", "8",
@@ -305,6 +345,7 @@ def body(c: t.Checks) -> None:
         c.check(rc == 0, f"SIGTERM stops the server cleanly (exit {rc})")
     finally:
         server.kill()
+    slow_reader(c, model)
 
 
 if __name__ == "__main__":

@@ -439,6 +439,14 @@ def body(c: t.Checks) -> None:
                      "--max-tokens", "5"])
         c.check("finish_reason: length" in out.stdout,
                 f"docs/examples/zmq_client.py: {out.stdout.strip()[-80:]!r}")
+        # Nothing listens on a fresh port: ZeroMQ would wait forever, qmpi client says so.
+        nobody = f"tcp://127.0.0.1:{free_port()}"
+        proc = subprocess.run([t.qmpi_binary(), "client", "--connect", nobody, "--prompt", "hi",
+                               "--timeout", "1.5"], capture_output=True, text=True, timeout=30)
+        c.check(proc.returncode != 0 and "QM509" in proc.stderr and "1.5 s" in proc.stderr
+                and nobody in proc.stderr,
+                f"qmpi client with no server: exit {proc.returncode}, "
+                f"{proc.stderr.strip()[-160:]!r}")
 
         cancel_and_disconnect(c, server)
         sigterm_under_load(c, server)

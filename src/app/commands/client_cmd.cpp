@@ -8,6 +8,7 @@
 #include <iostream>
 #include <string>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
@@ -108,8 +109,7 @@ int cmd_client(const Args& args) {
   for (;;) {
     zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
     if (zmq::poll(&item, 1, wait) == 0)
-      raise(Err::NoReply,
-            "no reply from " + c.connect + " in " + std::to_string(int(c.timeout_s)) + " s");
+      raise(Err::NoReply, fmt::format("no reply from {} in {:g} s", c.connect, c.timeout_s));
     zmq::message_t msg;
     (void)sock.recv(msg, zmq::recv_flags::none);
     const json j = json::parse(msg.to_string_view(), nullptr, false);
