@@ -20,14 +20,18 @@ mkdir -p "$(dirname "$out")"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [[ -f "$model/config.json" ]] || "$qmpi" make-model --preset qwen2.5-0.5b --dtype bf16 --out "$model" >/dev/null
 
-/usr/bin/python3 - "$work/in.jsonl" "$n" <<'PY'
+requests() {  # file, count, prompt tokens, output tokens: greedy, distinct random prompts
+  /usr/bin/python3 - "$@" <<'PY'
 import json, random, sys
-rng = random.Random(5)
-with open(sys.argv[1], "w") as f:
-    for i in range(int(sys.argv[2])):
-        f.write(json.dumps({"id": f"r{i}", "prompt": [rng.randrange(1000, 150000) for _ in range(128)],
-                            "max_tokens": 128, "temperature": 0, "ignore_eos": True}) + "\n")
+path, n, prompt, out = sys.argv[1], *map(int, sys.argv[2:])
+rng = random.Random(n * 1000 + prompt)
+with open(path, "w") as f:
+    for i in range(n):
+        f.write(json.dumps({"id": f"r{i}", "prompt": [rng.randrange(1000, 150000) for _ in range(prompt)],
+                            "max_tokens": out, "temperature": 0, "ignore_eos": True}) + "\n")
 PY
+}
+requests "$work/in.jsonl" "$n" 128 128
 
 single=$("$qmpi" bench --model "$model" --threads 2 --prompt-len 128 --gen-len 64 --repeats 2 \
          --no-membw --json 2>/dev/null | tail -1)
@@ -49,14 +53,7 @@ run 1x2-1t-mb1 "--pp 2 --threads 1 --micro-batches 1" mpirun -np 2 -x OMP_NUM_TH
 # Step cost against batch size at 1x1: 4 x B requests of 16 prompt tokens and 64 output tokens
 # at --max-num-seqs B, so nearly every step is a decode of B sequences.
 for b in 1 2 4 8 16 32; do
-  /usr/bin/python3 - "$work/sweep.jsonl" "$((4 * b))" <<'PY'
-import json, random, sys
-rng = random.Random(7)
-with open(sys.argv[1], "w") as f:
-    for i in range(int(sys.argv[2])):
-        f.write(json.dumps({"id": f"s{i}", "prompt": [rng.randrange(1000, 150000) for _ in range(16)],
-                            "max_tokens": 64, "temperature": 0, "ignore_eos": True}) + "\n")
-PY
+  requests "$work/sweep.jsonl" "$((4 * b))" 16 64
   line=$("$qmpi" batch --model "$model" --input "$work/sweep.jsonl" --output "$work/sweep-out.jsonl" \
          --overwrite --max-num-seqs "$b" --max-model-len 512 --threads 2 2>&1 | grep " ok, " | tail -1)
   echo "sweep-$b: $line" | tee -a "$out"

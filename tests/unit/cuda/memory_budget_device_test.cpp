@@ -4,8 +4,7 @@
 // KV block and within what the backend adds (cuBLAS workspace, 16-bit GEMM inputs, metadata).
 #include <gtest/gtest.h>
 
-#include <cstring>
-
+#include "../solo_comm.h"
 #include "backend/cuda/memory_budget.h"
 #include "device_check.h"
 #include "engine/profile_step.h"
@@ -18,19 +17,6 @@ namespace {
 
 using CudaMemoryBudget = DeviceCheck;
 
-class SoloComm final : public Comm {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::string describe() const override { return "solo"; }
-  void all_reduce_sum(float*, size_t) override {}
-  void all_gather(const void* s, void* r, size_t n) override { std::memcpy(r, s, n); }
-  void broadcast(void*, size_t, int) override {}
-  void send(const void*, size_t, int) override { ADD_FAILURE() << "send"; }
-  void recv(void*, size_t, int) override { ADD_FAILURE() << "recv"; }
-  void barrier() override {}
-};
-
 TEST_F(CudaMemoryBudget, ProfileStepMeasuresTheWorkspace) {
   nlohmann::json j = preset_config("tiny").raw;  // hidden 192, 12 heads, 6 KV heads, im 384
   j["num_hidden_layers"] = 2;
@@ -38,7 +24,7 @@ TEST_F(CudaMemoryBudget, ProfileStepMeasuresTheWorkspace) {
   const ModelConfig cfg = ModelConfig::from_json(j, "test");
   const ShardPlan plan = make_shard_plan(cfg, Layout{1, 1, {}}, 0);
   SyntheticWeights src(cfg, 5, DType::BF16);
-  SoloComm tp;
+  testing::SoloComm tp;
   Qwen2Model model(cfg, plan, *gpu_, tp, load_qwen2_weights(cfg, plan, src, *gpu_));
   KvCacheShape kv;
   kv.num_layers = 2;

@@ -7,9 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 
+#include "../solo_comm.h"
 #include "backend/cpu/cpu_backend.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
@@ -83,20 +83,6 @@ class CountingBackend final : public Backend {
   std::map<void*, Buffer> held_;
 };
 
-// A TP group of one: the model's all-reduces are skipped, logits are not gathered.
-class SoloComm final : public Comm {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::string describe() const override { return "solo"; }
-  void all_reduce_sum(float*, size_t) override {}
-  void all_gather(const void* s, void* r, size_t n) override { std::memcpy(r, s, n); }
-  void broadcast(void*, size_t, int) override {}
-  void send(const void*, size_t, int) override { ADD_FAILURE() << "send"; }
-  void recv(void*, size_t, int) override { ADD_FAILURE() << "recv"; }
-  void barrier() override {}
-};
-
 ModelConfig small_config() {
   nlohmann::json j = preset_config("tiny").raw;
   j["hidden_size"] = 48;
@@ -127,7 +113,7 @@ std::pair<uint64_t, uint64_t> profile_stage(int pp, int stage, const ProfileShap
   const ShardPlan plan = make_shard_plan(cfg, Layout{1, pp, {}}, stage);
   CountingBackend be;
   SyntheticWeights src(cfg, 3, DType::F32);
-  SoloComm tp;
+  testing::SoloComm tp;
   Qwen2Model model(cfg, plan, be, tp, load_qwen2_weights(cfg, plan, src, be));
   KvCacheShape kv;
   kv.num_layers = int(plan.layers.size());

@@ -92,6 +92,13 @@ SequenceSpec make_spec(std::mt19937& rng, int prompt_len, int max_tokens, float 
   return s;
 }
 
+// Greedy, with no stop id: runs to max_tokens.
+SequenceSpec run_to_length(std::mt19937& rng, int prompt_len, int max_tokens) {
+  SequenceSpec s = make_spec(rng, prompt_len, max_tokens, 0.0f);
+  s.stop_ids.clear();
+  return s;
+}
+
 std::vector<SequenceSpec> mixed_specs(int n, float temperature, unsigned seed) {
   std::mt19937 rng(seed);
   std::vector<SequenceSpec> specs;
@@ -130,8 +137,7 @@ TEST(Scheduler, SeededSamplingDoesNotDependOnTheBatch) {
 
 TEST(Scheduler, LongPromptIsChunkedAndDecodesKeepGoing) {
   std::mt19937 rng(3);
-  SequenceSpec decoder = make_spec(rng, 4, 40, 0.0f);
-  decoder.stop_ids.clear();
+  SequenceSpec decoder = run_to_length(rng, 4, 40);
   SequenceSpec longp = make_spec(rng, 150, 3, 0.0f);
   Limits s;
   s.max_batched_tokens = 16;
@@ -182,8 +188,7 @@ TEST(Scheduler, CacheThatFitsExactlyOneRequestDoesNotDeadlock) {
   std::mt19937 rng(6);
   std::vector<SequenceSpec> specs;
   for (int i = 0; i < 6; ++i) {
-    SequenceSpec s = make_spec(rng, 21, 12, 0.0f);
-    s.stop_ids.clear();
+    SequenceSpec s = run_to_length(rng, 21, 12);
     specs.push_back(s);
   }
   Limits s;
@@ -264,8 +269,7 @@ TEST(Scheduler, ChoicesOfOneRequestShareTheirPromptBlocks) {
 
 TEST(Scheduler, MaxModelLenEndsWithLength) {
   std::mt19937 rng(8);
-  SequenceSpec s = make_spec(rng, 10, 6, 0.0f);
-  s.stop_ids.clear();
+  SequenceSpec s = run_to_length(rng, 10, 6);
   Limits setup;
   setup.max_model_len = 16;
   const auto got = run_all({s}, setup);
@@ -275,8 +279,7 @@ TEST(Scheduler, MaxModelLenEndsWithLength) {
 
 TEST(Scheduler, StopIdEndsTheSequence) {
   std::mt19937 rng(9);
-  SequenceSpec s = make_spec(rng, 5, 200, 0.0f);
-  s.stop_ids.clear();
+  SequenceSpec s = run_to_length(rng, 5, 200);
   Limits setup;
   const auto free_run = run_all({s}, setup);
   ASSERT_EQ(free_run[0].tokens.size(), 200u);
@@ -298,8 +301,7 @@ TEST(Scheduler, FinishingRunningAndWaitingSequencesFreesEverything) {
   std::mt19937 rng(10);
   std::vector<int64_t> ids;
   for (int i = 0; i < 5; ++i) {
-    SequenceSpec s = make_spec(rng, 9, 50, 0.0f);
-    s.stop_ids.clear();
+    SequenceSpec s = run_to_length(rng, 9, 50);
     ids.push_back(sched.add(s));
   }
   sched.step();
@@ -353,8 +355,7 @@ TEST(Scheduler, PipelinedStepsSplitTheRunningSequences) {
   std::mt19937 rng(14);
   std::vector<SequenceSpec> specs;
   for (int i = 0; i < 12; ++i) {
-    specs.push_back(make_spec(rng, 5, 30, 0.0f));
-    specs.back().stop_ids.clear();
+    specs.push_back(run_to_length(rng, 5, 30));
   }
   Limits s;
   s.max_num_seqs = 12;
@@ -391,8 +392,7 @@ TEST(Scheduler, FinishingASequenceInFlightDropsItsLastToken) {
   std::mt19937 rng(15);
   std::vector<int64_t> ids;
   for (int i = 0; i < 2; ++i) {
-    SequenceSpec s = make_spec(rng, 6, 40, 0.0f);
-    s.stop_ids.clear();
+    SequenceSpec s = run_to_length(rng, 6, 40);
     ids.push_back(sched.add(s));
   }
   sched.step();  // both in flight, one completed
@@ -416,8 +416,7 @@ TEST(Scheduler, TopLogprobsComeWithEachToken) {
   BlockManager blocks(64, 4);
   Scheduler sched(model, blocks, SchedulerConfig{});
   std::mt19937 rng(11);
-  SequenceSpec s = make_spec(rng, 6, 4, 0.0f);
-  s.stop_ids.clear();
+  SequenceSpec s = run_to_length(rng, 6, 4);
   s.sampling.top_logprobs = 3;
   sched.add(s);
   int n = 0;
