@@ -46,7 +46,7 @@ KvBlockChoice choose_kv_blocks(std::span<const int64_t> per_rank) {
 
 namespace {
 
-// A failed rank sends minus its error code; codes are positive.
+// Between the message and the fix of the error text a failed rank broadcasts.
 constexpr char kSeparator = '\0';
 
 bool shared_error(const Error& e) {
@@ -69,6 +69,7 @@ int64_t agree_on_kv_blocks(Comm& world, const std::string& rank_tag,
     failure = e;
     mine = -int64_t(e.code());
   }
+  // A failed rank sends minus its error code (codes are positive), the others their count.
   std::vector<int64_t> all(size_t(world.size()));
   world.all_gather(&mine, all.data(), sizeof mine);
   const KvBlockChoice c = choose_kv_blocks(all);
