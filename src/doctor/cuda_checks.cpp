@@ -64,11 +64,7 @@ std::string nccl_version() {
          std::to_string(v % 100);
 }
 
-struct Device {
-  int index = 0;
-  std::string name, pci;
-  uint64_t total = 0;
-  int major = 0, minor = 0;
+struct Device : cuda::CudaDeviceInfo {
   void* nvml = nullptr;
   std::string label() const { return "cuda:" + std::to_string(index); }
 };
@@ -138,19 +134,13 @@ std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
 
   std::vector<Device> devices;
   for (int i = 0; i < probe.device_count; ++i) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, i) != cudaSuccess) continue;
+    const std::optional<cuda::CudaDeviceInfo> info = cuda::read_cuda_device(i);
+    if (!info) continue;
     Device d;
-    d.index = i;
-    d.name = prop.name;
-    d.total = prop.totalGlobalMem;
-    d.major = prop.major;
-    d.minor = prop.minor;
-    char pci[32] = {};
-    if (cudaDeviceGetPCIBusId(pci, sizeof pci, i) == cudaSuccess) d.pci = pci;
+    static_cast<cuda::CudaDeviceInfo&>(d) = *info;
     if (nvml && !d.pci.empty()) d.nvml = nvml->device_by_pci(d.pci);
     devices.push_back(d);
-    out.push_back(ok(kSection, d.label() + ": " + d.name + ", " + format_bytes(d.total) +
+    out.push_back(ok(kSection, d.label() + ": " + d.name + ", " + format_bytes(d.total_bytes) +
                                    ", compute " + std::to_string(d.major) + "." +
                                    std::to_string(d.minor) + ", PCI " + d.pci));
   }
@@ -191,7 +181,8 @@ std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
     if (used > kGpuMemoryInUseWarn)
       out.push_back(warn(kSection, Err::GpuMemoryInUse,
                          d.label() + " (" + d.name + "): " + format_bytes(used) + " of " +
-                             format_bytes(d.total) + " is already in use by other processes"));
+                             format_bytes(d.total_bytes) +
+                             " is already in use by other processes"));
     else
       in_use += (in_use.empty() ? "" : ", ") + d.label() + " " + format_bytes(used);
   }
@@ -255,7 +246,7 @@ std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
     PlanInputs plan = in.plan;
     plan.backend = BackendKind::Cuda;
     plan.gpu_mem = UINT64_MAX;
-    for (const Device& d : devices) plan.gpu_mem = std::min(plan.gpu_mem, d.total);
+    for (const Device& d : devices) plan.gpu_mem = std::min(plan.gpu_mem, d.total_bytes);
     auto mem =
         memory_findings(kSection, *in.cfg, in.layout, plan,
                         "--gpu-memory-utilization " + std::to_string(plan.gpu_util).substr(0, 4) +

@@ -50,8 +50,17 @@ CudaDeviceInfo select_cuda_device(int index) {
               " ranks per host, or let ranks share GPUs with --comm mpi and CUDA_VISIBLE_DEVICES "
               "set (e.g. CUDA_VISIBLE_DEVICES=0): ranks then take the listed GPUs round-robin.");
   check_cuda(cudaSetDevice(index), "cudaSetDevice(" + std::to_string(index) + ")");
+  std::optional<CudaDeviceInfo> info = read_cuda_device(index);
+  if (!info) {
+    const cudaError_t rc = cudaGetLastError();
+    check_cuda(rc != cudaSuccess ? rc : cudaErrorUnknown, "cudaGetDeviceProperties");
+  }
+  return *info;
+}
+
+std::optional<CudaDeviceInfo> read_cuda_device(int index) {
   cudaDeviceProp prop{};
-  check_cuda(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) return std::nullopt;
   CudaDeviceInfo info;
   info.index = index;
   info.name = prop.name;
@@ -61,6 +70,8 @@ CudaDeviceInfo select_cuda_device(int index) {
   info.total_bytes = prop.totalGlobalMem;
   cudaDriverGetVersion(&info.driver_version);
   cudaRuntimeGetVersion(&info.runtime_version);
+  char pci[32] = {};
+  if (cudaDeviceGetPCIBusId(pci, sizeof pci, index) == cudaSuccess) info.pci = pci;
   return info;
 }
 

@@ -2,6 +2,7 @@
 // selection the CUDA backend uses, and the device's memory.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "plan/errors.h"
@@ -32,7 +33,12 @@ struct CudaDeviceInfo {
   uint64_t total_bytes = 0;
   int driver_version = 0;
   int runtime_version = 0;
+  std::string pci;  // bus id, e.g. "0000:1B:00.0" (matches NVML's view of the device)
 };
+
+// What the runtime says of visible device `index`, without selecting it; nullopt when it cannot
+// be read.
+std::optional<CudaDeviceInfo> read_cuda_device(int index);
 
 // Makes `index` this thread's device. Raises NoGpu / DriverTooOld, or VisibleDevices when
 // `index` is not among the visible devices.
