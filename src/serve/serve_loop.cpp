@@ -54,12 +54,16 @@ void ServeLoop::run(const std::function<bool()>& stop_requested) {
         flushed_ = true;
       }
       publish(draining ? Health::Draining : Health::Ready);
-      if (!draining && Clock::now() - last_poll >= opts_.stop_poll) {
-        last_poll = Clock::now();
-        // The poll is a collective over every rank: no step may be in flight in the pipeline.
-        for (const TokenEvent& ev : sched_.drain()) on_token(ev, Clock::now());
-        flushed_ = false;
-        if (stop_requested()) {
+      if (!draining) {
+        bool stop = opts_.stop_here && opts_.stop_here();
+        if (!stop && Clock::now() - last_poll >= opts_.stop_poll) {
+          last_poll = Clock::now();
+          // A collective over every rank: no step may be in flight in the pipeline.
+          for (const TokenEvent& ev : sched_.drain()) on_token(ev, Clock::now());
+          flushed_ = false;
+          stop = stop_requested();
+        }
+        if (stop) {
           draining = true;
           hub_.set_health(Health::Draining);
           spdlog::info("stop requested: finishing {} requests in flight, taking no new ones",

@@ -27,8 +27,12 @@ namespace qmpi {
 struct ServeLoopOptions {
   int64_t default_max_tokens = 0;  // as in batch: 0 = 16 for completions, the rest for chat
   std::string model_name;          // "model" of responses to requests that name none
-  std::chrono::milliseconds idle_wait{20};   // longest wait on the hub while idle
-  std::chrono::milliseconds stop_poll{200};  // time between stop polls
+  std::chrono::milliseconds idle_wait{20};    // longest wait on the hub while idle
+  std::chrono::milliseconds stop_poll{1000};  // time between collective stop polls
+  // A signal that reached this process (rank 0), checked every iteration without a collective;
+  // the collective poll (which empties the pipeline first) only catches the signals that reached
+  // other ranks alone. Null: none.
+  std::function<bool()> stop_here;
 };
 
 class ServeLoop {
@@ -37,10 +41,10 @@ class ServeLoop {
   ServeLoop(const ServeLoopOptions& opts, const BatchModel& model, Scheduler& sched,
             RequestHub& hub, ServeMetrics& metrics, const StepTimes* times = nullptr);
 
-  // Serves until `stop_requested` (polled on entry and every opts.stop_poll; a collective in
-  // the real server) says so and everything accepted has finished. Marks the hub Ready after
-  // the first poll and Draining on a stop. If the engine fails, every request in flight or
-  // queued gets the error before it propagates.
+  // Serves until opts.stop_here or `stop_requested` (polled on entry and every opts.stop_poll;
+  // a collective in the real server) says so and everything accepted has finished. Marks the hub
+  // Ready after the first poll and Draining on a stop. If the engine fails, every request in flight
+  // or queued gets the error before it propagates.
   void run(const std::function<bool()>& stop_requested);
 
  private:

@@ -118,6 +118,7 @@ int cmd_serve(const Args& args) {
   if (zmq.max_message_bytes < 1024) raise(Err::Usage, "--max-request-bytes must be at least 1024");
   if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
   loop_opts.default_max_tokens = sched_cli.default_max_tokens;
+  loop_opts.stop_here = [] { return stop_requested(); };
   if (loop_opts.model_name.empty())
     loop_opts.model_name = model_name(cli.model.empty() ? cli.model_config : cli.model);
   http.model_name = loop_opts.model_name;

@@ -58,8 +58,9 @@ class Failing final : public StepRunner {
 };
 
 struct Server {
-  explicit Server(int64_t max_queue = 64, int fail_at = 0)
-      : fake(512, 4, kVocab),
+  // depth > 1: the fake model stands for a pipeline with that many steps in flight.
+  explicit Server(int64_t max_queue = 64, int fail_at = 0, int depth = 1)
+      : fake(512, 4, kVocab, depth),
         failing(fake, fail_at),
         blocks(512, 4),
         sched(fail_at > 0 ? static_cast<StepRunner&>(failing) : fake, blocks, config()),
@@ -217,6 +218,43 @@ TEST(ServeLoop, StreamsAddUpToTheFinalAndMatchBatch) {
   EXPECT_EQ(c.generation_tokens, generated);
   EXPECT_EQ(s.sched.pool().in_use(), 0);
   EXPECT_EQ(s.fake.live_histories(), 0u) << "the last stage dropped finished sequences";
+}
+
+// Tokens of every choice of every request, by request id.
+std::map<std::string, std::vector<std::vector<int32_t>>> served_tokens(
+    const std::vector<std::shared_ptr<Collect>>& sinks) {
+  std::map<std::string, std::vector<std::vector<int32_t>>> out;
+  for (size_t i = 0; i < sinks.size(); ++i) {
+    const std::string id = "r" + std::to_string(i);
+    for (const auto& c : check_stream(*sinks[i], id).choices) out[id].push_back(c.tokens);
+  }
+  return out;
+}
+
+TEST(ServeLoop, PipelinedStepsAndASignalToRank0NeedNoCollectivePoll) {
+  const auto in = mixed_requests();
+  Server one;
+  std::vector<std::shared_ptr<Collect>> want_sinks;
+  for (const auto& r : in) want_sinks.push_back(one.submit(r));
+  one.run();
+
+  Server s(64, 0, 2);
+  s.opts.stop_poll = std::chrono::hours(1);  // only the poll on entry
+  int checks = 0, polls = 0;
+  s.opts.stop_here = [&] { return ++checks > 3; };  // SIGTERM reaches rank 0 after a few steps
+  std::vector<std::shared_ptr<Collect>> sinks;
+  for (const auto& r : in) sinks.push_back(s.submit(r));
+  ServeLoop loop(s.opts, s.model, s.sched, s.hub, s.metrics);
+  loop.run([&] {
+    ++polls;
+    return false;
+  });
+  EXPECT_EQ(polls, 1) << "the signal to rank 0 should end serving without another poll";
+  EXPECT_EQ(s.fake.max_in_flight(), 2u) << "the pipeline should have held two steps";
+  EXPECT_EQ(served_tokens(sinks), served_tokens(want_sinks))
+      << "pipelined steps changed what a request gets";
+  EXPECT_EQ(s.metrics.counters().ok, int64_t(in.size())) << "accepted requests finish the drain";
+  EXPECT_EQ(s.sched.pool().in_use(), 0);
 }
 
 TEST(ServeLoop, CancelEndsARequestAndFreesItsBlocks) {
