@@ -37,6 +37,18 @@ run_mpi() {
   sed -e 's/\x1b\[[0-9;]*m//g' "$log"
 }
 
+# small_config FILE LAYERS: a Qwen2 config.json (hidden 64, 4 heads, 2 KV heads, vocab 1000,
+# float32) for synthetic weights, written to FILE.
+small_config() {
+  cat >"$1" <<JSON
+{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
+ "num_hidden_layers": $2, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 1024,
+ "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false,
+ "torch_dtype": "float32"}
+JSON
+}
+
 expect_text() {  # expect_text LOG TEXT: fixed string
   grep -qF -- "$2" "$1" || fail "$(basename "$1"): missing \"$2\""
 }

@@ -6,13 +6,7 @@ source "$(dirname "$0")/dist_lib.bash"
 bin=$(mpitest pipeline)
 
 cfg="$TMP_DIR/config.json"
-cat >"$cfg" <<'JSON'
-{"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
- "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
- "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 1024,
- "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": false,
- "torch_dtype": "float32"}
-JSON
+small_config "$cfg" 6
 
 log="$TMP_DIR/pp3.log"
 run_mpi "$log" 3 "$bin" --model-config "$cfg" --pp 3

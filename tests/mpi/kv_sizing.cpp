@@ -7,53 +7,20 @@
 #include <cstdio>
 #include <string>
 
-#include "app/commands/options.h"
-#include "backend/cpu/cpu_backend.h"
 #include "plan/errors.h"
+#include "synthetic_engine.h"
 
 namespace qmpi {
 namespace {
 
-struct Args {
-  std::string model_config;
-  Layout layout;
-  int fail_rank = -1;
-};
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    auto value = [&] {
-      if (i + 1 >= argc) raise(Err::Usage, k + " needs a value");
-      return std::string(argv[++i]);
-    };
-    if (k == "--model-config")
-      a.model_config = value();
-    else if (k == "--tp")
-      a.layout.tp = std::stoi(value());
-    else if (k == "--pp")
-      a.layout.pp = std::stoi(value());
-    else if (k == "--fail-rank")
-      a.fail_rank = std::stoi(value());
-    else
-      raise(Err::Usage, "unknown option " + k);
-  }
-  return a;
-}
-
-int run(const Args& args) {
-  EngineOptions o;
-  o.synthetic_weights = true;
-  o.model_config = args.model_config;
-  o.layout = args.layout;
-  o.comm_timeout_s = 60;
+int run(const mpitest::EngineArgs& args) {
+  EngineOptions o = mpitest::synthetic_cpu_engine(args);
   o.max_model_len = 64;
   o.max_step_tokens = 48;
-  o.make_backend = [](int) { return make_cpu_backend(CpuBackendOptions{1}); };
   o.memory_report = launch_memory_report;
-  o.size_kv_on_device = [fail = args.fail_rank](Backend&, const DeviceKvRequest& r,
-                                                const std::function<void()>& profile_step) {
+  o.size_kv_on_device = [fail = args.extra.at("--fail-rank")](
+                            Backend&, const DeviceKvRequest& r,
+                            const std::function<void()>& profile_step) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     profile_step();  // the real step, on the CPU backend
@@ -78,10 +45,7 @@ int run(const Args& args) {
 }  // namespace qmpi
 
 int main(int argc, char** argv) {
-  try {
-    return qmpi::run(qmpi::parse(argc, argv));
-  } catch (const qmpi::Error& e) {
-    std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
-    return e.exit_code();
-  }
+  return qmpi::mpitest::run_main([&] {
+    return qmpi::run(qmpi::mpitest::parse_engine_args(argc, argv, {{"--fail-rank", -1}}));
+  });
 }

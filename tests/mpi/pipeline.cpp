@@ -7,35 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "app/commands/options.h"
-#include "backend/cpu/cpu_backend.h"
 #include "plan/errors.h"
+#include "synthetic_engine.h"
 
 namespace qmpi {
 namespace {
-
-struct Args {
-  std::string model_config;
-  Layout layout;
-};
-
-Args parse(int argc, char** argv) {
-  Args a;
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    if (i + 1 >= argc) raise(Err::Usage, k + " needs a value");
-    const std::string v = argv[++i];
-    if (k == "--model-config")
-      a.model_config = v;
-    else if (k == "--tp")
-      a.layout.tp = std::stoi(v);
-    else if (k == "--pp")
-      a.layout.pp = std::stoi(v);
-    else
-      raise(Err::Usage, "unknown option " + k);
-  }
-  return a;
-}
 
 constexpr int kBlockSize = 16;
 
@@ -68,16 +44,11 @@ int drive(Executor& ex) {
   return 0;
 }
 
-int run(const Args& args) {
-  EngineOptions o;
-  o.synthetic_weights = true;
-  o.model_config = args.model_config;
-  o.layout = args.layout;
-  o.comm_timeout_s = 60;
+int run(const mpitest::EngineArgs& args) {
+  EngineOptions o = mpitest::synthetic_cpu_engine(args);
   o.block_size = kBlockSize;
   o.max_model_len = 2 * kBlockSize;
   o.max_num_seqs = 8;
-  o.make_backend = [](int) { return make_cpu_backend(CpuBackendOptions{1}); };
   return run_engine(o, [](Engine& engine) { return drive(engine.executor()); });
 }
 
@@ -85,10 +56,6 @@ int run(const Args& args) {
 }  // namespace qmpi
 
 int main(int argc, char** argv) {
-  try {
-    return qmpi::run(qmpi::parse(argc, argv));
-  } catch (const qmpi::Error& e) {
-    std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
-    return e.exit_code();
-  }
+  return qmpi::mpitest::run_main(
+      [&] { return qmpi::run(qmpi::mpitest::parse_engine_args(argc, argv)); });
 }
