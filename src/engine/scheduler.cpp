@@ -119,9 +119,7 @@ bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget,
     // A sequence admitted this step or one in flight is computing the same first block (n > 1,
     // a shared system prompt): wait and share its blocks instead of computing them twice.
     first_block = BlockPool::chain_hash(0, s.tokens(0, bs));
-    if (computing_.count(first_block) ||
-        std::find(computing.begin(), computing.end(), first_block) != computing.end())
-      return false;
+    if (computing_.count(first_block)) return false;
     // Keep at least one token to compute: the step that samples needs its logits, and a
     // shared block is never written.
     const int64_t max_blocks = (s.total() - 1) / bs;
@@ -136,7 +134,10 @@ bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget,
     return false;
   }
   stats_.cached_tokens += s.computed;
-  if (first_block != 0 && s.computed == 0) computing.push_back(first_block);
+  if (first_block != 0 && s.computed == 0) {
+    computing_.insert(first_block);
+    computing.push_back(first_block);  // for its step to clear when it completes
+  }
   waiting_.pop_front();
   s.state = SeqState::Running;
   s.admitted = ++admissions_;
@@ -276,7 +277,6 @@ void Scheduler::submit(std::vector<Scheduled> planned, std::vector<uint64_t> com
   finished_.clear();
   f.planned = std::move(planned);
   f.computing = std::move(computing);
-  computing_.insert(f.computing.begin(), f.computing.end());
   runner_.submit(plan);
   in_flight_.push_back(std::move(f));
   stats_.peak_in_flight = std::max(stats_.peak_in_flight, int64_t(in_flight_.size()));
@@ -301,21 +301,17 @@ std::vector<TokenEvent> Scheduler::complete_oldest() {
     s.computed += f.planned[i].tokens;
     s.fed = true;
     stats_.computed_tokens += f.planned[i].tokens;
-    if (!f.sample[i]) {
-      if (s.cancelled)
-        retire(s);
-      else
-        publish_full_blocks(s);
-      continue;
+    const size_t at = k, top_at = t;  // where this sequence's token and alternatives are
+    if (f.sample[i]) {
+      ++k;
+      t += size_t(std::max(s.spec.sampling.top_logprobs, 0));
     }
-    const size_t top_at = t;
-    t += size_t(std::max(s.spec.sampling.top_logprobs, 0));
-    const size_t at = k++;
     if (s.cancelled) {
       retire(s);
       continue;
     }
     publish_full_blocks(s);
+    if (!f.sample[i]) continue;
     TokenEvent ev;
     ev.seq = s.id;
     ev.token = r.tokens[at];

@@ -147,7 +147,7 @@ class Scheduler {
   std::vector<Sequence*> running_;  // admission order
   std::vector<int64_t> finished_;   // for the next plan
   std::deque<InFlightStep> in_flight_;
-  std::unordered_set<uint64_t> computing_;  // first-block keys of steps in flight
+  std::unordered_set<uint64_t> computing_;  // first-block keys of steps in flight or planned
   int64_t next_id_ = 1;
   uint64_t admissions_ = 0;
   SchedulerStats stats_;
