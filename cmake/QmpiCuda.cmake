@@ -34,16 +34,21 @@ find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
 find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} REQUIRED)
 message(STATUS "qmpi: CUDA backend ON (archs ${CMAKE_CUDA_ARCHITECTURES}, NCCL ${NCCL_LIBRARY})")
 
-file(GLOB QMPI_CUDA_SRCS CONFIGURE_DEPENDS
-     ${CMAKE_CURRENT_SOURCE_DIR}/kernels/cuda/*.cu
-     ${CMAKE_CURRENT_SOURCE_DIR}/src/backend/cuda/*.cpp
-     ${CMAKE_CURRENT_SOURCE_DIR}/src/dist/nccl/*.cpp)
-add_library(qmpi_cuda STATIC ${QMPI_CUDA_SRCS})
-target_include_directories(qmpi_cuda PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR}
-                           ${NCCL_INCLUDE_DIR})
+# The CUDA halves of three layers: device kernels, the CUDA backend, NCCL comms. Each is its
+# folder's library; QMPI_CUDA_LIBS is what the layers above link when CUDA is on.
+function(qmpi_cuda_area name dir pattern)
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/${pattern})
+  add_library(${name} STATIC ${srcs})
+  target_include_directories(${name} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/src ${CMAKE_CURRENT_SOURCE_DIR}
+                             ${NCCL_INCLUDE_DIR})
+  target_link_libraries(${name} PUBLIC ${ARGN})
+  target_compile_definitions(${name} PUBLIC QMPI_WITH_CUDA=1)
+  set_target_properties(${name} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--threads 2 -O3>)
+endfunction()
 # Never link libcuda (the driver stub would make the binary fail to start without a driver).
-target_link_libraries(qmpi_cuda PUBLIC qmpi_dist qmpi_kernels CUDA::cudart CUDA::cublas CUDA::cublasLt
-                      ${NCCL_LIBRARY})
-target_compile_definitions(qmpi_cuda PUBLIC QMPI_WITH_CUDA=1)
-set_target_properties(qmpi_cuda PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
-target_compile_options(qmpi_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--threads 2 -O3>)
+qmpi_cuda_area(qmpi_kernels_cuda kernels/cuda *.cu qmpi_core CUDA::cudart)
+qmpi_cuda_area(qmpi_backend_cuda src/backend/cuda *.cpp qmpi_backend qmpi_kernels_cuda CUDA::cudart
+               CUDA::cublas CUDA::cublasLt)
+qmpi_cuda_area(qmpi_parallel_nccl src/parallel/nccl *.cpp qmpi_parallel qmpi_backend_cuda ${NCCL_LIBRARY})
+set(QMPI_CUDA_LIBS qmpi_backend_cuda qmpi_parallel_nccl)

@@ -1,8 +1,8 @@
 #include "io/h5_attr.h"
 
+#include "core/errors.h"
 #include "io/h5_error.h"
 #include "io/h5_handle.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace {

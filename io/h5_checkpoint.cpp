@@ -8,11 +8,11 @@
 #include <fstream>
 #include <vector>
 
+#include "core/errors.h"
 #include "io/checksum.h"
 #include "io/h5_attr.h"
 #include "io/h5_dtype.h"
 #include "io/h5_error.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;

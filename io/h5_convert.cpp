@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/errors.h"
 #include "io/checksum.h"
 #include "io/h5_attr.h"
 #include "io/h5_checkpoint.h"
@@ -15,7 +16,6 @@
 #include "io/h5_error.h"
 #include "io/h5_handle.h"
 #include "io/h5_layout.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;

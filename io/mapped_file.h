@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 

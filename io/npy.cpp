@@ -4,7 +4,7 @@
 #include <fstream>
 #include <regex>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

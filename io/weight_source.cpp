@@ -2,9 +2,9 @@
 
 #include <filesystem>
 
+#include "core/errors.h"
 #include "io/checkpoint_dir.h"
 #include "io/h5_checkpoint.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@ packages=(
   openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev libzmq3-dev cppzmq-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev libspdlog-dev libpcre2-dev libutf8proc-dev
-  libdnnl-dev libopenblas-openmp-dev libcpp-httplib-dev
+  libcpp-httplib-dev
   python3 python3-numpy python3-h5py python3-zmq curl iproute2
 )
 

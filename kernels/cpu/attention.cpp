@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd_math.h"
-#include "plan/errors.h"
 
 namespace qmpi::cpu {
 namespace {

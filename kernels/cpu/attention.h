@@ -1,7 +1,7 @@
 // Causal grouped-query attention over the paged KV cache, for a batch of sequences that mixes
 // prefill (many new tokens) and decode (one new token).
 #pragma once
-#include "backend/backend.h"
+#include "kernels/kernel_types.h"
 
 namespace qmpi::cpu {
 

@@ -2,9 +2,9 @@
 #pragma once
 #include <cstdint>
 
-#include "backend/backend.h"
 #include "core/dtype.h"
 #include "kernels/cpu/aligned.h"
+#include "kernels/kernel_types.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::cpu {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "backend/backend.h"
+#include "kernels/kernel_types.h"
 
 namespace qmpi::cpu::ref {
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "core/errors.h"
 #include "kernels/cpu/parallel.h"
-#include "plan/errors.h"
 
 namespace qmpi::cpu {
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "app/commands/commands.h"
+#include "core/errors.h"
 #include "core/logging.h"
-#include "plan/errors.h"
 
 namespace {
 
@@ -28,7 +28,8 @@ constexpr Command kCommands[] = {
     {"doctor", qmpi::cmd_doctor, "check machine, MPI, GPUs, model files and comm before a run"},
     {"tokenize", qmpi::cmd_tokenize, "JSONL {\"text\"} -> {\"ids\"} with the model's tokenizer"},
     {"make-model", qmpi::cmd_make_model, "write a random-weight model in the Hugging Face layout"},
-    {"convert", qmpi::cmd_convert, "Hugging Face model folder -> one .h5 file for parallel loading"},
+    {"convert", qmpi::cmd_convert,
+     "Hugging Face model folder -> one .h5 file for parallel loading"},
 };
 
 void usage(std::FILE* to) {
@@ -57,7 +58,8 @@ int main(int argc, char** argv) {
   qmpi::Args args(argv + 2, argv + argc);
   try {
     if (cmd == "help") {
-      if (!args.empty() && args[0] == "errors") return qmpi::cmd_help_errors({args.begin() + 1, args.end()});
+      if (!args.empty() && args[0] == "errors")
+        return qmpi::cmd_help_errors({args.begin() + 1, args.end()});
       usage(stdout);
       return 0;
     }

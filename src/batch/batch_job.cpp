@@ -12,12 +12,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "batch/batch_request.h"
-#include "batch/batch_response.h"
 #include "batch/h5_results.h"
 #include "batch/result_file.h"
-#include "engine/stop_strings.h"
-#include "plan/errors.h"
+#include "core/errors.h"
+#include "requests/batch_request.h"
+#include "requests/batch_response.h"
+#include "requests/stop_strings.h"
 
 namespace qmpi {
 namespace {

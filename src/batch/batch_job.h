@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "batch/progress.h"
-#include "batch/request_spec.h"
 #include "engine/scheduler.h"
 #include "model/config.h"
+#include "requests/request_spec.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 

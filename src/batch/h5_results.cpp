@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

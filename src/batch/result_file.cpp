@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

@@ -6,10 +6,10 @@
 #include <map>
 #include <sstream>
 
-#include "dist/comm_mpi.h"
-#include "dist/mpi_comm_handle.h"
-#include "plan/byte_size.h"
-#include "plan/errors.h"
+#include "core/byte_size.h"
+#include "core/errors.h"
+#include "parallel/comm_mpi.h"
+#include "parallel/mpi_comm_handle.h"
 
 namespace qmpi::doctor {
 namespace {

@@ -22,8 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "dist/comm.h"
 #include "doctor/finding.h"
+#include "parallel/comm.h"
 
 namespace qmpi::doctor {
 

@@ -1,6 +1,6 @@
 #include "doctor/cuda_checks.h"
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 #ifndef QMPI_WITH_CUDA
 
@@ -43,13 +43,13 @@ void use_cuda_for_selftest(SelfTestSetup&, int, int, bool) {
 
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_errors.h"
-#include "dist/nccl/comm_nccl.h"
-#include "dist/nccl/comm_staged_mpi.h"
-#include "dist/topology.h"
+#include "core/byte_size.h"
 #include "doctor/host_checks.h"
 #include "doctor/nvml.h"
 #include "doctor/visible_devices.h"
-#include "plan/byte_size.h"
+#include "parallel/nccl/comm_nccl.h"
+#include "parallel/nccl/comm_staged_mpi.h"
+#include "parallel/topology.h"
 
 namespace qmpi::doctor {
 namespace {

@@ -6,15 +6,15 @@
 #include <chrono>
 #include <set>
 
-#include "dist/gather_strings.h"
-#include "dist/mpi_comm_handle.h"
-#include "dist/topology.h"
+#include "core/byte_size.h"
 #include "doctor/cuda_checks.h"
 #include "doctor/host_checks.h"
 #include "doctor/model_checks.h"
 #include "doctor/mpi_checks.h"
 #include "doctor/sha256.h"
-#include "plan/byte_size.h"
+#include "parallel/gather_strings.h"
+#include "parallel/mpi_comm_handle.h"
+#include "parallel/topology.h"
 
 namespace qmpi::doctor {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::doctor {
 

@@ -3,7 +3,7 @@
 #include <sys/resource.h>
 #include <sys/statvfs.h>
 
-#include "plan/byte_size.h"
+#include "core/byte_size.h"
 #include "plan/planner.h"
 
 namespace qmpi::doctor {
@@ -64,8 +64,7 @@ std::vector<Finding> memory_findings(const std::string& section, const ModelConf
   const LayoutVerdict v = evaluate_layout(cfg, layout, in);
   if (!v.valid) return {};
   const RankMemory& r = v.biggest_rank();
-  const std::string who =
-      "--tp " + std::to_string(layout.tp) + " --pp " + std::to_string(layout.pp);
+  const std::string who = layout_flags(layout);
   if (!v.fits) {
     // The launch's own pre-flight verdict, with the planner's way out as the fix.
     try {

@@ -6,10 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/byte_size.h"
 #include "io/h5_checkpoint.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
-#include "plan/byte_size.h"
 #include "text/tokenizer.h"
 
 namespace qmpi::doctor {

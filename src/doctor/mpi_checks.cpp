@@ -6,18 +6,11 @@
 #include <numeric>
 #include <set>
 
-#include "dist/placement.h"
-#include "plan/errors.h"
+#include "core/errors.h"
+#include "model/shard_plan.h"
+#include "parallel/placement.h"
 
 namespace qmpi::doctor {
-namespace {
-
-std::string layout_text(const Layout& l) {
-  return "--tp " + std::to_string(l.tp) + " --pp " + std::to_string(l.pp);
-}
-
-}  // namespace
-
 std::string mpi_library_version() {
   char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;
@@ -79,7 +72,7 @@ std::vector<Finding> layout_findings(const Layout& layout, bool chosen_by_defaul
   std::vector<Finding> out;
   const int world = int(slots.size());
   const int ranks = layout.tp * layout.pp;
-  const std::string lt = layout_text(layout);
+  const std::string lt = layout_flags(layout);
   if (chosen_by_default)
     out.push_back(ok("mpi", "no --tp/--pp given: checking " + lt +
                                 " (TP as wide as the ranks of every host allow" +
@@ -96,7 +89,7 @@ std::vector<Finding> layout_findings(const Layout& layout, bool chosen_by_defaul
       if (!cfg)
         raise(Err::WorldSize, "mpirun started " + std::to_string(world) + " ranks but " + lt +
                                   " needs " + std::to_string(ranks));
-      check_world_size(*cfg, layout, world);
+      check_world_size(model_fit(*cfg), layout, world);
     } catch (const Error& e) {
       out.push_back(fail("mpi", e));
     }

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "dist/topology.h"
 #include "doctor/finding.h"
 #include "model/config.h"
 #include "model/shard_plan.h"
+#include "parallel/topology.h"
 
 namespace qmpi::doctor {
 

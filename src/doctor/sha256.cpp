@@ -11,7 +11,7 @@
 #include <memory>
 #include <sstream>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::doctor {
 namespace {

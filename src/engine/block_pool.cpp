@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

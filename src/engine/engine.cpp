@@ -5,12 +5,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "dist/mesh.h"
-#include "dist/mpi_runtime.h"
+#include "core/errors.h"
 #include "engine/kv_sizing.h"
 #include "engine/profile_step.h"
 #include "model/synthetic.h"
-#include "plan/errors.h"
+#include "parallel/mesh.h"
+#include "parallel/mpi_runtime.h"
 
 namespace qmpi {
 namespace {
@@ -39,8 +39,9 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   mo.allow_device_sharing = opts_.allow_device_sharing;
   mo.comm_timeout_s = opts_.comm_timeout_s;
   mo.allow_tp_across_hosts = opts_.allow_tp_across_hosts;
-  mesh_ = std::make_unique<Mesh>(mpi, cfg_, mo);  // rank 0 logs the mapping table
-  const ShardPlan& plan = mesh_->shard();
+  mesh_ = std::make_unique<Mesh>(mpi, model_fit(cfg_), mo);  // rank 0 logs the mapping table
+  shard_ = make_shard_plan(cfg_, opts_.layout, mesh_->rank());
+  const ShardPlan& plan = shard_;
 
   // generation_config.json sits beside config.json (synthetic runs) or in the model folder.
   std::filesystem::path gen_dir = opts_.model_path;

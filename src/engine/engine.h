@@ -10,15 +10,15 @@
 #include <mpi.h>
 
 #include "backend/backend.h"
-#include "dist/comm.h"
 #include "engine/block_manager.h"
 #include "engine/device_memory.h"
 #include "engine/executor.h"
-#include "engine/kv_cache.h"
 #include "engine/timed_comm.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "model/qwen2.h"
 #include "model/shard_plan.h"
+#include "parallel/comm.h"
 
 namespace qmpi {
 
@@ -97,6 +97,7 @@ class Engine {
   ModelConfig cfg_;
   GenerationConfig gen_;
   std::unique_ptr<Mesh> mesh_;
+  ShardPlan shard_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<TimedComm> world_, tp_;
   std::unique_ptr<Qwen2Model> model_;

@@ -6,10 +6,10 @@
 #include <limits>
 #include <memory>
 
-#include "dist/signals.h"
+#include "core/errors.h"
 #include "engine/sampler.h"
 #include "engine/timed_comm.h"
-#include "plan/errors.h"
+#include "parallel/signals.h"
 
 namespace qmpi {
 namespace {

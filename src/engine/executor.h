@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "dist/comm.h"
-#include "engine/kv_cache.h"
 #include "engine/step_plan.h"
+#include "model/kv_cache.h"
 #include "model/qwen2.h"
+#include "parallel/comm.h"
 
 namespace qmpi {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 

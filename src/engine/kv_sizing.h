@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "dist/comm.h"
-#include "dist/placement.h"
+#include "parallel/comm.h"
+#include "parallel/placement.h"
 
 namespace qmpi {
 

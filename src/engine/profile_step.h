@@ -10,9 +10,9 @@
 // as their collectives need.
 #pragma once
 #include "backend/backend.h"
-#include "engine/kv_cache.h"
 #include "engine/kv_sizing.h"
 #include "model/batch.h"
+#include "model/kv_cache.h"
 #include "model/qwen2.h"
 
 namespace qmpi {

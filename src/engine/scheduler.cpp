@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/errors.h"
 #include "engine/executor.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 

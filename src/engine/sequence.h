@@ -1,6 +1,7 @@
 // One sequence the scheduler runs: what it was asked for, what it has produced, and where its
 // KV cache lives. A request with n choices is n sequences.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 

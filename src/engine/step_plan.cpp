@@ -3,7 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

@@ -3,7 +3,7 @@
 #pragma once
 #include <chrono>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 namespace qmpi {
 

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/errors.h"
 #include "io/h5_checkpoint.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;

@@ -1,6 +1,6 @@
 #include "model/presets.h"
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

@@ -5,12 +5,12 @@
 #include <cstdint>
 
 #include "backend/backend.h"
-#include "dist/comm.h"
-#include "engine/kv_cache.h"
 #include "model/batch.h"
 #include "model/config.h"
+#include "model/kv_cache.h"
 #include "model/qwen2_weights.h"
 #include "model/shard_plan.h"
+#include "parallel/comm.h"
 
 namespace qmpi {
 

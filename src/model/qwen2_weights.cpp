@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {
@@ -39,8 +39,8 @@ class Loader {
       else
         rows = slice->length;
     }
-    Weight w = be_.make_weight(info.dtype, rows, cols,
-                               [&](void* dst) { src_.read(name, *slice, dst); });
+    Weight w =
+        be_.make_weight(info.dtype, rows, cols, [&](void* dst) { src_.read(name, *slice, dst); });
     bytes_ += uint64_t(rows * cols) * dtype_size(info.dtype);
     return w;
   }

@@ -3,7 +3,7 @@
 #include <numeric>
 #include <string_view>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {
@@ -15,10 +15,6 @@ std::string join_counts(const std::vector<int>& counts) {
     s += std::to_string(counts[i]);
   }
   return s;
-}
-
-std::string layout_flags(const Layout& l) {
-  return "--tp " + std::to_string(l.tp) + " --pp " + std::to_string(l.pp);
 }
 
 // The first tensor-parallel rule `tp` breaks, as (code, sentence), or code Internal when none.
@@ -220,6 +216,22 @@ std::optional<Slice> ShardPlan::slice_for(const ModelConfig& cfg, const std::str
   if (rest == "mlp.gate_proj.weight" || rest == "mlp.up_proj.weight") return rows(intermediate, 1);
   if (rest == "mlp.down_proj.weight") return cols(intermediate, 1);
   return std::nullopt;
+}
+
+ModelFit model_fit(const ModelConfig& cfg) {
+  ModelFit fit;
+  fit.check_layout = [cfg](const Layout& l) { check_layout(cfg, l); };
+  fit.valid_layouts = [cfg](int ranks) { return valid_layouts(cfg, ranks); };
+  fit.stage_layers = [layers = cfg.num_layers](const Layout& l) {
+    std::vector<Range> out;
+    int64_t begin = 0;
+    for (int n : split_layers(int(layers), l.pp, l.pp_layers)) {
+      out.push_back(Range{begin, begin + n});
+      begin += n;
+    }
+    return out;
+  };
+  return fit;
 }
 
 }  // namespace qmpi

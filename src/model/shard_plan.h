@@ -16,20 +16,9 @@
 
 #include "io/weight_source.h"
 #include "model/config.h"
+#include "parallel/layout.h"
 
 namespace qmpi {
-
-struct Layout {
-  int tp = 1;
-  int pp = 1;
-  std::vector<int> pp_layers;  // optional override: layers per stage, sums to num_layers
-};
-
-struct Range {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t size() const { return end - begin; }
-};
 
 struct ShardPlan {
   int tp = 1, tp_rank = 0, pp = 1, stage = 0;
@@ -61,5 +50,8 @@ std::vector<Layout> valid_layouts(const ModelConfig& cfg, int ranks);
 
 // world_rank = stage * tp + tp_rank (pp-major, TP groups contiguous so they stay on one host).
 ShardPlan make_shard_plan(const ModelConfig& cfg, const Layout& layout, int world_rank);
+
+// What the mesh needs to know of `cfg` (see parallel/layout.h).
+ModelFit model_fit(const ModelConfig& cfg);
 
 }  // namespace qmpi

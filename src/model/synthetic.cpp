@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

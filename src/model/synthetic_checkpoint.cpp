@@ -5,10 +5,10 @@
 #include <fstream>
 #include <map>
 
+#include "core/errors.h"
 #include "io/safetensors_writer.h"
 #include "model/config.h"
 #include "model/synthetic.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;

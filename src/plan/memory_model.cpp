@@ -4,9 +4,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/errors.h"
 #include "engine/kv_sizing.h"
 #include "io/weight_source.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "plan/byte_size.h"
+#include "core/byte_size.h"
 
 namespace qmpi {
 namespace {

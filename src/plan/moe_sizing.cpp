@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 #include "plan/memory_model.h"
 
 namespace qmpi {

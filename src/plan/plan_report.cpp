@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <set>
 
-#include "plan/byte_size.h"
+#include "core/byte_size.h"
 
 namespace qmpi {
 namespace {

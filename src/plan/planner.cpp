@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <tuple>
 
-#include "plan/byte_size.h"
+#include "core/byte_size.h"
 
 namespace qmpi {
 namespace {
@@ -12,10 +12,6 @@ namespace {
 int gpus_per_host(const PlanInputs& in) {
   const int nodes = std::max(in.nodes, 1);
   return (std::max(in.gpus, 1) + nodes - 1) / nodes;
-}
-
-std::string layout_flags(const Layout& l) {
-  return "--tp " + std::to_string(l.tp) + " --pp " + std::to_string(l.pp);
 }
 
 std::string with_commas(int64_t n) {

@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.h"
 #include "model/config.h"
 #include "model/shard_plan.h"
-#include "plan/errors.h"
 #include "plan/memory_model.h"
 
 namespace qmpi {

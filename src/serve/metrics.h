@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 #include "serve/request_hub.h"
 
 namespace qmpi {

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
-#include "batch/batch_request.h"
-#include "batch/batch_response.h"
-#include "plan/errors.h"
+#include "core/errors.h"
+#include "requests/batch_request.h"
+#include "requests/batch_response.h"
 #include "serve/serve_event.h"
 
 namespace qmpi {

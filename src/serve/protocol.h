@@ -11,9 +11,9 @@
 #include <string>
 #include <string_view>
 
-#include "batch/batch_request.h"
-#include "batch/batch_response.h"
-#include "plan/errors.h"
+#include "core/errors.h"
+#include "requests/batch_request.h"
+#include "requests/batch_response.h"
 #include "serve/metrics.h"
 #include "serve/request_hub.h"
 #include "serve/serve_event.h"

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "batch/batch_response.h"
-#include "plan/errors.h"
+#include "core/errors.h"
+#include "requests/batch_response.h"
 
 namespace qmpi {
 

@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/errors.h"
 #include "engine/sampler.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace {

@@ -15,10 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "batch/request_spec.h"
 #include "engine/executor.h"
 #include "engine/scheduler.h"
-#include "engine/stop_strings.h"
+#include "requests/request_spec.h"
+#include "requests/stop_strings.h"
 #include "serve/metrics.h"
 #include "serve/request_hub.h"
 

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 

@@ -1,6 +1,6 @@
 #include "text/chat_template.h"
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

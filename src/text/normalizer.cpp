@@ -5,7 +5,7 @@
 
 #include <utf8proc.h>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

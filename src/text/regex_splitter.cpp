@@ -3,7 +3,7 @@
 
 #include <pcre2.h>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

@@ -1,6 +1,6 @@
 #include "text/stream_decoder.h"
 
-#include "plan/errors.h"
+#include "core/errors.h"
 #include "text/utf8.h"
 
 namespace qmpi {

@@ -1,6 +1,6 @@
 #include "text/tokenizer.h"
 
-#include "plan/errors.h"
+#include "core/errors.h"
 #include "text/normalizer.h"
 #include "text/tokenizer_impl.h"
 #include "text/utf8.h"

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 #include "text/byte_level.h"
 #include "text/normalizer.h"
 #include "text/tokenizer_impl.h"

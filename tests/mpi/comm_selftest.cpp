@@ -12,8 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "dist/mesh.h"
-#include "plan/errors.h"
+#include "core/errors.h"
+#include "model/shard_plan.h"
+#include "parallel/mesh.h"
 
 namespace qmpi {
 namespace {
@@ -150,7 +151,7 @@ int run(MpiRuntime& mpi, const Args& args) {
   opts.layout = args.layout;
   opts.comm_timeout_s = args.timeout_s;
   opts.allow_tp_across_hosts = args.allow_tp_across_hosts;
-  Mesh mesh(mpi, tiny(), opts);
+  Mesh mesh(mpi, model_fit(tiny()), opts);
   Checker check(mesh.rank());
 
   check.expect(mesh.tp_group().size() == mesh.tp(), "tp group size");

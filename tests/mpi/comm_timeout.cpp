@@ -16,9 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "dist/comm_mpi.h"
-#include "dist/mesh.h"
-#include "plan/errors.h"
+#include "core/errors.h"
+#include "model/shard_plan.h"
+#include "parallel/comm_mpi.h"
+#include "parallel/mesh.h"
 
 namespace qmpi {
 namespace {
@@ -75,7 +76,7 @@ int run(MpiRuntime& mpi, const Args& args) {
   MeshOptions opts;
   opts.layout = args.layout;
   opts.comm_timeout_s = args.timeout_s;
-  Mesh mesh(mpi, tiny(), opts);
+  Mesh mesh(mpi, model_fit(tiny()), opts);
   if (args.stuck < 0 || args.stuck >= mesh.size())
     raise(Err::Usage, "--stuck " + std::to_string(args.stuck) + " is not a rank");
   std::vector<std::string> hosts;

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <string>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 #include "synthetic_engine.h"
 
 namespace qmpi {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 #include "synthetic_engine.h"
 
 namespace qmpi {

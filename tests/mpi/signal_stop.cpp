@@ -15,9 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "dist/mesh.h"
-#include "dist/signals.h"
-#include "plan/errors.h"
+#include "core/errors.h"
+#include "model/shard_plan.h"
+#include "parallel/mesh.h"
+#include "parallel/signals.h"
 
 namespace qmpi {
 namespace {
@@ -73,7 +74,7 @@ int run(MpiRuntime& mpi, const Args& args) {
   MeshOptions opts;
   opts.layout = args.layout;
   opts.comm_timeout_s = 60;
-  Mesh mesh(mpi, tiny(), opts);
+  Mesh mesh(mpi, model_fit(tiny()), opts);
   SignalGuard guard("rank " + std::to_string(mesh.rank()) + " (host " + mesh.host() + ")");
   if (!args.pid_dir.empty())
     std::ofstream(args.pid_dir + "/rank" + std::to_string(mesh.rank()) + ".pid") << getpid();

@@ -10,7 +10,7 @@
 
 #include "app/commands/options.h"
 #include "backend/cpu/cpu_backend.h"
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::mpitest {
 

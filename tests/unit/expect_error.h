@@ -6,7 +6,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::testing {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <string>
 
-#include "dist/comm.h"
+#include "parallel/comm.h"
 
 namespace qmpi::testing {
 

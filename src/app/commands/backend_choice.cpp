@@ -4,12 +4,12 @@
 
 #include "app/commands/options.h"
 #include "backend/cpu/cpu_backend.h"
-#include "plan/errors.h"
+#include "core/errors.h"
 #ifdef QMPI_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/memory_budget.h"
-#include "dist/nccl/comm_nccl.h"
-#include "dist/nccl/comm_staged_mpi.h"
+#include "parallel/nccl/comm_nccl.h"
+#include "parallel/nccl/comm_staged_mpi.h"
 #include "plan/memory_model.h"
 #endif
 

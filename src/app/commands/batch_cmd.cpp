@@ -10,8 +10,8 @@
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
 #include "batch/batch_job.h"
-#include "dist/signals.h"
 #include "engine/scheduler.h"
+#include "parallel/signals.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 

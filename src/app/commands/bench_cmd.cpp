@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands/options.h"
-#include "engine/generate.h"
 #include "kernels/cpu/membw.h"
+#include "requests/generate.h"
 
 namespace qmpi {
 
@@ -70,10 +70,9 @@ int cmd_bench(const Args& args) {
     // Prefill work: every layer's linear maps on every prompt token, plus lm_head on the last
     // one (the logits of the other positions are not computed); attention is left out.
     const ModelConfig& c = engine.config();
-    const double layer_params =
-        double(c.hidden_size) * double(c.q_width() + 2 * c.kv_width()) +
-        double(c.q_width()) * double(c.hidden_size) +
-        3.0 * double(c.hidden_size) * double(c.intermediate_size);
+    const double layer_params = double(c.hidden_size) * double(c.q_width() + 2 * c.kv_width()) +
+                                double(c.q_width()) * double(c.hidden_size) +
+                                3.0 * double(c.hidden_size) * double(c.intermediate_size);
     const double prefill_flops = 2.0 * layer_params * double(c.num_layers) * double(prompt_len) +
                                  2.0 * double(c.vocab_size) * double(c.hidden_size);
     const double prefill_gflops = prefill_flops / best_prefill / 1e9;
@@ -95,13 +94,16 @@ int cmd_bench(const Args& args) {
     } else {
       std::printf("layout            tp %d x pp %d, %d thread(s) per rank\n", m.tp, m.pp,
                   cli.threads);
-      std::printf("prefill           %.1f tokens/s (%lld-token prompt), %.1f GFLOP/s (whole mesh)\n",
-                  prefill_tps, (long long)prompt_len, prefill_gflops);
-      std::printf("decode            %.2f tokens/s (%.1f ms/token)\n", decode_tps, 1e3 / decode_tps);
+      std::printf(
+          "prefill           %.1f tokens/s (%lld-token prompt), %.1f GFLOP/s (whole mesh)\n",
+          prefill_tps, (long long)prompt_len, prefill_gflops);
+      std::printf("decode            %.2f tokens/s (%.1f ms/token)\n", decode_tps,
+                  1e3 / decode_tps);
       std::printf("communication     %.1f%% of step time\n", 100.0 * comm_share);
       if (membw > 0)
-        std::printf("memory bandwidth  %.2f GB/s read; decode streams %.1f MB/token = %.1f%% of it\n",
-                    membw / 1e9, bytes_per_token / 1e6, 100.0 * decode_bw / membw);
+        std::printf(
+            "memory bandwidth  %.2f GB/s read; decode streams %.1f MB/token = %.1f%% of it\n",
+            membw / 1e9, bytes_per_token / 1e6, 100.0 * decode_bw / membw);
     }
     return 0;
   });

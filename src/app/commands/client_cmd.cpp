@@ -13,7 +13,7 @@
 #include <zmq.hpp>
 
 #include "app/commands/options.h"
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

@@ -11,12 +11,12 @@
 #include <mpi.h>
 
 #include "app/commands/options.h"
-#include "dist/mpi_runtime.h"
+#include "core/errors.h"
 #include "io/checkpoint_dir.h"
 #include "io/h5_checkpoint.h"
 #include "io/h5_convert.h"
 #include "model/config.h"
-#include "plan/errors.h"
+#include "parallel/mpi_runtime.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;

@@ -8,9 +8,9 @@
 
 #include "app/commands/commands.h"
 #include "app/commands/options.h"
-#include "dist/mpi_runtime.h"
 #include "doctor/comm_selftest.h"
 #include "doctor/doctor.h"
+#include "parallel/mpi_runtime.h"
 
 namespace qmpi {
 

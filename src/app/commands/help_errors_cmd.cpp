@@ -4,7 +4,7 @@
 
 #include "app/commands/commands.h"
 #include "app/commands/options.h"
-#include "plan/error_docs.h"
+#include "core/error_docs.h"
 
 namespace qmpi {
 

@@ -3,8 +3,8 @@
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
-#include "engine/generate.h"
 #include "io/npy.h"
+#include "requests/generate.h"
 
 namespace qmpi {
 
@@ -20,7 +20,8 @@ int cmd_logits(const Args& args) {
       "prefill (one step), incremental (one token per step through the KV cache) or chunked")(
       "chunk", po::value(&chunk)->default_value(16), "tokens per step for --mode chunked");
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, "qmpi logits --model DIR --ids 1,2,3 --out FILE.npy")) return 0;
+  if (!parse_options(args, desc, vm, "qmpi logits --model DIR --ids 1,2,3 --out FILE.npy"))
+    return 0;
   PrefillMode pm;
   if (mode == "prefill")
     pm = PrefillMode::Whole;

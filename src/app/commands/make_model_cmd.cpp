@@ -8,9 +8,9 @@
 #include <boost/program_options.hpp>
 
 #include "app/commands/commands.h"
+#include "core/errors.h"
 #include "model/presets.h"
 #include "model/synthetic_checkpoint.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;

@@ -6,8 +6,8 @@
 
 #include <mpi.h>
 
-#include "dist/mpi_runtime.h"
-#include "plan/errors.h"
+#include "core/errors.h"
+#include "parallel/mpi_runtime.h"
 
 namespace qmpi {
 
@@ -23,61 +23,61 @@ bool parse_options(const Args& args, const po::options_description& desc, po::va
     }
     po::notify(vm);
   } catch (const po::error& e) {
-    raise(Err::Usage, e.what(), "Run `" + usage_line.substr(0, usage_line.find(' ', 5)) +
-                                    " --help` for the options.");
+    raise(Err::Usage, e.what(),
+          "Run `" + usage_line.substr(0, usage_line.find(' ', 5)) + " --help` for the options.");
   }
   return true;
 }
 
 po::options_description engine_options(EngineCli& c) {
   po::options_description d("model and layout");
-  d.add_options()
-      ("model", po::value(&c.model), "model folder (Hugging Face layout) or .h5 file")
-      ("verify", po::bool_switch(&c.verify),
-       "with a .h5 model: check the CRC-32 of every chunk each rank reads")
-      ("synthetic-weights", po::bool_switch(&c.synthetic),
-       "deterministic random weights from config.json alone, generated per rank for its own "
-       "shard (size a cluster before downloading)")
-      ("model-config", po::value(&c.model_config), "config.json for --synthetic-weights")
-      ("seed-weights", po::value(&c.seed)->default_value(0), "seed of --synthetic-weights")
-      ("tp", po::value(&c.tp)->default_value(1), "tensor-parallel size (ranks per stage)")
-      ("pp", po::value(&c.pp)->default_value(1), "pipeline-parallel size (stages)")
-      ("pp-layers", po::value(&c.pp_layers), "layers per stage, e.g. 27,27,26 (default: even)")
-      ("backend", po::value(&c.backend)->default_value("cpu"), "cpu or cuda")
-      ("comm", po::value(&c.comm)->default_value("auto"),
-       "TP communication: auto (NCCL on cuda, MPI on cpu), nccl, or mpi (stages device buffers "
-       "through host memory; lets several ranks share one GPU)")
-      ("threads", po::value(&c.threads)->default_value(0), "CPU threads per rank (0: OpenMP default)")
-      ("comm-timeout", po::value(&c.comm_timeout)->default_value(300.0),
-       "seconds a collective or receive may wait before the job is aborted with a message "
-       "naming the waiting rank and its peer")
-      ("block-size", po::value(&c.block_size)->default_value(16), "KV cache block size (tokens)")
-      ("max-model-len", po::value(&c.max_model_len)->default_value(0),
-       "longest sequence (prompt + output) in tokens (0: min(max_position_embeddings, 8192))")
-      ("max-num-seqs", po::value(&c.max_num_seqs)->default_value(1),
-       "sequences the KV cache is sized for")
-      ("kv-blocks", po::value(&c.kv_blocks)->default_value(0),
-       "KV cache blocks per rank (0: on CPU max-num-seqs x max-model-len worth; on CUDA what "
-       "--gpu-memory-utilization leaves after the weights and a measured step)")
-      ("gpu-memory-utilization", po::value(&c.gpu_memory_utilization)->default_value(0.9),
-       "fraction of each GPU's memory qmpi may use, KV cache included (CUDA)")
-      ("allow-tp-across-hosts", po::bool_switch(&c.allow_tp_across_hosts),
-       "let a TP group span hosts (slow; warns instead of failing)");
+  d.add_options()("model", po::value(&c.model), "model folder (Hugging Face layout) or .h5 file")(
+      "verify", po::bool_switch(&c.verify),
+      "with a .h5 model: check the CRC-32 of every chunk each rank reads")(
+      "synthetic-weights", po::bool_switch(&c.synthetic),
+      "deterministic random weights from config.json alone, generated per rank for its own "
+      "shard (size a cluster before downloading)")("model-config", po::value(&c.model_config),
+                                                   "config.json for --synthetic-weights")(
+      "seed-weights", po::value(&c.seed)->default_value(0), "seed of --synthetic-weights")(
+      "tp", po::value(&c.tp)->default_value(1), "tensor-parallel size (ranks per stage)")(
+      "pp", po::value(&c.pp)->default_value(1), "pipeline-parallel size (stages)")(
+      "pp-layers", po::value(&c.pp_layers), "layers per stage, e.g. 27,27,26 (default: even)")(
+      "backend", po::value(&c.backend)->default_value("cpu"), "cpu or cuda")(
+      "comm", po::value(&c.comm)->default_value("auto"),
+      "TP communication: auto (NCCL on cuda, MPI on cpu), nccl, or mpi (stages device buffers "
+      "through host memory; lets several ranks share one GPU)")(
+      "threads", po::value(&c.threads)->default_value(0),
+      "CPU threads per rank (0: OpenMP default)")(
+      "comm-timeout", po::value(&c.comm_timeout)->default_value(300.0),
+      "seconds a collective or receive may wait before the job is aborted with a message "
+      "naming the waiting rank and its peer")(
+      "block-size", po::value(&c.block_size)->default_value(16), "KV cache block size (tokens)")(
+      "max-model-len", po::value(&c.max_model_len)->default_value(0),
+      "longest sequence (prompt + output) in tokens (0: min(max_position_embeddings, 8192))")(
+      "max-num-seqs", po::value(&c.max_num_seqs)->default_value(1),
+      "sequences the KV cache is sized for")(
+      "kv-blocks", po::value(&c.kv_blocks)->default_value(0),
+      "KV cache blocks per rank (0: on CPU max-num-seqs x max-model-len worth; on CUDA what "
+      "--gpu-memory-utilization leaves after the weights and a measured step)")(
+      "gpu-memory-utilization", po::value(&c.gpu_memory_utilization)->default_value(0.9),
+      "fraction of each GPU's memory qmpi may use, KV cache included (CUDA)")(
+      "allow-tp-across-hosts", po::bool_switch(&c.allow_tp_across_hosts),
+      "let a TP group span hosts (slow; warns instead of failing)");
   return d;
 }
 
 po::options_description scheduler_options(SchedulerCli& s) {
   po::options_description d("scheduling");
-  d.add_options()
-      ("max-batched-tokens", po::value(&s.max_batched_tokens)->default_value(2048),
-       "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")
-      ("default-max-tokens", po::value(&s.default_max_tokens)->default_value(0),
-       "max_tokens of requests that do not set it (0: 16 for completions, up to "
-       "--max-model-len for chat)")
-      ("no-prefix-caching", po::bool_switch(&s.no_prefix_caching),
-       "do not share KV blocks between requests with the same prompt prefix")
-      ("micro-batches", po::value(&s.micro_batches)->default_value(0),
-       "steps in flight at once with PP stages (0: one per stage; 1: no micro-batching)");
+  d.add_options()(
+      "max-batched-tokens", po::value(&s.max_batched_tokens)->default_value(2048),
+      "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")(
+      "default-max-tokens", po::value(&s.default_max_tokens)->default_value(0),
+      "max_tokens of requests that do not set it (0: 16 for completions, up to "
+      "--max-model-len for chat)")(
+      "no-prefix-caching", po::bool_switch(&s.no_prefix_caching),
+      "do not share KV blocks between requests with the same prompt prefix")(
+      "micro-batches", po::value(&s.micro_batches)->default_value(0),
+      "steps in flight at once with PP stages (0: one per stage; 1: no micro-batching)");
   return d;
 }
 
@@ -126,12 +126,10 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
     }
     return rc;
   } catch (const Error& e) {
-    const bool deterministic = !engine && (error_entry(e.code()).exit_code == 2 ||
-                                           e.code() == Err::ConfigInvalid ||
-                                           e.code() == Err::ConfigKeyMissing ||
-                                           e.code() == Err::ArchUnsupported ||
-                                           e.code() == Err::ModelDirMissing ||
-                                           e.code() == Err::H5Format);
+    const bool deterministic =
+        !engine && (error_entry(e.code()).exit_code == 2 || e.code() == Err::ConfigInvalid ||
+                    e.code() == Err::ConfigKeyMissing || e.code() == Err::ArchUnsupported ||
+                    e.code() == Err::ModelDirMissing || e.code() == Err::H5Format);
     if (mpi.size() == 1 || deterministic) {
       if (mpi.rank() == 0) std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
       return e.exit_code();

@@ -7,9 +7,9 @@
 #include <boost/program_options.hpp>
 
 #include "app/commands/commands.h"
+#include "core/errors.h"
 #include "engine/engine.h"
 #include "engine/scheduler.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 

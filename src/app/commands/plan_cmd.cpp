@@ -8,7 +8,7 @@
 
 #include "app/commands/commands.h"
 #include "app/commands/options.h"
-#include "plan/byte_size.h"
+#include "core/byte_size.h"
 #include "plan/checkpoint_dtypes.h"
 #include "plan/moe_sizing.h"
 #include "plan/plan_report.h"

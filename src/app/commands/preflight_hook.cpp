@@ -9,8 +9,8 @@
 #ifdef QMPI_WITH_CUDA
 #include "backend/cuda/cuda_device.h"
 #endif
-#include "dist/mesh.h"
 #include "engine/kv_sizing.h"
+#include "parallel/mesh.h"
 #include "plan/checkpoint_dtypes.h"
 #include "plan/memory_report.h"
 #include "plan/planner.h"
@@ -61,8 +61,9 @@ std::string launch_memory_report(const ModelConfig& cfg, const Mesh& mesh, const
                                  const MeasuredMemory& measured) {
   PlanInputs in = launch_plan_inputs(mesh, o);
   if (measured.device) in.gpu_mem = measured.total_bytes;
-  const PredictedMemory p = predict_rank_memory(
-      cfg, mesh.shard(), in, ranks_sharing_device(mesh.placements(), mesh.rank()));
+  const PredictedMemory p =
+      predict_rank_memory(cfg, make_shard_plan(cfg, mesh.layout(), mesh.rank()), in,
+                          ranks_sharing_device(mesh.placements(), mesh.rank()));
   return memory_report_line(p, measured);
 }
 

@@ -2,34 +2,32 @@
 
 #include <filesystem>
 
+#include "core/errors.h"
 #include "io/h5_checkpoint.h"
-#include "plan/errors.h"
 #include "text/chat_template.h"
 
 namespace qmpi {
 
 po::options_description prompt_options(PromptCli& p) {
   po::options_description d("prompt");
-  d.add_options()
-      ("prompt", po::value(&p.text), "prompt text")
-      ("text", po::value(&p.text), "same as --prompt")
-      ("ids", po::value(&p.ids), "prompt as token ids, e.g. 9707,1879")
-      ("chat", po::bool_switch(&p.chat), "wrap the prompt as a user turn in the chat template")
-      ("system", po::value(&p.system), "system message for --chat (default: the model's)");
+  d.add_options()("prompt", po::value(&p.text), "prompt text")(
+      "text", po::value(&p.text), "same as --prompt")("ids", po::value(&p.ids),
+                                                      "prompt as token ids, e.g. 9707,1879")(
+      "chat", po::bool_switch(&p.chat), "wrap the prompt as a user turn in the chat template")(
+      "system", po::value(&p.system), "system message for --chat (default: the model's)");
   return d;
 }
 
 po::options_description sampling_options(SamplingCli& s) {
   po::options_description d("sampling (defaults from the model's generation_config.json)");
-  d.add_options()
-      ("temperature", po::value(&s.temperature), "0 = greedy")
-      ("top-p", po::value(&s.top_p), "nucleus sampling mass, (0, 1]")
-      ("top-k", po::value(&s.top_k), "keep the k most likely tokens (-1 = off)")
-      ("min-p", po::value(&s.min_p), "drop tokens below min-p times the most likely one")
-      ("repetition-penalty", po::value(&s.repetition_penalty), "1 = off")
-      ("presence-penalty", po::value(&s.presence_penalty), "0 = off")
-      ("frequency-penalty", po::value(&s.frequency_penalty), "0 = off")
-      ("seed", po::value(&s.seed)->default_value(0), "sampling seed");
+  d.add_options()("temperature", po::value(&s.temperature), "0 = greedy")(
+      "top-p", po::value(&s.top_p), "nucleus sampling mass, (0, 1]")(
+      "top-k", po::value(&s.top_k), "keep the k most likely tokens (-1 = off)")(
+      "min-p", po::value(&s.min_p), "drop tokens below min-p times the most likely one")(
+      "repetition-penalty", po::value(&s.repetition_penalty), "1 = off")(
+      "presence-penalty", po::value(&s.presence_penalty), "0 = off")(
+      "frequency-penalty", po::value(&s.frequency_penalty), "0 = off")(
+      "seed", po::value(&s.seed)->default_value(0), "sampling seed");
   return d;
 }
 
@@ -67,8 +65,8 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
   if (p.ids.empty() && p.text.empty()) raise(Err::Usage, "give a prompt with --prompt or --ids");
   src.tokenizer = find_model_tokenizer(where);
   if (p.ids.empty() && !src.tokenizer)
-    raise(Err::TokenizerMissing, "a text prompt needs tokenizer.json, and there is none for '" +
-                                     where + "'",
+    raise(Err::TokenizerMissing,
+          "a text prompt needs tokenizer.json, and there is none for '" + where + "'",
           "Put the model's tokenizer.json beside config.json, or give the prompt as --ids.");
   if (!p.ids.empty()) {
     src.ids = parse_id_list(p.ids, "ids");
@@ -92,8 +90,8 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
 SamplingParams resolve_sampling(const SamplingCli& s, const po::variables_map& vm,
                                 const GenerationConfig& gen) {
   SamplingParams p;
-  p.temperature = vm.count("temperature") ? s.temperature
-                                          : (gen.do_sample ? float(gen.temperature) : 0.0f);
+  p.temperature =
+      vm.count("temperature") ? s.temperature : (gen.do_sample ? float(gen.temperature) : 0.0f);
   p.top_p = vm.count("top-p") ? s.top_p : float(gen.top_p);
   p.top_k = vm.count("top-k") ? s.top_k : int32_t(gen.top_k);
   p.min_p = s.min_p;
@@ -117,10 +115,10 @@ std::vector<int32_t> stop_token_ids(const GenerationConfig& gen, const ModelConf
 
 void check_prompt_fits(size_t prompt_tokens, int64_t max_tokens, int64_t max_model_len) {
   if (int64_t(prompt_tokens) + max_tokens > max_model_len)
-    raise(Err::PromptTooLong,
-          "the prompt has " + std::to_string(prompt_tokens) + " tokens and up to " +
-              std::to_string(max_tokens) + " more are requested, but --max-model-len is " +
-              std::to_string(max_model_len));
+    raise(Err::PromptTooLong, "the prompt has " + std::to_string(prompt_tokens) +
+                                  " tokens and up to " + std::to_string(max_tokens) +
+                                  " more are requested, but --max-model-len is " +
+                                  std::to_string(max_model_len));
 }
 
 }  // namespace qmpi

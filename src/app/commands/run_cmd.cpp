@@ -6,7 +6,7 @@
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
-#include "engine/generate.h"
+#include "requests/generate.h"
 #include "text/stream_decoder.h"
 
 namespace qmpi {
@@ -21,8 +21,8 @@ int cmd_run(const Args& args) {
   desc.add(prompt_options(prompt));
   desc.add(sampling_options(sampling));
   desc.add_options()("max-tokens", po::value(&max_tokens)->default_value(128),
-                     "tokens to generate at most")(
-      "ignore-eos", po::bool_switch(&ignore_eos), "keep generating past end-of-sequence tokens")(
+                     "tokens to generate at most")("ignore-eos", po::bool_switch(&ignore_eos),
+                                                   "keep generating past end-of-sequence tokens")(
       "json", po::bool_switch(&json),
       "print one JSON object (prompt_ids, output_ids, text, finish_reason) instead of streaming");
   po::variables_map vm;

@@ -13,10 +13,10 @@
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
-#include "dist/signals.h"
-#include "dist/watchdog.h"
 #include "engine/scheduler.h"
 #include "io/h5_checkpoint.h"
+#include "parallel/signals.h"
+#include "parallel/watchdog.h"
 #include "serve/http_gateway.h"
 #include "serve/metrics.h"
 #include "serve/request_hub.h"

@@ -11,7 +11,7 @@
 
 #include "app/commands/commands.h"
 #include "app/commands/prompt_input.h"
-#include "plan/errors.h"
+#include "core/errors.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/errors.h"
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
@@ -12,7 +13,6 @@
 #include "kernels/cpu/kv_store.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/norm.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/errors.h"
 #include "kernels/cuda/launch_shapes.h"
-#include "plan/errors.h"
 
 namespace qmpi::cuda {
 

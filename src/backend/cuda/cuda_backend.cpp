@@ -9,8 +9,8 @@
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/cuda_errors.h"
 #include "backend/cuda/rope_freq.h"
+#include "core/errors.h"
 #include "kernels/cuda/launchers.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 

@@ -9,7 +9,7 @@
 //   engine's sampler (engine/sampler.h) applies penalties, temperature, top-k/top-p/min-p there.
 //   For one row of a 152k vocabulary that is 0.6 MB per token, far below a decode step's cost.
 // - The stream synchronises with the legacy default stream, on which the NCCL and staged-MPI
-//   comms run (dist/nccl/), so collectives are ordered with the backend's work without events.
+//   comms run (parallel/nccl/), so collectives are ordered with the backend's work without events.
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::cuda {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::cuda {
 

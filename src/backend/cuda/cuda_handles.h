@@ -10,7 +10,7 @@ namespace qmpi::cuda {
 
 // A stream created with default flags: it synchronises with the legacy default stream, which is
 // what lets the NCCL and staged-MPI comms order themselves after and before its work (see
-// dist/nccl/comm_nccl.h).
+// parallel/nccl/comm_nccl.h).
 class CudaStream {
  public:
   CudaStream();

@@ -4,8 +4,8 @@
 #include <string>
 
 #include "backend/cuda/cuda_errors.h"
+#include "core/errors.h"
 #include "kernels/cuda/launchers.h"
-#include "plan/errors.h"
 
 namespace qmpi::cuda {
 

@@ -6,7 +6,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_errors.h"
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::cuda {
 

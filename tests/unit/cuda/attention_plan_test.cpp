@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::cuda {
 namespace {

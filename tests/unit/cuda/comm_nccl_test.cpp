@@ -1,7 +1,7 @@
 // The NCCL communicator's MPI bootstrap (id made on the first rank, broadcast over MPI) on a
 // one-rank group. Without a GPU, ncclCommInitRank must fail as a catalogue error; with one, the
 // communicator works on device buffers.
-#include "dist/nccl/comm_nccl.h"
+#include "parallel/nccl/comm_nccl.h"
 
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -11,7 +11,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_device.h"
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

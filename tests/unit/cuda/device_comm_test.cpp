@@ -7,7 +7,7 @@
 
 #include "backend/cuda/copy_bandwidth.h"
 #include "device_check.h"
-#include "dist/nccl/comm_staged_mpi.h"
+#include "parallel/nccl/comm_staged_mpi.h"
 
 namespace qmpi::test {
 namespace {

@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "engine/kv_cache.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kv_store.h"
+#include "model/kv_cache.h"
 
 namespace qmpi::cuda {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::cuda {
 namespace {

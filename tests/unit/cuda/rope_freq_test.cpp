@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "core/errors.h"
 #include "kernels/cpu/rope.h"
-#include "plan/errors.h"
 
 namespace qmpi::cuda {
 namespace {

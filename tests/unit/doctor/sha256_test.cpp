@@ -6,7 +6,7 @@
 #include <fstream>
 
 #include "../temp_dir.h"
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi::doctor {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "../expect_error.h"
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

@@ -6,9 +6,9 @@
 #include <map>
 #include <random>
 
+#include "core/errors.h"
 #include "engine/scheduler.h"
 #include "fake_model.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace {

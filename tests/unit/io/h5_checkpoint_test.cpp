@@ -8,11 +8,11 @@
 
 #include "../expect_error.h"
 #include "../temp_dir.h"
+#include "core/errors.h"
 #include "io/checkpoint_dir.h"
 #include "io/h5_attr.h"
 #include "io/h5_convert.h"
 #include "io/safetensors_writer.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace {

@@ -5,8 +5,8 @@
 #include <fstream>
 
 #include "../temp_dir.h"
+#include "core/errors.h"
 #include "io/safetensors_writer.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace {

@@ -6,10 +6,10 @@
 #include <numeric>
 #include <string>
 
+#include "core/errors.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/kv_store.h"
 #include "kernels/cpu/reference_ops.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <string>
 
+#include "core/errors.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/reference_ops.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace {

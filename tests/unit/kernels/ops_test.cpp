@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "core/errors.h"
 #include "kernel_test_util.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
@@ -11,7 +12,6 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/reference_ops.h"
 #include "kernels/cpu/rope.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace {

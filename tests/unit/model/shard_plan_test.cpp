@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 
 namespace qmpi {
 namespace {

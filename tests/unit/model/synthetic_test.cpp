@@ -8,10 +8,10 @@
 #include <fstream>
 
 #include "../temp_dir.h"
+#include "core/errors.h"
 #include "io/checkpoint_dir.h"
 #include "model/presets.h"
 #include "model/synthetic_checkpoint.h"
-#include "plan/errors.h"
 
 namespace qmpi {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "plan/byte_size.h"
+#include "core/byte_size.h"
+#include "core/errors.h"
 #include "plan/checkpoint_dtypes.h"
-#include "plan/errors.h"
 #include "plan/memory_model.h"
 
 namespace qmpi {

@@ -3,7 +3,7 @@
 
 #include <cctype>
 
-#include "plan/byte_size.h"
+#include "core/byte_size.h"
 #include "plan/plan_report.h"
 
 namespace qmpi {

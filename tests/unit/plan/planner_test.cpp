@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "plan/byte_size.h"
+#include "core/byte_size.h"
 #include "plan/moe_sizing.h"
 #include "plan/planner.h"
 

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 #include "text_test_util.h"
 
 namespace qmpi {

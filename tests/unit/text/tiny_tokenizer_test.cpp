@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "plan/errors.h"
+#include "core/errors.h"
 #include "text/tokenizer.h"
 #include "text_test_util.h"
 

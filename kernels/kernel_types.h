@@ -1,0 +1,52 @@
+// The plain views every kernel takes (CPU and CUDA alike): a weight, an attention batch, one
+// layer of the paged KV cache. They sit below the Backend so that kernels need no backend.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace qmpi {
+
+// A read-only view of a weight: row-major [rows, cols] = nn.Linear's [out_features, in_features];
+// 1-D tensors (norm weights, biases) are rows = 1, cols = n.
+struct WeightView {
+  const void* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  // Backend-specific prepared form (e.g. a packed layout); may be null.
+  const void* prepared = nullptr;
+};
+
+// One sequence of a batched attention call. Rows of q/out for this sequence are
+// [q_begin, q_begin + q_len); its keys are the first ctx_len cache positions (past + new), and
+// new token i sits at position ctx_len - q_len + i (causal: it sees keys 0..that position).
+struct AttentionSeq {
+  int32_t q_begin = 0;
+  int32_t q_len = 0;
+  int32_t ctx_len = 0;
+  int32_t table_begin = 0;  // offset of its block table in AttentionBatch::block_tables
+};
+
+struct AttentionBatch {
+  const AttentionSeq* seqs = nullptr;  // host
+  int32_t num_seqs = 0;
+  const int32_t* block_tables = nullptr;  // host, flat
+  int32_t num_heads = 0;                  // query heads on this rank
+  int32_t num_kv_heads = 0;               // KV heads on this rank
+  int32_t head_dim = 0;
+  float scale = 1.0f;
+};
+
+// The paged KV cache of one layer: K and V pools of [num_blocks, block_size, kv_heads, head_dim]
+// float32. A token's slot is block_id * block_size + offset_in_block.
+struct KvLayerView {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t num_blocks = 0;
+  int32_t block_size = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+}  // namespace qmpi

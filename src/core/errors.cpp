@@ -1,0 +1,397 @@
+#include "core/errors.h"
+
+#include <array>
+#include <cstdio>
+
+namespace qmpi {
+namespace {
+
+constexpr int kExitUser = 2;     // bad layout, options or input: fix the command
+constexpr int kExitModel = 3;    // model files: fix the files
+constexpr int kExitRuntime = 4;  // the machine, the network or a peer failed
+constexpr int kExitInternal = 70;
+
+constexpr std::array kCatalogue{
+    ErrorEntry{Err::Usage, "usage", "The command line has an unknown or invalid option.",
+               "An option is misspelled, missing its value, or out of range.",
+               "Run `qmpi <command> --help` for the options of that command.", kExitUser,
+               "The command stops at once with `unrecognised option` or `the required argument "
+               "... is missing`; vLLM flags such as `--tensor-parallel-size` are not qmpi's "
+               "(`--tp`, `--pp`)."},
+    ErrorEntry{Err::WorldSize, "world-size", "The number of MPI ranks does not equal --tp x --pp.",
+               "qmpi runs exactly one rank per device and needs tp x pp of them.",
+               "Launch with `mpirun -np <tp*pp>` or change --tp/--pp so that their product equals "
+               "the rank count.",
+               kExitUser,
+               "`mpirun -np 4 ... --tp 2 --pp 3` aborts at start, or (elsewhere) a Ray placement "
+               "group waits forever for GPUs that are not there."},
+    ErrorEntry{Err::HeadsNotDivisible, "heads-not-divisible",
+               "num_attention_heads is not divisible by the tensor-parallel size.",
+               "Each TP rank owns a whole number of attention heads.",
+               "Pick a --tp that divides the head count (see `qmpi plan`), and use --pp for the "
+               "remaining GPUs.",
+               kExitUser,
+               "`Total number of attention heads (64) must be divisible by tensor parallel size "
+               "(6)`, or a shape error while loading q_proj/o_proj."},
+    ErrorEntry{
+        Err::KvHeadsNotDivisible, "kv-heads-not-divisible",
+        "num_key_value_heads is not divisible by the tensor-parallel size.",
+        "Each TP rank owns whole KV heads; for example 8 KV heads cannot split over 6 ranks.",
+        "Pick a --tp that divides the KV-head count and cover the rest with --pp, e.g. "
+        "`mpirun -np 6 qmpi --tp 2 --pp 3` for Qwen2.5-72B on 6 GPUs.",
+        kExitUser,
+        "`num_key_value_heads (8) must be divisible by tensor parallel size (6)`, or a "
+        "shape error while loading k_proj/v_proj with --tp 6."},
+    ErrorEntry{Err::IntermediateNotDivisible, "intermediate-not-divisible",
+               "intermediate_size is not divisible by the tensor-parallel size.",
+               "The MLP's gate/up rows and down columns are split evenly over TP ranks.",
+               "Pick a --tp that divides intermediate_size (see `qmpi plan`).", kExitUser,
+               "A shape error for gate_proj/up_proj/down_proj at load time, or with AWQ/GPTQ "
+               "weights a complaint that the input size is not aligned with the quantized weight "
+               "shape."},
+    ErrorEntry{Err::PipelineLayers, "pipeline-layers",
+               "The pipeline stages do not cover the model's layers.",
+               "Every stage needs at least one layer, and --pp-layers must list one count per "
+               "stage that add up to num_hidden_layers.",
+               "Use fewer stages or fix --pp-layers (e.g. `--pp-layers 27,27,26` for 80 layers on "
+               "3 stages).",
+               kExitUser,
+               "A pipeline stage with no layers, a crash at the first step of the last stage, or "
+               "layer counts per stage that do not add up."},
+    ErrorEntry{Err::TpSpansHosts, "tp-spans-hosts",
+               "A tensor-parallel group spans more than one host.",
+               "TP all-reduces twice per layer; across the network that is slow or hangs.",
+               "Make --tp at most the ranks per host and put pipeline stages across hosts "
+               "(ranks are ordered pp-major: rank = stage*tp + tp_rank).",
+               kExitUser,
+               "Tokens per second collapse, or the first all-reduce hangs until an NCCL watchdog "
+               "timeout, when a TP group spans two nodes."},
+    ErrorEntry{Err::TpSlowLink, "tp-slow-link",
+               "Tensor-parallel peers on one host are joined by a slow link.",
+               "TP all-reduces twice per layer; GPUs that reach each other only across the CPU "
+               "interconnect (SYS) or without peer access go through host memory, several times "
+               "slower than NVLink or a shared PCIe switch.",
+               "Put each TP group on GPUs that share NVLink or a PCIe switch (order "
+               "CUDA_VISIBLE_DEVICES as `qmpi doctor` or `nvidia-smi topo -m` shows), or use a "
+               "smaller --tp and more --pp.",
+               kExitRuntime,
+               "Decode throughput far below expectations on a two-socket server; `nvidia-smi topo "
+               "-m` shows SYS between GPUs of one TP group, or NCCL_DEBUG=INFO shows rings `via "
+               "SHM` instead of P2P."},
+    ErrorEntry{Err::WeightsDoNotFit, "weights-do-not-fit",
+               "The model's weights do not fit in the memory of one rank.",
+               "Weights + KV cache + workspace + runtime overhead exceed the budget of the most "
+               "loaded rank.",
+               "Run `qmpi plan` for a layout that fits, use more GPUs, or an int4 (AWQ/GPTQ) "
+               "checkpoint.",
+               kExitUser,
+               "`CUDA out of memory. Tried to allocate ...` minutes into loading the weights, or "
+               "on CPU a rank killed by the kernel's OOM killer (exit signal 9)."},
+    ErrorEntry{Err::KvCacheDoesNotFit, "kv-cache-does-not-fit",
+               "After loading the weights there is not enough memory left for the KV cache.",
+               "--max-model-len x --max-num-seqs tokens of KV cache are reserved up front.",
+               "Lower --max-model-len or --max-num-seqs, or raise --gpu-memory-utilization.",
+               kExitUser,
+               "The weights load, then start-up fails because there is no memory left for the KV "
+               "cache blocks, or max model len is larger than the tokens the cache can hold."},
+    ErrorEntry{
+        Err::GpuMemoryInUse, "gpu-memory-in-use",
+        "Another process already uses memory on this GPU.",
+        "A stale job or another user holds device memory, so the budget is smaller.",
+        "Stop the other process (`nvidia-smi`), or pick free GPUs with CUDA_VISIBLE_DEVICES.",
+        kExitRuntime,
+        "CUDA out of memory on a GPU that should be large enough; `nvidia-smi` shows "
+        "another process holding memory on it."},
+    ErrorEntry{Err::ModelDirMissing, "model-missing", "The model path does not exist.",
+               "--model must name a Hugging Face model folder (config.json + safetensors) or a "
+               "qmpi .h5 file.",
+               "Check the path; `qmpi make-model --out DIR` creates a small test model.",
+               kExitModel,
+               "`No such file or directory` for the model path, or a loader that tries to "
+               "download a Hub repo id because the local path was misspelled."},
+    ErrorEntry{Err::ConfigInvalid, "config-invalid", "config.json is missing or is not valid JSON.",
+               "The model folder is incomplete or the file was damaged in transfer.",
+               "Download config.json again from the model's repository.", kExitModel,
+               "A JSON decode error on config.json, or an HTML page (a failed download) saved as "
+               "config.json."},
+    ErrorEntry{Err::ConfigKeyMissing, "config-key-missing",
+               "config.json lacks a key the model needs.",
+               "The file was edited or comes from an unsupported exporter.",
+               "Restore the key from the original config.json of the model.", kExitModel,
+               "A KeyError or `object has no attribute 'num_key_value_heads'` while reading the "
+               "model config."},
+    ErrorEntry{
+        Err::ArchUnsupported, "arch-unsupported", "The model's architecture is not supported yet.",
+        "qmpi runs Qwen2ForCausalLM (Qwen2 and Qwen2.5 dense models) today.",
+        "Use a Qwen2/Qwen2.5 checkpoint; other architectures are on the roadmap.", kExitModel,
+        "`Model architectures ['Qwen2MoeForCausalLM'] are not supported`, or an unknown "
+        "model_type in config.json."},
+    ErrorEntry{Err::DTypeUnsupported, "dtype-unsupported",
+               "A tensor has a data type qmpi cannot compute with.",
+               "Weights must be F32, F16 or BF16 (int4 AWQ/GPTQ comes later).",
+               "Convert the checkpoint to bf16 or f32.", kExitModel,
+               "`qweight`/`scales` tensors the loader does not expect (an AWQ/GPTQ or FP8 "
+               "checkpoint loaded as bf16), or a dtype error at load time."},
+    ErrorEntry{Err::SafetensorsHeader, "safetensors-header", "A safetensors file has a bad header.",
+               "The 8-byte header length or the JSON header is invalid: the file is truncated, "
+               "damaged or not a safetensors file.",
+               "Download the named shard again and compare its size with the repository's.",
+               kExitModel,
+               "`Error while deserializing header: HeaderTooLarge` (often a Git LFS pointer or "
+               "an HTML error page saved under the shard's name)."},
+    ErrorEntry{Err::SafetensorsOffsets, "safetensors-offsets",
+               "A safetensors tensor's byte range is invalid.",
+               "Offsets point outside the file, overlap another tensor, or do not match the "
+               "shape and dtype.",
+               "Download the named shard again; if it persists, the exporter wrote a broken file.",
+               kExitModel,
+               "`Error while deserializing header: InvalidOffset`, or tensors whose data runs "
+               "past the end of the buffer."},
+    ErrorEntry{Err::ShardMissing, "shard-missing",
+               "A shard named in model.safetensors.index.json is not in the folder.",
+               "The download stopped before all shards arrived.",
+               "Download the missing shard (names are in the index's weight_map).", kExitModel,
+               "`FileNotFoundError: model-00003-of-00037.safetensors` part-way through loading."},
+    ErrorEntry{Err::ShardTruncated, "shard-truncated",
+               "A safetensors shard is shorter than its header says.",
+               "The file was cut off during download or copy.",
+               "Download the named shard again; `qmpi doctor --model DIR` checks every shard.",
+               kExitModel,
+               "`MetadataIncompleteBuffer`, or a bus error (SIGBUS) while a memory-mapped shard "
+               "is read, after an interrupted download."},
+    ErrorEntry{Err::TensorMissing, "tensor-missing",
+               "A tensor the model needs is not in the checkpoint.",
+               "The checkpoint does not match config.json, or the index is incomplete.",
+               "Check that config.json and the safetensors come from the same model.", kExitModel,
+               "`KeyError: 'model.layers.0.self_attn.q_proj.weight'` or missing-keys warnings "
+               "followed by nonsense output."},
+    ErrorEntry{Err::TensorShapeMismatch, "tensor-shape-mismatch",
+               "A tensor's shape does not match config.json.",
+               "config.json and the weights come from different models or revisions.",
+               "Use the config.json that shipped with these weights.", kExitModel,
+               "`size mismatch for model.layers.0.mlp.gate_proj.weight: copying a param with "
+               "shape [29696, 8192]` from a padded AWQ config mixed with bf16 weights."},
+    ErrorEntry{Err::ChecksumMismatch, "checksum-mismatch",
+               "A tensor's data does not match its checksum.",
+               "The file was damaged after it was written.", "Convert or download the model again.",
+               kExitModel, "A model that loads without error but answers with gibberish."},
+    ErrorEntry{Err::H5Format, "h5-format", "The .h5 model file is not a valid qmpi checkpoint.",
+               "It lacks the qmpi format attributes, has another format version, or is truncated.",
+               "Recreate it with `qmpi convert --model HF_DIR --out FILE.h5`.", kExitModel,
+               "HDF5 `unable to open file` or `file signature not found` for a .h5 model."},
+    ErrorEntry{Err::IndexInvalid, "index-invalid", "model.safetensors.index.json cannot be used.",
+               "It is not valid JSON, has no weight_map, or maps a tensor to a path outside the "
+               "model folder.",
+               "Download model.safetensors.index.json again from the model's repository.",
+               kExitModel,
+               "A JSON decode error on model.safetensors.index.json, or a KeyError for "
+               "`weight_map`."},
+    ErrorEntry{Err::TensorUnexpected, "tensor-unexpected",
+               "The checkpoint holds tensors that config.json does not account for.",
+               "qmpi loads only the tensors the config implies and ignores the rest: extra layers "
+               "mean config.json and the weights come from different models, extra qweight/scales "
+               "tensors a quantized checkpoint.",
+               "Use the config.json that shipped with these weights; harmless extras (a saved "
+               "lm_head.weight of a tied model) can be left.",
+               kExitModel,
+               "`Some weights of the model checkpoint at ... were not used when initializing "
+               "Qwen2ForCausalLM`, followed by output that makes no sense."},
+    ErrorEntry{Err::TokenizerMissing, "tokenizer-missing", "The model has no tokenizer.json.",
+               "qmpi reads the Hugging Face tokenizer.json next to config.json.",
+               "Copy tokenizer.json and tokenizer_config.json from the model's repository into "
+               "the model folder.",
+               kExitModel,
+               "`Can't load tokenizer` for the model path, or token ids printed without text."},
+    ErrorEntry{Err::TokenizerInvalid, "tokenizer-invalid", "tokenizer.json cannot be used.",
+               "It is not byte-level BPE, or its vocab/merges are malformed.",
+               "Use the tokenizer.json from the model's repository.", kExitModel,
+               "`data did not match any variant of untagged enum ModelWrapper` or another parse "
+               "error from tokenizer.json."},
+    ErrorEntry{
+        Err::MpiInit, "mpi-init", "MPI failed to start.",
+        "The MPI runtime could not initialise (launcher mismatch or a broken install).",
+        "Launch with the mpirun of the Open MPI that qmpi was built with, or srun --mpi=pmix "
+        "under Slurm; run `qmpi doctor`.",
+        kExitRuntime,
+        "`ORTE was unable to reliably start one or more daemons`, PMIx errors, or "
+        "`MPI_Init_thread` failing before any qmpi output."},
+    ErrorEntry{Err::NcclInit, "nccl-init", "NCCL failed to create a communicator.",
+               "GPUs cannot reach each other over the chosen transport, or versions differ "
+               "between hosts.",
+               "Rerun with NCCL_DEBUG=INFO; on mixed networks set NCCL_SOCKET_IFNAME or "
+               "NCCL_IB_DISABLE=1; `qmpi doctor` tests the links.",
+               kExitRuntime,
+               "`NCCL error: unhandled system error` or `ncclInternalError` at start-up, or a "
+               "job that hangs while creating communicators."},
+    ErrorEntry{Err::CommTimeout, "comm-timeout",
+               "A collective or receive did not complete within --comm-timeout.",
+               "A peer rank is stuck, dead or unreachable, so the others would wait forever.",
+               "Look at the named peer's log; rerun `qmpi doctor` under the same mpirun line; "
+               "raise --comm-timeout only if the peer is merely slow.",
+               kExitRuntime,
+               "`Watchdog caught collective operation timeout: ... ALLREDUCE ... ran for 600000 "
+               "milliseconds`, or one rank stuck at 100% GPU while the others wait."},
+    ErrorEntry{Err::RankDied, "rank-died", "A rank of the job exited or was killed.",
+               "A process died (out of memory, a signal, a crash) and the job cannot go on "
+               "without it.",
+               "Read the named rank's log and the kernel log (dmesg) on its host.", kExitRuntime,
+               "`mpirun noticed that process rank 3 ... exited on signal 9 (Killed)`, then the "
+               "other ranks hang or abort."},
+    ErrorEntry{Err::CudaError, "cuda-error", "A CUDA, cuBLAS or NCCL call failed.",
+               "The device reported an error (out of memory, a bad launch, a lost device).",
+               "Check `nvidia-smi`, free the device, and rerun with CUDA_LAUNCH_BLOCKING=1 for the "
+               "failing call.",
+               kExitRuntime,
+               "`CUDA error: an illegal memory access was encountered`, "
+               "`CUBLAS_STATUS_EXECUTION_FAILED` or a device lost (Xid) in the kernel log."},
+    ErrorEntry{Err::NoGpu, "no-gpu", "The CUDA backend found no usable GPU.",
+               "No NVIDIA driver is loaded, or CUDA_VISIBLE_DEVICES hides every device.",
+               "Use --backend cpu, or check the driver with `nvidia-smi`.", kExitRuntime,
+               "`No CUDA GPUs are available`, or `nvidia-smi` that lists no devices inside the "
+               "job."},
+    ErrorEntry{Err::DriverTooOld, "driver-too-old",
+               "The NVIDIA driver is older than the CUDA runtime qmpi was built with.",
+               "The runtime needs a driver at least as new as its own CUDA version.",
+               "Upgrade the driver, or build qmpi with the CUDA toolkit that matches it.",
+               kExitRuntime,
+               "`CUDA driver version is insufficient for CUDA runtime version` (a driver/runtime "
+               "mismatch)."},
+    ErrorEntry{Err::VisibleDevices, "visible-devices", "CUDA_VISIBLE_DEVICES is inconsistent.",
+               "It lists a device twice or one that does not exist, or fewer devices than ranks "
+               "on the host.",
+               "List each GPU of the host once, and launch at most that many ranks per host.",
+               kExitRuntime,
+               "Two ranks on the same GPU (twice the memory, then out of memory), or `invalid "
+               "device ordinal`."},
+    ErrorEntry{Err::BackendUnavailable, "backend-unavailable",
+               "The requested backend was not built into this qmpi.",
+               "qmpi builds the CUDA backend only where nvcc was found at build time.",
+               "Rebuild on a machine with the CUDA toolkit, or use --backend cpu.", kExitUser,
+               "`--backend cuda` on a build made without the CUDA toolkit."},
+    ErrorEntry{Err::Interrupted, "interrupted", "The job was stopped by a signal.",
+               "SIGINT or SIGTERM reached a rank (Ctrl-C, scancel, a time limit).",
+               "Nothing to fix; batch jobs resume with --resume.", kExitRuntime,
+               "The job ends on Ctrl-C, `Terminated`, or Slurm's `CANCELLED ... DUE TO TIME "
+               "LIMIT`."},
+    ErrorEntry{
+        Err::HostLimits, "host-limits", "A host limit is below what a multi-rank job needs.",
+        "MPI and NCCL keep shared-memory segments in /dev/shm and open descriptors for "
+        "every peer, shard and socket; a small /dev/shm (64 MB in a default container) or "
+        "a low open-file limit makes them fail part-way through a run.",
+        "Give containers a larger /dev/shm (`docker run --shm-size=16g` or `--ipc=host`) and "
+        "raise the open-file limit (`ulimit -n 65536`, or `nofile` in "
+        "/etc/security/limits.conf).",
+        kExitRuntime,
+        "`NCCL WARN Error while creating shared memory segment /dev/shm/nccl-...`, a `Bus "
+        "error` inside a container, or `Too many open files`."},
+    ErrorEntry{
+        Err::CommWrongResult, "comm-wrong-result", "A collective or transfer delivered wrong data.",
+        "A broken peer-to-peer path (PCIe ACS or an IOMMU in the way, virtualised GPUs) or "
+        "a faulty link corrupts data without reporting an error.",
+        "Rerun `qmpi doctor` with NCCL_P2P_DISABLE=1; if that passes, disable PCIe ACS / the "
+        "IOMMU for the GPUs or keep P2P off; otherwise check the named ranks' links.",
+        kExitRuntime,
+        "Nonsense output only with --tp > 1, or nccl-tests reporting a non-zero `#wrong` "
+        "column."},
+    ErrorEntry{Err::RequestJson, "request-json", "A request is not valid JSON.",
+               "The line or body could not be parsed.",
+               "Send one JSON object per request (one per line in JSONL files).", kExitUser,
+               "HTTP 400 or an error line in results.jsonl saying the request could not be "
+               "parsed."},
+    ErrorEntry{Err::RequestField, "request-field",
+               "A request has an unknown field or a field of the wrong type.",
+               "qmpi checks requests strictly so typos do not pass silently.",
+               "See docs/protocol.md for the fields and their types.", kExitUser,
+               "HTTP 400 naming a field, e.g. `max_tokens` sent as a string or a misspelled "
+               "`temprature`."},
+    ErrorEntry{
+        Err::PromptTooLong, "prompt-too-long", "The prompt is longer than --max-model-len allows.",
+        "Prompt tokens plus max_tokens must fit in the model length the cache was sized for.",
+        "Shorten the prompt, lower max_tokens, or raise --max-model-len.", kExitUser,
+        "A request refused because its prompt plus max_tokens exceeds the model's maximum "
+        "context length."},
+    ErrorEntry{Err::SamplingInvalid, "sampling-invalid", "A sampling parameter is out of range.",
+               "e.g. temperature < 0, top_p outside (0, 1], top_k < -1 or max_tokens < 1.",
+               "Use values in the documented ranges (docs/protocol.md).", kExitUser,
+               "HTTP 400 for a negative temperature, top_p of 0, or max_tokens of 0."},
+    ErrorEntry{Err::Busy, "busy", "The server's queue is full.",
+               "More requests are waiting than --max-queue allows.",
+               "Retry later with back-off, or raise --max-queue.", kExitUser,
+               "HTTP 503 (or a `busy` reply over ZMQ) while the server's queue is full."},
+    ErrorEntry{Err::UnknownRequestId, "unknown-request-id", "No request with that id is running.",
+               "It finished already, was never sent, or belongs to another client.",
+               "Check the id; cancel only requests that are still streaming.", kExitUser,
+               "A cancel request answered with 404 / unknown id."},
+    ErrorEntry{Err::BodyTooLarge, "body-too-large",
+               "The request is larger than the server accepts.",
+               "Bodies and frames are limited so one client cannot exhaust memory.",
+               "Send a smaller request.", kExitUser, "HTTP 413 for a very large request."},
+    ErrorEntry{Err::Unauthorized, "unauthorized", "The request has no valid API key.",
+               "The server was started with --api-key.", "Send `Authorization: Bearer <key>`.",
+               kExitUser, "HTTP 401 for a request without the server's API key."},
+    ErrorEntry{Err::ClientTooSlow, "client-too-slow",
+               "The server dropped a client that did not read its replies.",
+               "Replies waiting for one client are limited (ZeroMQ's high-water mark plus "
+               "--client-buffer-bytes) so that a stalled reader cannot hold memory or slow "
+               "others; its requests are cancelled.",
+               "Read replies as they come (a receive loop or a poller), or run fewer streaming "
+               "requests per connection.",
+               kExitUser,
+               "A `client-too-slow` error after a stream stopped, or a stream that ends early "
+               "while the client was busy elsewhere."},
+    ErrorEntry{Err::NoReply, "no-reply", "`qmpi client` got no reply from the server in time.",
+               "The server is not running at that address, is still loading, or is stuck.",
+               "Check the --connect address and the server's log; raise --timeout for long "
+               "generations or a slow start.",
+               kExitRuntime,
+               "A ZeroMQ client that waits forever: ZeroMQ connects lazily and never reports an "
+               "address where nothing listens."},
+    ErrorEntry{Err::InputFile, "input-file", "An input file cannot be read.",
+               "It does not exist or is not readable.", "Check the path and its permissions.",
+               kExitUser,
+               "`No such file or directory` or `Permission denied` for --prompts or another "
+               "input path."},
+    ErrorEntry{Err::OutputFile, "output-file", "An output file cannot be written.",
+               "The folder does not exist, is read-only, or the disk is full.",
+               "Check the path, its permissions and free space (`df -h`).", kExitUser,
+               "`Permission denied` or `No space left on device` while writing results."},
+    ErrorEntry{Err::Internal, "internal", "qmpi hit an internal error.", "This is a bug in qmpi.",
+               "Report it with the command line and the log.", kExitInternal,
+               "An error marked internal with no specific fix, or a crash with a stack trace."},
+};
+
+}  // namespace
+
+std::span<const ErrorEntry> error_catalogue() {
+  return kCatalogue;
+}
+
+const ErrorEntry& error_entry(Err code) {
+  for (const auto& e : kCatalogue)
+    if (e.code == code) return e;
+  return kCatalogue.back();
+}
+
+std::string error_id(Err code) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "QM%03u", unsigned(code));
+  return buf;
+}
+
+Error::Error(Err code, std::string message, std::string fix)
+    : std::runtime_error(error_id(code) + ": " + message),
+      code_(code),
+      message_(std::move(message)),
+      fix_(fix.empty() ? std::string(error_entry(code).fix) : std::move(fix)) {}
+
+std::string Error::render() const {
+  const auto& e = error_entry(code_);
+  return "error " + error_id(code_) + " (" + std::string(e.name) + "): " + message_ +
+         "\n  why: " + std::string(e.why) + "\n  fix: " + fix_;
+}
+
+void raise(Err code, std::string message, std::string fix) {
+  throw Error(code, std::move(message), std::move(fix));
+}
+
+}  // namespace qmpi

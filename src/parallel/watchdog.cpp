@@ -1,0 +1,107 @@
+#include "parallel/watchdog.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <utility>
+
+namespace qmpi {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// Busy tests first (a small all-reduce between idle cores completes within microseconds), then
+// yields for up to a millisecond (oversubscribed ranks let their peers run), then sleeps.
+constexpr int kBusyTests = 64;
+constexpr auto kYieldSpin = std::chrono::microseconds(1000);
+constexpr auto kFirstPause = std::chrono::microseconds(50);
+constexpr auto kLongestPause = std::chrono::microseconds(200);
+constexpr size_t kPeersNamed = 8;
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+std::string rank_on_host(int rank, const std::string& host) {
+  return "rank " + std::to_string(rank) + " (host " + host + ")";
+}
+
+}  // namespace
+
+bool wait_with_deadline(MPI_Request& request, double timeout_s, double& waited_s,
+                        MPI_Status* status) {
+  const auto start = Clock::now();
+  auto pause = kFirstPause;
+  int done = 0;
+  for (int i = 0; i < kBusyTests; ++i) {
+    MPI_Test(&request, &done, status);
+    if (done) {
+      waited_s = std::chrono::duration<double>(Clock::now() - start).count();
+      return true;
+    }
+  }
+  while (true) {
+    MPI_Test(&request, &done, status);
+    const auto elapsed = Clock::now() - start;
+    waited_s = std::chrono::duration<double>(elapsed).count();
+    if (done) return true;
+    if (timeout_s > 0 && waited_s >= timeout_s) return false;
+    if (elapsed < kYieldSpin) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, kLongestPause);
+    }
+  }
+}
+
+Error comm_timeout_error(const TimeoutReport& r) {
+  std::string msg = rank_on_host(r.world_rank, r.host) + " waited " + seconds(r.waited_s) + " in " +
+                    r.operation + " on " + r.group + " without completing, ";
+  std::string fix;
+  if (r.point_to_point && r.peers.size() == 1) {
+    const auto& [peer, host] = r.peers[0];
+    msg += "waiting for " + rank_on_host(peer, host);
+    fix = "Check rank " + std::to_string(peer) + " on host " + host +
+          " (its log, whether it is still alive or reachable); raise --comm-timeout only if it "
+          "is merely slow.";
+  } else {
+    msg += "waiting for its peers ";
+    for (size_t i = 0; i < r.peers.size() && i < kPeersNamed; ++i) {
+      if (i) msg += ", ";
+      msg += rank_on_host(r.peers[i].first, r.peers[i].second);
+    }
+    if (r.peers.size() > kPeersNamed)
+      msg += " and " + std::to_string(r.peers.size() - kPeersNamed) + " more";
+    fix = "One of these peers did not reach the same " +
+          r.operation.substr(0, r.operation.find(' ')) +
+          ": read their logs; raise --comm-timeout only if they are merely slow.";
+  }
+  return Error(Err::CommTimeout, msg, fix);
+}
+
+namespace {
+std::function<void(const Error&)>& abort_hook() {
+  static std::function<void(const Error&)> hook;
+  return hook;
+}
+}  // namespace
+
+void set_abort_hook(std::function<void(const Error&)> hook) {
+  abort_hook() = std::move(hook);
+}
+
+void abort_job(const Error& error) {
+  if (auto hook = std::exchange(abort_hook(), nullptr)) hook(error);
+  const auto& e = error_entry(error.code());
+  std::fprintf(stderr, "error %s (%s): %s; fix: %s\n", error_id(error.code()).c_str(),
+               std::string(e.name).c_str(), error.message().c_str(), error.fix().c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, error.exit_code());
+  std::_Exit(error.exit_code());  // MPI_Abort does not return; this keeps [[noreturn]] honest
+}
+
+}  // namespace qmpi

@@ -1,0 +1,46 @@
+// No silent hangs: every MPI operation of a Comm is started nonblocking and waited for here
+// against a deadline (--comm-timeout). A rank whose peer is stuck, dead or unreachable prints one
+// line naming itself, the operation, the group or peer and their hosts, then aborts the job.
+#pragma once
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/errors.h"
+
+namespace qmpi {
+
+// Waits for `request` with MPI_Test: busy tests, then yields for up to 1 ms, then sleeps of
+// 50-200 us, so that a reply microseconds away is seen at once and more ranks than cores (6 ranks
+// on 2 cores in CI) still leave each other CPU time. Returns false when `timeout_s` (> 0; <= 0
+// waits forever) passes first; `waited_s` receives the time spent either way.
+bool wait_with_deadline(MPI_Request& request, double timeout_s, double& waited_s,
+                        MPI_Status* status = MPI_STATUS_IGNORE);
+
+struct TimeoutReport {
+  int world_rank = 0;
+  std::string host;
+  std::string operation;  // e.g. "all_reduce_sum (4096 floats)"
+  std::string group;      // Comm::describe() of the group
+  // The peers waited for, as (world rank, host): the one peer of a send/recv, or the other
+  // members of a collective's group.
+  std::vector<std::pair<int, std::string>> peers;
+  bool point_to_point = false;
+  double waited_s = 0;
+};
+
+// The Error(CommTimeout) for a report: one sentence with ranks, hosts, group and seconds.
+Error comm_timeout_error(const TimeoutReport& report);
+
+// Prints `error` as one line on stderr and ends the whole job with MPI_Abort and the error's exit
+// code, so that no rank is left waiting.
+[[noreturn]] void abort_job(const Error& error);
+
+// A last word before abort_job ends the process (a server tells its clients why); runs on the
+// aborting thread, must return within a second or so. Empty: none. One per process.
+void set_abort_hook(std::function<void(const Error&)> hook);
+
+}  // namespace qmpi

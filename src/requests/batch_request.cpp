@@ -1,0 +1,382 @@
+#include "requests/batch_request.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace qmpi {
+namespace {
+
+using json = nlohmann::json;
+
+// The fields that may appear in a request body (or at the top of a plain line).
+const std::set<std::string, std::less<>> kCommonFields = {"model",
+                                                          "max_tokens",
+                                                          "temperature",
+                                                          "top_p",
+                                                          "top_k",
+                                                          "min_p",
+                                                          "repetition_penalty",
+                                                          "presence_penalty",
+                                                          "frequency_penalty",
+                                                          "seed",
+                                                          "stop",
+                                                          "stop_token_ids",
+                                                          "ignore_eos",
+                                                          "n",
+                                                          "stream",
+                                                          "user",
+                                                          "logprobs"};
+const std::set<std::string, std::less<>> kChatFields = {"messages", "max_completion_tokens",
+                                                        "top_logprobs"};
+const std::set<std::string, std::less<>> kCompletionFields = {"prompt"};
+const std::set<std::string, std::less<>> kOpenAiFields = {"custom_id", "method", "url", "body"};
+
+constexpr int32_t kMaxTopLogprobs = 20;
+constexpr int32_t kMaxChoices = 128;
+constexpr size_t kMaxStopStrings = 16;
+
+// Builds the messages of one line; `where` is "line 12" for every message.
+class LineChecker {
+ public:
+  explicit LineChecker(std::string where, bool allow_stream = false)
+      : where_(std::move(where)), allow_stream_(allow_stream) {}
+
+  [[noreturn]] void field_error(const std::string& what) const {
+    raise(Err::RequestField, where_ + ": " + what);
+  }
+  [[noreturn]] void sampling_error(const std::string& what) const {
+    raise(Err::SamplingInvalid, where_ + ": " + what);
+  }
+  static std::string shown(const json& v) {
+    std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+    return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  }
+  void expect(bool ok, const std::string& key, const char* type, const json& v) const {
+    if (!ok) field_error("\"" + key + "\" must be " + type + ", got " + shown(v));
+  }
+
+  double number(const json& obj, const std::string& key) const {
+    const json& v = obj.at(key);
+    expect(v.is_number(), key, "a number", v);
+    return v.get<double>();
+  }
+  int64_t integer(const json& obj, const std::string& key) const {
+    const json& v = obj.at(key);
+    // 16.0 is accepted as 16; 16.5 and "16" are not.
+    const bool whole = v.is_number_integer() ||
+                       (v.is_number_float() && std::nearbyint(v.get<double>()) == v.get<double>() &&
+                        std::abs(v.get<double>()) < 9.0e15);
+    expect(whole, key, "an integer", v);
+    return v.is_number_unsigned()  ? int64_t(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX))
+           : v.is_number_integer() ? v.get<int64_t>()
+                                   : int64_t(v.get<double>());
+  }
+  bool boolean(const json& obj, const std::string& key) const {
+    const json& v = obj.at(key);
+    expect(v.is_boolean(), key, "true or false", v);
+    return v.get<bool>();
+  }
+  std::string string(const json& obj, const std::string& key) const {
+    const json& v = obj.at(key);
+    expect(v.is_string(), key, "a string", v);
+    return v.get<std::string>();
+  }
+
+  void in_range(bool ok, const std::string& key, const std::string& range, double got) const {
+    if (!ok) {
+      json v = got;
+      sampling_error("\"" + key + "\" must be " + range + ", got " + shown(v));
+    }
+  }
+
+  std::vector<ChatMessage> messages(const json& v) const {
+    expect(v.is_array() && !v.empty(), "messages", "a non-empty array of messages", v);
+    std::vector<ChatMessage> out;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const json& m = v[i];
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      expect(m.is_object(), at, "an object with \"role\" and \"content\"", m);
+      for (const auto& [k, x] : m.items())
+        if (k != "role" && k != "content" && k != "name")
+          field_error("\"" + at + "." + k + "\" is not a message field (role, content, name)");
+      if (!m.contains("role") || !m.contains("content"))
+        field_error("\"" + at + "\" needs \"role\" and \"content\"");
+      ChatMessage msg;
+      msg.role = string(m, "role");
+      const json& c = m.at("content");
+      if (c.is_string()) {
+        msg.content = c.get<std::string>();
+      } else if (c.is_array()) {
+        // The array form: text parts only (qmpi has no image or audio inputs).
+        for (const json& part : c) {
+          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+              !part.at("text").is_string())
+            field_error("\"" + at +
+                        ".content\" parts must be {\"type\": \"text\", \"text\": ...}, "
+                        "got " +
+                        shown(part));
+          msg.content += part.at("text").get<std::string>();
+        }
+      } else {
+        expect(false, at + ".content", "a string or an array of text parts", c);
+      }
+      out.push_back(std::move(msg));
+    }
+    return out;
+  }
+
+  void prompt(const json& v, BatchRequest& r) const {
+    if (v.is_string()) {
+      r.prompt = v.get<std::string>();
+      if (r.prompt.empty()) field_error("\"prompt\" is empty");
+      return;
+    }
+    if (v.is_array() && !v.empty() && v[0].is_number_integer()) {
+      for (const json& t : v) {
+        expect(t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX,
+               "prompt", "a string or an array of token ids", t);
+        r.prompt_ids.push_back(int32_t(t.get<int64_t>()));
+      }
+      return;
+    }
+    if (v.is_array())
+      field_error("\"prompt\" as a list of prompts is not supported: put one prompt per line");
+    expect(false, "prompt", "a string or an array of token ids", v);
+  }
+
+  void sampling(const json& obj, BatchRequest& r) const {
+    RequestSampling& s = r.sampling;
+    const bool chat = r.endpoint == Endpoint::Chat;
+    if (obj.contains("temperature")) {
+      s.temperature = float(number(obj, "temperature"));
+      in_range(*s.temperature >= 0 && *s.temperature <= 100, "temperature", "in [0, 100]",
+               *s.temperature);
+    }
+    if (obj.contains("top_p")) {
+      s.top_p = float(number(obj, "top_p"));
+      in_range(*s.top_p > 0 && *s.top_p <= 1, "top_p", "in (0, 1]", *s.top_p);
+    }
+    if (obj.contains("top_k")) {
+      const int64_t k = integer(obj, "top_k");
+      in_range(k == -1 || (k >= 1 && k <= INT32_MAX), "top_k", "-1 (off) or at least 1", double(k));
+      s.top_k = int32_t(k);
+    }
+    if (obj.contains("min_p")) {
+      s.min_p = float(number(obj, "min_p"));
+      in_range(*s.min_p >= 0 && *s.min_p <= 1, "min_p", "in [0, 1]", *s.min_p);
+    }
+    if (obj.contains("repetition_penalty")) {
+      s.repetition_penalty = float(number(obj, "repetition_penalty"));
+      in_range(*s.repetition_penalty > 0 && *s.repetition_penalty <= 10, "repetition_penalty",
+               "in (0, 10]", *s.repetition_penalty);
+    }
+    for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+      if (!obj.contains(key)) continue;
+      const float v = float(number(obj, key));
+      in_range(v >= -2 && v <= 2, key, "in [-2, 2]", v);
+      (std::string(key) == "presence_penalty" ? s.presence_penalty : s.frequency_penalty) = v;
+    }
+    if (obj.contains("seed")) s.seed = uint64_t(integer(obj, "seed"));
+    for (const char* key : {"max_tokens", "max_completion_tokens"}) {
+      if (!obj.contains(key) || obj.at(key).is_null()) continue;
+      const int64_t v = integer(obj, key);
+      in_range(v >= 1, key, "at least 1", double(v));
+      s.max_tokens = v;
+    }
+    if (obj.contains("stop") && !obj.at("stop").is_null()) {
+      const json& v = obj.at("stop");
+      if (v.is_string()) {
+        s.stop.push_back(v.get<std::string>());
+      } else {
+        expect(v.is_array(), "stop", "a string or an array of strings", v);
+        for (const json& x : v) {
+          expect(x.is_string(), "stop", "a string or an array of strings", x);
+          s.stop.push_back(x.get<std::string>());
+        }
+      }
+      if (s.stop.size() > kMaxStopStrings)
+        sampling_error("\"stop\" has " + std::to_string(s.stop.size()) + " strings; at most " +
+                       std::to_string(kMaxStopStrings) + " are allowed");
+      for (const auto& x : s.stop)
+        if (x.empty()) sampling_error("\"stop\" strings must not be empty");
+    }
+    if (obj.contains("stop_token_ids") && !obj.at("stop_token_ids").is_null()) {
+      const json& v = obj.at("stop_token_ids");
+      expect(v.is_array(), "stop_token_ids", "an array of token ids", v);
+      for (const json& x : v) {
+        expect(x.is_number_integer() && x.get<int64_t>() >= 0 && x.get<int64_t>() <= INT32_MAX,
+               "stop_token_ids", "an array of token ids", x);
+        s.stop_token_ids.push_back(int32_t(x.get<int64_t>()));
+      }
+    }
+    if (obj.contains("ignore_eos")) s.ignore_eos = boolean(obj, "ignore_eos");
+    if (obj.contains("n") && !obj.at("n").is_null()) {
+      const int64_t n = integer(obj, "n");
+      in_range(n >= 1 && n <= kMaxChoices, "n", "in [1, " + std::to_string(kMaxChoices) + "]",
+               double(n));
+      s.n = int32_t(n);
+    }
+    if (obj.contains("stream") && !obj.at("stream").is_null() && boolean(obj, "stream")) {
+      if (!allow_stream_)
+        field_error("\"stream\": true is not available in batch jobs (results are whole lines)");
+      r.stream = true;
+    }
+    if (obj.contains("user") && !obj.at("user").is_null()) string(obj, "user");
+    const std::string range = "in [0, " + std::to_string(kMaxTopLogprobs) + "]";
+    if (chat) {
+      if (obj.contains("logprobs") && !obj.at("logprobs").is_null())
+        s.logprobs = boolean(obj, "logprobs");
+      if (obj.contains("top_logprobs") && !obj.at("top_logprobs").is_null()) {
+        const int64_t k = integer(obj, "top_logprobs");
+        in_range(k >= 0 && k <= kMaxTopLogprobs, "top_logprobs", range, double(k));
+        if (!s.logprobs) sampling_error("\"top_logprobs\" needs \"logprobs\": true");
+        s.top_logprobs = int32_t(k);
+      }
+    } else if (obj.contains("logprobs") && !obj.at("logprobs").is_null()) {
+      // Completions: logprobs is the number of alternatives (0 = the sampled tokens only).
+      const int64_t k = integer(obj, "logprobs");
+      in_range(k >= 0 && k <= kMaxTopLogprobs, "logprobs", range, double(k));
+      s.logprobs = true;
+      s.top_logprobs = int32_t(k);
+    }
+  }
+
+  // The request fields of `obj` (a body, or a plain line less its "id").
+  void request(const json& obj, BatchRequest& r, const std::string& skip_key) const {
+    const bool chat = obj.contains("messages");
+    if (chat && obj.contains("prompt")) field_error("give \"messages\" or \"prompt\", not both");
+    if (!chat && !obj.contains("prompt"))
+      field_error("the request has no \"messages\" or \"prompt\"");
+    if (r.openai_line && chat != (r.endpoint == Endpoint::Chat))
+      field_error(std::string("url ") + (r.endpoint == Endpoint::Chat
+                                             ? "/v1/chat/completions needs \"messages\""
+                                             : "/v1/completions needs \"prompt\""));
+    r.endpoint = chat ? Endpoint::Chat : Endpoint::Completion;
+    const auto& own = chat ? kChatFields : kCompletionFields;
+    for (const auto& [k, v] : obj.items()) {
+      if ((!skip_key.empty() && k == skip_key) || kCommonFields.count(k) || own.count(k)) continue;
+      if ((chat ? kCompletionFields : kChatFields).count(k))
+        field_error("\"" + k + "\" is not a field of " +
+                    (chat ? "chat requests" : "completion requests"));
+      field_error("\"" + k + "\" is not a request field");
+    }
+    if (obj.contains("model") && !obj.at("model").is_null()) r.model = string(obj, "model");
+    if (chat)
+      r.messages = messages(obj.at("messages"));
+    else
+      prompt(obj.at("prompt"), r);
+    sampling(obj, r);
+  }
+
+ private:
+  std::string where_;
+  bool allow_stream_;
+};
+
+// The custom_id / id of a line, if it has a usable one.
+std::optional<std::string> read_id(const json& j) {
+  for (const char* key : {"custom_id", "id"}) {
+    if (!j.contains(key)) continue;
+    const json& v = j.at(key);
+    if (v.is_string() && !v.get<std::string>().empty()) return v.get<std::string>();
+    if (v.is_number_integer()) return v.dump();
+    return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string line_id(int64_t line_no) {
+  return "line-" + std::to_string(line_no);
+}
+
+ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
+  ParsedLine out;
+  out.custom_id = line_id(line_no);
+  const LineChecker check("line " + std::to_string(line_no));
+  json j;
+  try {
+    j = json::parse(line);
+  } catch (const json::parse_error& e) {
+    out.error = Error(Err::RequestJson,
+                      "line " + std::to_string(line_no) + " is not valid JSON (" + e.what() + ")");
+    return out;
+  }
+  try {
+    if (!j.is_object())
+      raise(Err::RequestJson, "line " + std::to_string(line_no) + " is not a JSON object");
+    if (const auto id = read_id(j)) out.custom_id = *id;
+    BatchRequest r;
+    const bool openai = j.contains("custom_id") || j.contains("body") || j.contains("url");
+    r.openai_line = openai;
+    if (openai) {
+      for (const auto& [k, v] : j.items())
+        if (!kOpenAiFields.count(k))
+          check.field_error("\"" + k +
+                            "\" is not a field of an OpenAI batch line (custom_id, "
+                            "method, url, body)");
+      if (!j.contains("custom_id")) check.field_error("the line has no \"custom_id\"");
+      r.custom_id = check.string(j, "custom_id");
+      if (r.custom_id.empty()) check.field_error("\"custom_id\" is empty");
+      if (j.contains("method") && check.string(j, "method") != "POST")
+        check.field_error("\"method\" must be \"POST\", got " + LineChecker::shown(j["method"]));
+      if (!j.contains("url")) check.field_error("the line has no \"url\"");
+      const std::string url = check.string(j, "url");
+      if (url == "/v1/chat/completions")
+        r.endpoint = Endpoint::Chat;
+      else if (url == "/v1/completions")
+        r.endpoint = Endpoint::Completion;
+      else
+        check.field_error("\"url\" must be /v1/chat/completions or /v1/completions, got " +
+                          LineChecker::shown(j["url"]));
+      if (!j.contains("body") || !j.at("body").is_object())
+        check.field_error("\"body\" must be an object with the request");
+      check.request(j.at("body"), r, "");
+    } else {
+      if (!j.contains("id")) check.field_error("the line has no \"id\" (or \"custom_id\")");
+      if (!read_id(j)) check.expect(false, "id", "a non-empty string or an integer", j.at("id"));
+      r.custom_id = *read_id(j);
+      check.request(j, r, "id");
+    }
+    out.request = std::move(r);
+  } catch (const Error& e) {
+    out.error = e;
+  }
+  return out;
+}
+
+void read_request_body(const nlohmann::json& body, BatchRequest& r, const std::string& where,
+                       bool allow_stream) {
+  const LineChecker check(where, allow_stream);
+  if (!body.is_object()) raise(Err::RequestJson, where + ": the request is not a JSON object");
+  check.request(body, r, "");
+}
+
+SamplingParams resolve_request_sampling(const BatchRequest& req, const GenerationConfig& gen) {
+  const RequestSampling& s = req.sampling;
+  SamplingParams p;
+  p.temperature = s.temperature.value_or(gen.do_sample ? float(gen.temperature) : 0.0f);
+  p.top_p = s.top_p.value_or(float(gen.top_p));
+  p.top_k = s.top_k.value_or(int32_t(gen.top_k));
+  if (p.top_k == 0) p.top_k = -1;  // generation_config.json writes 0 for "off"
+  p.min_p = s.min_p.value_or(0.0f);
+  p.repetition_penalty = s.repetition_penalty.value_or(float(gen.repetition_penalty));
+  p.presence_penalty = s.presence_penalty.value_or(0.0f);
+  p.frequency_penalty = s.frequency_penalty.value_or(0.0f);
+  if (s.seed) {
+    p.seed = *s.seed;
+  } else {
+    // FNV-1a of the id: stable across runs and machines (std::hash is neither).
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned char c : req.custom_id) h = (h ^ c) * 0x100000001b3ull;
+    p.seed = h;
+  }
+  p.top_logprobs = s.logprobs ? s.top_logprobs : 0;
+  return p;
+}
+
+}  // namespace qmpi

@@ -1,0 +1,69 @@
+#include "requests/request_spec.h"
+
+#include <algorithm>
+#include <string>
+
+#include "core/errors.h"
+
+namespace qmpi {
+namespace {
+
+constexpr int64_t kCompletionDefaultMaxTokens = 16;  // OpenAI's default for /v1/completions
+
+int64_t max_tokens_for(const BatchRequest& req, int64_t prompt, const BatchModel& model,
+                       int64_t default_max_tokens) {
+  const int64_t room = model.max_model_len - prompt;
+  if (req.sampling.max_tokens) {
+    if (*req.sampling.max_tokens > room)
+      raise(Err::PromptTooLong,
+            "the prompt has " + std::to_string(prompt) + " tokens and max_tokens is " +
+                std::to_string(*req.sampling.max_tokens) + ", more than --max-model-len " +
+                std::to_string(model.max_model_len) + " allows");
+    return *req.sampling.max_tokens;
+  }
+  if (room < 1)
+    raise(Err::PromptTooLong,
+          "the prompt has " + std::to_string(prompt) + " tokens; --max-model-len " +
+              std::to_string(model.max_model_len) + " leaves no room for output");
+  int64_t want = default_max_tokens;
+  if (want <= 0) want = req.endpoint == Endpoint::Completion ? kCompletionDefaultMaxTokens : room;
+  return std::min(want, room);
+}
+
+}  // namespace
+
+std::vector<int32_t> request_prompt_ids(const BatchRequest& req, const BatchModel& model) {
+  std::vector<int32_t> ids;
+  if (req.endpoint == Endpoint::Chat)
+    ids = model.tokenizer->encode(model.chat->render(req.messages, true));
+  else if (!req.prompt_ids.empty())
+    ids = req.prompt_ids;
+  else
+    ids = model.tokenizer->encode(req.prompt);
+  if (ids.empty()) raise(Err::RequestField, "the prompt has no tokens");
+  for (int32_t id : ids)
+    if (id >= model.vocab_size)
+      raise(Err::RequestField, "prompt token id " + std::to_string(id) +
+                                   " is outside the vocabulary (" +
+                                   std::to_string(model.vocab_size) + " ids)");
+  return ids;
+}
+
+SequenceSpec request_sequence_spec(const BatchRequest& req, std::vector<int32_t> prompt,
+                                   const BatchModel& model, int64_t default_max_tokens) {
+  const RequestSampling& rs = req.sampling;
+  for (int32_t id : rs.stop_token_ids)
+    if (id >= model.vocab_size)
+      raise(Err::SamplingInvalid, "stop_token_ids has " + std::to_string(id) +
+                                      ", outside the vocabulary (" +
+                                      std::to_string(model.vocab_size) + " ids)");
+  SequenceSpec spec;
+  spec.max_tokens = max_tokens_for(req, int64_t(prompt.size()), model, default_max_tokens);
+  spec.prompt = std::move(prompt);
+  spec.sampling = resolve_request_sampling(req, model.gen);
+  if (!rs.ignore_eos) spec.stop_ids = model.eos_ids;
+  spec.stop_ids.insert(spec.stop_ids.end(), rs.stop_token_ids.begin(), rs.stop_token_ids.end());
+  return spec;
+}
+
+}  // namespace qmpi

@@ -1,0 +1,37 @@
+// A checked request turned into what the scheduler runs: its prompt ids and the sequence spec
+// (max_tokens against --max-model-len, sampling over the model's defaults, stop ids). Shared by
+// the batch job and the server so that the same request gives the same tokens through both.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engine/sequence.h"
+#include "model/config.h"
+#include "requests/batch_request.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace qmpi {
+
+// What a request needs to know about the model.
+struct BatchModel {
+  const Tokenizer* tokenizer = nullptr;
+  const ChatTemplate* chat = nullptr;
+  GenerationConfig gen;
+  std::vector<int32_t> eos_ids;
+  int64_t max_model_len = 0;
+  int64_t vocab_size = 0;  // prompt ids and stop_token_ids must be below it
+};
+
+// The prompt's ids: the chat template over the messages, the given ids, or the encoded text.
+// Raises RequestField for an empty prompt or an id outside the vocabulary.
+std::vector<int32_t> request_prompt_ids(const BatchRequest& req, const BatchModel& model);
+
+// The sequence of choice 0 for `prompt` (choice i > 0 takes choice_seed(seed, i)). A request
+// without max_tokens gets `default_max_tokens` (0: 16 for completions, up to --max-model-len for
+// chat). Raises PromptTooLong when prompt + max_tokens exceed max_model_len, SamplingInvalid for
+// a stop_token_id outside the vocabulary.
+SequenceSpec request_sequence_spec(const BatchRequest& req, std::vector<int32_t> prompt,
+                                   const BatchModel& model, int64_t default_max_tokens);
+
+}  // namespace qmpi

@@ -1,0 +1,170 @@
+// Parsing batch input lines: both formats, and every kind of bad line with its catalogue code.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "requests/batch_request.h"
+
+namespace qmpi {
+namespace {
+
+using ::testing::HasSubstr;
+
+BatchRequest ok(const std::string& line) {
+  const ParsedLine p = parse_request_line(line, 1);
+  EXPECT_FALSE(p.error) << line << " -> " << (p.error ? p.error->message() : "");
+  return p.request.value_or(BatchRequest{});
+}
+
+void bad(const std::string& line, Err code, const std::string& needle,
+         const std::string& id = "line-7") {
+  const ParsedLine p = parse_request_line(line, 7);
+  ASSERT_TRUE(p.error) << "accepted: " << line;
+  EXPECT_EQ(p.error->code(), code) << line << " -> " << p.error->message();
+  EXPECT_THAT(p.error->message(), HasSubstr(needle)) << line;
+  EXPECT_THAT(p.error->message(), HasSubstr("line 7")) << "the message names the line";
+  EXPECT_EQ(p.custom_id, id) << line;
+}
+
+TEST(BatchRequest, OpenAiChatLine) {
+  const BatchRequest r = ok(
+      R"({"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": {"model":
+      "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content":
+      [{"type": "text", "text": "hi "}, {"type": "text", "text": "there"}]}], "max_completion_tokens":
+      9, "temperature": 0.5, "logprobs": true, "top_logprobs": 3, "stop": "END", "n": 2,
+      "seed": 4, "stream": false, "user": "u"}})");
+  EXPECT_EQ(r.custom_id, "r1");
+  EXPECT_EQ(r.endpoint, Endpoint::Chat);
+  EXPECT_TRUE(r.openai_line);
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].content, "hi there");
+  EXPECT_EQ(r.sampling.max_tokens, 9);
+  EXPECT_FLOAT_EQ(*r.sampling.temperature, 0.5f);
+  EXPECT_TRUE(r.sampling.logprobs);
+  EXPECT_EQ(r.sampling.top_logprobs, 3);
+  EXPECT_EQ(r.sampling.stop, (std::vector<std::string>{"END"}));
+  EXPECT_EQ(r.sampling.n, 2);
+  EXPECT_EQ(r.sampling.seed, 4u);
+}
+
+TEST(BatchRequest, OpenAiCompletionAndPlainForms) {
+  BatchRequest r = ok(R"({"custom_id": "c", "url": "/v1/completions", "body": {"prompt": "x",
+                       "logprobs": 2, "max_tokens": 5, "stop": ["a", "b"]}})");
+  EXPECT_EQ(r.endpoint, Endpoint::Completion);
+  EXPECT_EQ(r.prompt, "x");
+  EXPECT_TRUE(r.sampling.logprobs);
+  EXPECT_EQ(r.sampling.top_logprobs, 2);
+  r = ok(R"({"id": 12, "prompt": [1, 2, 3], "top_k": 5, "min_p": 0.1, "ignore_eos": true,
+          "stop_token_ids": [7], "repetition_penalty": 1.1, "frequency_penalty": -1})");
+  EXPECT_EQ(r.custom_id, "12");
+  EXPECT_FALSE(r.openai_line);
+  EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(r.sampling.top_k, 5);
+  EXPECT_TRUE(r.sampling.ignore_eos);
+  EXPECT_EQ(r.sampling.stop_token_ids, (std::vector<int32_t>{7}));
+  r = ok(R"({"id": "p", "messages": [{"role": "user", "content": "q"}], "max_tokens": 3.0})");
+  EXPECT_EQ(r.endpoint, Endpoint::Chat);
+  EXPECT_EQ(r.sampling.max_tokens, 3);
+}
+
+TEST(BatchRequest, InvalidJsonAndNonObjects) {
+  bad("{\"id\": \"x\", ", Err::RequestJson, "not valid JSON");
+  bad("not json at all", Err::RequestJson, "not valid JSON");
+  bad("[1, 2]", Err::RequestJson, "not a JSON object");
+}
+
+TEST(BatchRequest, UnknownFields) {
+  bad(R"({"id": "u", "prompt": "x", "temprature": 1})", Err::RequestField, "\"temprature\"", "u");
+  bad(R"({"custom_id": "u", "url": "/v1/completions", "body": {"prompt": "x", "echo": true}})",
+      Err::RequestField, "\"echo\"", "u");
+  bad(R"({"custom_id": "u", "url": "/v1/completions", "extra": 1, "body": {"prompt": "x"}})",
+      Err::RequestField, "\"extra\"", "u");
+  bad(R"({"id": "u", "prompt": "x", "top_logprobs": 2})", Err::RequestField,
+      "not a field of completion requests", "u");
+  bad(R"({"id": "u", "messages": [{"role": "user", "content": "x", "mood": 1}]})",
+      Err::RequestField, "mood", "u");
+}
+
+TEST(BatchRequest, WrongTypes) {
+  bad(R"({"id": "t", "prompt": "x", "max_tokens": "16"})", Err::RequestField,
+      "\"max_tokens\" must be an integer", "t");
+  bad(R"({"id": "t", "prompt": "x", "max_tokens": 2.5})", Err::RequestField, "integer", "t");
+  bad(R"({"id": "t", "prompt": "x", "temperature": "hot"})", Err::RequestField, "a number", "t");
+  bad(R"({"id": "t", "prompt": 5})", Err::RequestField, "\"prompt\" must be", "t");
+  bad(R"({"id": "t", "prompt": ["a", "b"]})", Err::RequestField, "one prompt per line", "t");
+  bad(R"({"id": "t", "messages": "hi"})", Err::RequestField, "\"messages\" must be", "t");
+  bad(R"({"id": "t", "messages": [{"role": "user", "content": 3}]})", Err::RequestField, "content",
+      "t");
+  bad(R"({"id": "t", "prompt": "x", "stop": [1]})", Err::RequestField, "\"stop\"", "t");
+  bad(R"({"id": "t", "prompt": "x", "ignore_eos": 1})", Err::RequestField, "true or false", "t");
+  bad(R"({"id": "t", "prompt": "x", "stream": true})", Err::RequestField, "stream", "t");
+  bad(R"({"id": {"a": 1}, "prompt": "x"})", Err::RequestField, "\"id\" must be");
+  bad(R"({"custom_id": 5, "url": "/v1/completions", "body": {"prompt": "x"}})", Err::RequestField,
+      "\"custom_id\" must be a string", "5");
+}
+
+TEST(BatchRequest, MissingPartsAndWrongEndpoints) {
+  bad(R"({"prompt": "x"})", Err::RequestField, "no \"id\"");
+  bad(R"({"id": "m"})", Err::RequestField, "no \"messages\" or \"prompt\"", "m");
+  bad(R"({"id": "m", "prompt": "x", "messages": []})", Err::RequestField, "not both", "m");
+  bad(R"({"custom_id": "m", "url": "/v1/embeddings", "body": {"prompt": "x"}})", Err::RequestField,
+      "\"url\"", "m");
+  bad(R"({"custom_id": "m", "method": "GET", "url": "/v1/completions", "body": {"prompt": "x"}})",
+      Err::RequestField, "\"method\"", "m");
+  bad(R"({"custom_id": "m", "url": "/v1/chat/completions", "body": {"prompt": "x"}})",
+      Err::RequestField, "needs \"messages\"", "m");
+  bad(R"({"custom_id": "m", "url": "/v1/completions"})", Err::RequestField, "\"body\"", "m");
+  bad(R"({"id": "m", "prompt": ""})", Err::RequestField, "empty", "m");
+}
+
+TEST(BatchRequest, BadSamplingValues) {
+  const auto s = [](const std::string& fields) {
+    return R"({"id": "s", "prompt": "x", )" + fields + "}";
+  };
+  bad(s(R"("temperature": -0.1)"), Err::SamplingInvalid, "temperature", "s");
+  bad(s(R"("top_p": 0)"), Err::SamplingInvalid, "top_p", "s");
+  bad(s(R"("top_p": 1.5)"), Err::SamplingInvalid, "top_p", "s");
+  bad(s(R"("top_k": 0)"), Err::SamplingInvalid, "top_k", "s");
+  bad(s(R"("top_k": -2)"), Err::SamplingInvalid, "top_k", "s");
+  bad(s(R"("min_p": 1.5)"), Err::SamplingInvalid, "min_p", "s");
+  bad(s(R"("repetition_penalty": 0)"), Err::SamplingInvalid, "repetition_penalty", "s");
+  bad(s(R"("presence_penalty": 2.5)"), Err::SamplingInvalid, "presence_penalty", "s");
+  bad(s(R"("max_tokens": 0)"), Err::SamplingInvalid, "max_tokens", "s");
+  bad(s(R"("n": 0)"), Err::SamplingInvalid, "\"n\"", "s");
+  bad(s(R"("logprobs": 21)"), Err::SamplingInvalid, "logprobs", "s");
+  bad(s(R"("stop": ["ok", ""])"), Err::SamplingInvalid, "must not be empty", "s");
+  bad(R"({"id": "s", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+      Err::SamplingInvalid, "needs \"logprobs\": true", "s");
+}
+
+TEST(BatchRequest, SamplingDefaultsComeFromTheGenerationConfig) {
+  GenerationConfig gen;
+  gen.do_sample = true;
+  gen.temperature = 0.7;
+  gen.top_p = 0.8;
+  gen.top_k = 20;
+  gen.repetition_penalty = 1.05;
+  BatchRequest r = ok(R"({"id": "a", "prompt": "x"})");
+  SamplingParams p = resolve_request_sampling(r, gen);
+  EXPECT_FLOAT_EQ(p.temperature, 0.7f);
+  EXPECT_FLOAT_EQ(p.top_p, 0.8f);
+  EXPECT_EQ(p.top_k, 20);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.05f);
+  EXPECT_EQ(p.top_logprobs, 0);
+  // No seed: one derived from the id, the same every time, different for another id.
+  const uint64_t seed_a = p.seed;
+  EXPECT_EQ(resolve_request_sampling(r, gen).seed, seed_a);
+  r.custom_id = "b";
+  EXPECT_NE(resolve_request_sampling(r, gen).seed, seed_a);
+  r = ok(R"({"id": "a", "prompt": "x", "temperature": 0, "top_k": -1, "seed": 3, "logprobs": 4})");
+  p = resolve_request_sampling(r, gen);
+  EXPECT_TRUE(p.greedy());
+  EXPECT_EQ(p.top_k, -1);
+  EXPECT_EQ(p.seed, 3u);
+  EXPECT_EQ(p.top_logprobs, 4);
+  gen.do_sample = false;  // greedy unless the request says otherwise
+  EXPECT_TRUE(resolve_request_sampling(ok(R"({"id": "a", "prompt": "x"})"), gen).greedy());
+}
+
+}  // namespace
+}  // namespace qmpi
