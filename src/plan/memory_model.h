@@ -40,7 +40,7 @@ enum class BackendKind { Cpu, Cuda };
 // CUDA context and loaded kernel modules (~0.5 GiB), cuBLAS/cuBLASLt workspaces, NCCL
 // communicator buffers for the TP group and the pipeline neighbours, and allocator slack.
 inline constexpr uint64_t kRuntimeOverheadCuda = 1ull << 30;
-// MPI shared-memory segments, OpenMP thread stacks, oneDNN scratch, the tokenizer and request
+// MPI shared-memory segments, OpenMP thread stacks, the tokenizer and request
 // state on rank 0, and allocator slack.
 inline constexpr uint64_t kRuntimeOverheadCpu = 256ull << 20;
 // The fraction of a GPU's memory qmpi plans to use unless told otherwise (as vLLM's

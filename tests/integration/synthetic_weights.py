@@ -5,7 +5,7 @@ own shard.
    rank's peak RSS (measured from outside, by /usr/bin/time around each rank) stays below the
    weights of its own shard (the engine's "MiB of weights" line) plus a fixed allowance.
    Allowance = the CPU runtime overhead the planner budgets for every rank (kRuntimeOverheadCpu,
-   256 MiB: MPI shared-memory segments, OpenMP stacks, oneDNN scratch, the executable and its
+   256 MiB: MPI shared-memory segments, OpenMP stacks, the executable and its
    libraries; if a rank needed more, `qmpi plan` would be wrong too) + this rank's KV cache
    (float32 K and V for --max-model-len tokens of its layers and KV heads) + its activations
    (float32 scratch of one step, under 8 MiB at this length). A rank holding the whole model

