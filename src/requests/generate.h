@@ -1,5 +1,6 @@
-// One request at a time on rank 0: prompt logits (qmpi logits) and generation (qmpi run,
-// qmpi bench). The batch scheduler drives the same Executor with many sequences at once.
+// One sequence straight on the Executor, without the scheduler, on rank 0: prompt logits (qmpi
+// logits) and the timed generation of qmpi bench (prefill and decode apart). Requests (run,
+// batch, serve) go through the request pipeline and the scheduler instead (pipeline.h).
 #pragma once
 #include <cstdint>
 #include <functional>
