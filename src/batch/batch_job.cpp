@@ -4,7 +4,6 @@
 #include <cctype>
 #include <chrono>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -15,9 +14,9 @@
 #include "batch/h5_results.h"
 #include "batch/result_file.h"
 #include "core/errors.h"
-#include "requests/batch_request.h"
-#include "requests/batch_response.h"
-#include "requests/stop_strings.h"
+#include "requests/pipeline.h"
+#include "requests/request_parser.h"
+#include "requests/response_json.h"
 
 namespace qmpi {
 namespace {
@@ -42,41 +41,24 @@ int64_t count_requests(const std::string& path) {
   return n;
 }
 
-struct Choice {
-  int64_t seq = 0;
-  ChoiceOutput out;
-  std::unique_ptr<StopStringMatcher> text;
-  double first_token_s = -1.0;
-};
-
-struct Pending {
-  int64_t index = 0;  // position among this run's result lines (--ordered)
-  int64_t line_no = 0;
-  BatchRequest req;
-  std::vector<int32_t> prompt;
-  std::vector<Choice> choices;
-  size_t remaining = 0;
-  double arrival_s = 0.0;
-};
-
 class BatchJob {
  public:
   BatchJob(const BatchJobOptions& opts, const BatchModel& model, Scheduler& sched)
       : opts_(opts),
         model_(model),
         sched_(sched),
+        pipeline_(sched, model, {opts.default_max_tokens, opts.model_name}),
         progress_(opts.progress_bar, opts.progress_interval_s) {}
 
   BatchSummary run(const std::function<bool()>& stop_requested);
 
  private:
+  class LineSink;
+
   void open_files();
   bool read_line();
-  void admit(const ParsedLine& parsed, int64_t line_no, int64_t index);
-  void on_token(const TokenEvent& ev);
-  void finish_choice(Pending& p, Choice& c, const std::string& reason);
-  void complete(Pending& p);
-  void fail(Pending& p, const Error& e);
+  void complete(const LineSink& line, RequestOutput out);
+  void fail(const LineSink& line, const Error& e);
   void emit(int64_t index, std::string line);
   void drain();
   ProgressCounts counts() const;
@@ -85,6 +67,7 @@ class BatchJob {
   const BatchJobOptions& opts_;
   const BatchModel& model_;
   Scheduler& sched_;
+  RequestPipeline pipeline_;
   Progress progress_;
   std::ifstream input_;
   int64_t line_no_ = 0;
@@ -93,10 +76,8 @@ class BatchJob {
   bool draining_ = false;
   double start_s_ = 0.0;
 
-  std::unordered_set<std::string> done_ids_;             // from an earlier run (--resume)
-  std::unordered_map<std::string, int64_t> seen_ids_;    // id -> line, this input
-  std::map<int64_t, std::unique_ptr<Pending>> pending_;  // by index
-  std::unordered_map<int64_t, std::pair<Pending*, size_t>> by_seq_;
+  std::unordered_set<std::string> done_ids_;           // from an earlier run (--resume)
+  std::unordered_map<std::string, int64_t> seen_ids_;  // id -> line, this input
   std::unique_ptr<ResultFile> file_;
   std::unique_ptr<H5Results> h5_;
   std::optional<OrderedLines> ordered_;
@@ -140,36 +121,29 @@ void BatchJob::open_files() {
   input_.open(opts_.input, std::ios::binary);
 }
 
-void BatchJob::admit(const ParsedLine& parsed, int64_t line_no, int64_t index) {
-  auto p = std::make_unique<Pending>();
-  p->index = index;
-  p->line_no = line_no;
-  p->req = *parsed.request;
-  p->prompt = request_prompt_ids(p->req, model_);
-  const RequestSampling& rs = p->req.sampling;
-  SequenceSpec spec = request_sequence_spec(p->req, p->prompt, model_, opts_.default_max_tokens);
-  const uint64_t seed = spec.sampling.seed;
-  p->choices.resize(size_t(rs.n));
-  try {
-    for (int32_t c = 0; c < rs.n; ++c) {
-      spec.sampling.seed = choice_seed(seed, uint32_t(c));
-      Choice& ch = p->choices[size_t(c)];
-      ch.seq = sched_.add(spec);
-      ch.text = std::make_unique<StopStringMatcher>(*model_.tokenizer, rs.stop, true);
-      by_seq_[ch.seq] = {p.get(), size_t(c)};
-      ++p->remaining;
-    }
-  } catch (const Error&) {
-    for (const Choice& ch : p->choices)
-      if (ch.seq != 0) {
-        sched_.finish(ch.seq);
-        by_seq_.erase(ch.seq);
-      }
-    throw;
+// One request's JSON line: its place in the output, and what the HDF5 rows need to know.
+class BatchJob::LineSink final : public RequestSink {
+ public:
+  LineSink(BatchJob& job, int64_t index, int64_t line_no, std::string custom_id, int32_t n)
+      : job(job),
+        index(index),
+        line_no(line_no),
+        custom_id(std::move(custom_id)),
+        arrival_s(now_s()),
+        first_token_s(size_t(n), -1.0) {}
+  void delta(int32_t choice, const std::string&, int32_t) override {
+    if (first_token_s[size_t(choice)] < 0) first_token_s[size_t(choice)] = now_s();
   }
-  p->arrival_s = now_s();
-  pending_.emplace(index, std::move(p));
-}
+  void final(RequestOutput out) override { job.complete(*this, std::move(out)); }
+  void error(const Error& e) override { job.fail(*this, e); }
+
+  BatchJob& job;
+  const int64_t index;  // position among this run's result lines (--ordered)
+  const int64_t line_no;
+  const std::string custom_id;
+  const double arrival_s;
+  std::vector<double> first_token_s;  // per choice
+};
 
 // Reads one input line and acts on it. False at the end of the input.
 bool BatchJob::read_line() {
@@ -196,7 +170,10 @@ bool BatchJob::read_line() {
   const int64_t index = next_index_++;
   if (!error) {
     try {
-      admit(parsed, line_no, index);
+      const BatchRequest& req = *parsed.request;
+      pipeline_.admit(
+          line_no, req.custom_id, req, request_prompt_ids(req, model_),
+          std::make_shared<LineSink>(*this, index, line_no, req.custom_id, req.sampling.n));
       return true;
     } catch (const Error& e) {
       error = Error(e.code(), "line " + std::to_string(line_no) + ": " + e.message(), e.fix());
@@ -212,83 +189,37 @@ void BatchJob::emit(int64_t index, std::string line) {
   for (const auto& l : ordered_->put(index, std::move(line))) file_->write_line(l);
 }
 
-void BatchJob::on_token(const TokenEvent& ev) {
-  const auto it = by_seq_.find(ev.seq);
-  if (it == by_seq_.end()) raise(Err::Internal, "a token for an unknown sequence");
-  Pending& p = *it->second.first;
-  Choice& c = p.choices[it->second.second];
-  c.out.tokens.push_back(ev.token);
-  c.out.logprobs.push_back(ev.logprob);
-  if (p.req.sampling.top_logprobs > 0) c.out.top.push_back(ev.top);
-  if (c.first_token_s < 0) c.first_token_s = now_s();
-  try {
-    // A stop id's own text is left out (eos is special anyway; stop_token_ids may not be).
-    if (ev.finish != FinishReason::Stop) c.text->push(ev.token);
-  } catch (const Error& e) {  // a token the tokenizer cannot show
-    return fail(p, e);
-  }
-  if (c.text->stopped()) {
-    if (ev.finish == FinishReason::None) sched_.finish(ev.seq);
-    finish_choice(p, c, "stop");
-  } else if (ev.finish != FinishReason::None) {
-    finish_choice(p, c, finish_reason_name(ev.finish));
-  }
-}
-
-void BatchJob::finish_choice(Pending& p, Choice& c, const std::string& reason) {
-  c.text->finish();
-  c.out.text = c.text->text();
-  c.out.finish_reason = reason;
-  by_seq_.erase(c.seq);
-  if (--p.remaining == 0) complete(p);
-}
-
-void BatchJob::complete(Pending& p) {
-  RequestOutput out;
-  out.line_no = p.line_no;
-  out.custom_id = p.req.custom_id;
-  out.endpoint = p.req.endpoint;
-  out.model = p.req.model.empty() ? opts_.model_name : p.req.model;
-  out.prompt_tokens = int64_t(p.prompt.size());
-  out.prompt_ids = p.prompt;
-  out.logprobs = p.req.sampling.logprobs;
-  out.created = int64_t(unix_now());
+void BatchJob::complete(const LineSink& line, RequestOutput out) {
   const double done_s = now_s();
-  for (size_t i = 0; i < p.choices.size(); ++i) {
-    Choice& c = p.choices[i];
-    summary_.counts.generated_tokens += int64_t(c.out.tokens.size());
+  for (size_t i = 0; i < out.choices.size(); ++i) {
+    const ChoiceOutput& c = out.choices[i];
+    summary_.counts.generated_tokens += int64_t(c.tokens.size());
     if (h5_) {
       H5Row row;
-      row.line = p.line_no;
-      row.custom_id = p.req.custom_id;
+      row.line = line.line_no;
+      row.custom_id = line.custom_id;
       row.choice = int32_t(i);
       row.prompt_tokens = out.prompt_tokens;
-      row.token_ids = c.out.tokens;
-      row.logprobs = c.out.logprobs;
-      row.finish_reason = c.out.finish_reason;
-      row.ttft_s = c.first_token_s - p.arrival_s;
-      row.latency_s = done_s - p.arrival_s;
+      row.token_ids = c.tokens;
+      row.logprobs = c.logprobs;
+      row.finish_reason = c.finish_reason;
+      row.ttft_s = line.first_token_s[i] - line.arrival_s;
+      row.latency_s = done_s - line.arrival_s;
       row.finished_unix = unix_now();
       h5_->append(std::move(row));
     }
-    out.choices.push_back(std::move(c.out));
   }
   summary_.counts.ok++;
   summary_.counts.prompt_tokens += out.prompt_tokens;
-  emit(p.index, success_line(out, *model_.tokenizer, opts_.token_ids));
-  pending_.erase(p.index);  // `p` is gone from here on
+  emit(line.index, success_line(out, *model_.tokenizer, opts_.token_ids));
 }
 
-void BatchJob::fail(Pending& p, const Error& e) {
-  for (const Choice& c : p.choices) {
-    sched_.finish(c.seq);  // finished ones are unknown to it by now: a no-op
-    by_seq_.erase(c.seq);
-  }
+void BatchJob::fail(const LineSink& line, const Error& e) {
   summary_.counts.failed++;
-  emit(p.index, error_line(p.line_no, p.req.custom_id,
-                           Error(e.code(), "line " + std::to_string(p.line_no) + ": " + e.message(),
-                                 e.fix())));
-  pending_.erase(p.index);
+  emit(line.index,
+       error_line(
+           line.line_no, line.custom_id,
+           Error(e.code(), "line " + std::to_string(line.line_no) + ": " + e.message(), e.fix())));
 }
 
 // Stop reading; requests none of whose sequences has started are left for a resumed run.
@@ -296,22 +227,7 @@ void BatchJob::fail(Pending& p, const Error& e) {
 void BatchJob::drain() {
   draining_ = true;
   summary_.drained = true;
-  if (ordered_) return;
-  std::vector<int64_t> idle;
-  for (const auto& [index, p] : pending_) {
-    const bool untouched = std::all_of(p->choices.begin(), p->choices.end(), [&](const Choice& c) {
-      const Sequence* s = sched_.find(c.seq);
-      return s && s->state == SeqState::Waiting && s->output.empty();
-    });
-    if (untouched) idle.push_back(index);
-  }
-  for (int64_t index : idle) {
-    for (const Choice& c : pending_[index]->choices) {
-      sched_.finish(c.seq);
-      by_seq_.erase(c.seq);
-    }
-    pending_.erase(index);
-  }
+  if (!ordered_) pipeline_.drop_unstarted();
 }
 
 ProgressCounts BatchJob::counts() const {
@@ -341,7 +257,7 @@ BatchSummary BatchJob::run(const std::function<bool()>& stop_requested) {
     while (!draining_ && !input_done_ && sched_.num_waiting() < lookahead)
       input_done_ = !read_line();
     if (sched_.idle() && (input_done_ || draining_)) break;
-    for (const TokenEvent& ev : sched_.step()) on_token(ev);
+    pipeline_.dispatch(sched_.step());
     progress_.update(counts());
     if (now_s() - last_sync >= opts_.fsync_interval_s) {
       sync_files();

@@ -1,5 +1,5 @@
-// A batch job on rank 0: reads the input JSONL a little ahead of the scheduler, turns each line
-// into sequences (n per request), steps the scheduler, detokenizes and watches stop strings,
+// A batch job on rank 0: reads the input JSONL a little ahead of the scheduler, hands each line
+// to the request pipeline (requests/pipeline.h: sequences, stop strings), steps the scheduler,
 // and writes one result line per input line as requests finish. Independent of MPI: it runs
 // over any Scheduler (the real mesh through ExecutorRunner, or a fake in the tests).
 #pragma once
@@ -11,7 +11,7 @@
 #include "batch/progress.h"
 #include "engine/scheduler.h"
 #include "model/config.h"
-#include "requests/request_spec.h"
+#include "requests/sequence_spec.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 

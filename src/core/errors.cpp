@@ -293,6 +293,14 @@ constexpr std::array kCatalogue{
         kExitRuntime,
         "Nonsense output only with --tp > 1, or nccl-tests reporting a non-zero `#wrong` "
         "column."},
+    ErrorEntry{Err::StepMessage, "step-message-unreadable",
+               "A rank received a step plan or result it cannot read.",
+               "The ranks run different qmpi builds (the step wire format changed between them), "
+               "or the message was damaged on its way.",
+               "Install the same qmpi build on every host (compare `qmpi --version`) and rerun; "
+               "if the builds match, run `qmpi doctor` to test the links between the ranks.",
+               kExitRuntime,
+               "A multi-host job fails at its first step after only some hosts were upgraded."},
     ErrorEntry{Err::RequestJson, "request-json", "A request is not valid JSON.",
                "The line or body could not be parsed.",
                "Send one JSON object per request (one per line in JSONL files).", kExitUser,

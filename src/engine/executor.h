@@ -2,7 +2,9 @@
 // rank 0 shuts the mesh down. A plan travels the pipeline with the hidden states: rank 0 hands
 // it to the other TP ranks of the first stage, each rank passes it on to the same TP rank of
 // the next stage (then its hidden states), the last stage computes logits and samples, and its
-// TP rank 0 returns the results to rank 0.
+// TP rank 0 returns the results to rank 0. The Executor runs the model on each step; what
+// travels is StageLink's (stage_link.h), and sampling with its penalty history is LastStage's
+// (last_stage.h).
 //
 // With PP stages, rank 0 may submit up to depth() plans before collecting the oldest result:
 // while the last stage works on micro-batch m, the first works on m + 1, so stages do not idle.
@@ -11,27 +13,17 @@
 #pragma once
 #include <cstdint>
 #include <deque>
-#include <unordered_map>
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/last_stage.h"
+#include "engine/stage_link.h"
 #include "engine/step_plan.h"
 #include "model/kv_cache.h"
 #include "model/qwen2.h"
 #include "parallel/comm.h"
 
 namespace qmpi {
-
-struct MeshPosition {
-  int rank = 0;
-  int tp_rank = 0;
-  int stage = 0;
-  int pp = 1;
-  int tp = 1;
-  int prev_stage_rank = -1;  // world rank of the same TP rank on the previous stage
-  int next_stage_rank = -1;
-  int result_rank = 0;  // world rank of TP rank 0 on the last stage
-};
 
 struct StepTimes {
   double total_s = 0.0;
@@ -68,15 +60,7 @@ class Executor {
   int64_t vocab_size() const;
 
  private:
-  // Plans go point to point: rank 0 -> the first stage's other TP ranks, and each rank -> the
-  // same TP rank of the next stage.
-  void send_plan(std::vector<uint8_t> bytes);
-  std::vector<uint8_t> recv_plan();
   void execute(const StepPlan& plan);
-  StepResult finish_on_last_stage(const StepPlan& plan, const BatchInput& batch,
-                                  const float* hidden);
-  void send_hidden(const float* hidden, size_t bytes);
-  void recv_hidden(float* hidden, size_t bytes);
 
   MeshPosition pos_;
   Comm& world_;
@@ -84,10 +68,10 @@ class Executor {
   Backend& be_;
   Qwen2Model& model_;
   KvCache& cache_;
+  StageLink link_;
+  LastStage last_;  // used on TP rank 0 of the last stage
   int64_t valid_vocab_ = 0;
   Buffer hidden_;
-  std::vector<uint8_t> staging_;
-  std::unordered_map<int64_t, std::vector<int32_t>> history_;  // last stage: tokens per sequence
   // Rank 0: one entry per step submitted and not yet collected; it holds the result when rank 0
   // is the last stage itself (PP = 1), else the result is received at collect().
   std::deque<StepResult> in_flight_;

@@ -1,6 +1,7 @@
 #include "engine/step_plan.h"
 
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "core/errors.h"
@@ -8,49 +9,137 @@
 namespace qmpi {
 namespace {
 
+// The wire format, once: each list below names the fields of one message part in wire order,
+// and both the encoder and the decoder walk it, so they cannot disagree. Scalars go as their
+// bytes (every supported host is little-endian), bools as one byte (0 or 1), vectors as a uint64
+// count then their items. Change a list, and kStepWireVersion with it: a rank of another build then
+// fails with StepMessage instead of misreading.
+template <class Io, class Params>
+void sampling_fields(Io& io, Params& p) {
+  io(p.temperature);
+  io(p.top_p);
+  io(p.top_k);
+  io(p.min_p);
+  io(p.repetition_penalty);
+  io(p.presence_penalty);
+  io(p.frequency_penalty);
+  io(p.seed);
+  io(p.top_logprobs);
+}
+
+template <class Io, class Seq>
+void seq_fields(Io& io, Seq& s) {
+  io(s.id);
+  io(s.start_pos);
+  io(s.tokens);
+  io(s.block_table);
+  io(s.all_logits);
+  io(s.sample);
+  io(s.first_chunk);
+  sampling_fields(io, s.sampling);
+  io(s.sample_index);
+  io(s.cached_prefix);
+}
+
+template <class Io, class Plan>
+void plan_fields(Io& io, Plan& p) {
+  io(p.shutdown);
+  io(p.poll_stop);
+  io(p.valid_vocab);
+  io(p.seqs);
+  io(p.finished);
+}
+
+template <class Io, class Result>
+void result_fields(Io& io, Result& r) {
+  io(r.tokens);
+  io(r.logprobs);
+  io(r.logits);
+  io(r.top_tokens);
+  io(r.top_logprobs);
+}
+
 class Writer {
  public:
+  Writer() { (*this)(kStepWireVersion); }
   template <class T>
-  void pod(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
+  requires std::is_arithmetic_v<T>
+  void operator()(const T& v) {
     const auto* p = reinterpret_cast<const uint8_t*>(&v);
     out.insert(out.end(), p, p + sizeof(T));
   }
+  void operator()(const bool& v) { (*this)(uint8_t(v ? 1 : 0)); }
   template <class T>
-  void vec(const std::vector<T>& v) {
-    pod(uint64_t(v.size()));
+  requires std::is_arithmetic_v<T>
+  void operator()(const std::vector<T>& v) {
+    (*this)(uint64_t(v.size()));
     const auto* p = reinterpret_cast<const uint8_t*>(v.data());
     out.insert(out.end(), p, p + v.size() * sizeof(T));
+  }
+  void operator()(const std::vector<StepSeq>& v) {
+    (*this)(uint64_t(v.size()));
+    for (const StepSeq& s : v) seq_fields(*this, s);
   }
   std::vector<uint8_t> out;
 };
 
 class Reader {
  public:
-  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
+  Reader(std::span<const uint8_t> b, const char* what) : b_(b), what_(what) {
+    uint8_t version = 0;
+    (*this)(version);
+    if (version != kStepWireVersion)
+      raise(Err::StepMessage, std::string("a step ") + what_ + " in wire format version " +
+                                  std::to_string(version) + " reached a rank that reads version " +
+                                  std::to_string(kStepWireVersion));
+  }
   template <class T>
-  T pod() {
-    T v;
+  requires std::is_arithmetic_v<T>
+  void operator()(T& v) {
     need(sizeof(T));
     std::memcpy(&v, b_.data() + at_, sizeof(T));
     at_ += sizeof(T);
-    return v;
+  }
+  void operator()(bool& v) {
+    uint8_t b = 0;
+    (*this)(b);
+    if (b > 1) garbled("a flag byte is " + std::to_string(b));
+    v = b == 1;
   }
   template <class T>
-  std::vector<T> vec() {
-    const auto n = pod<uint64_t>();
-    need(n * sizeof(T));
-    std::vector<T> v(n);
+  requires std::is_arithmetic_v<T>
+  void operator()(std::vector<T>& v) {
+    uint64_t n = 0;
+    (*this)(n);
+    if (n > (b_.size() - at_) / sizeof(T)) garbled("a list of " + std::to_string(n) + " items");
+    v.resize(n);
     std::memcpy(v.data(), b_.data() + at_, n * sizeof(T));
     at_ += n * sizeof(T);
-    return v;
+  }
+  void operator()(std::vector<StepSeq>& v) {
+    uint64_t n = 0;
+    (*this)(n);
+    // Every sequence takes more than one byte: a count beyond the bytes left is garbage, and
+    // nothing is allocated for it.
+    if (n > b_.size() - at_) garbled("a list of " + std::to_string(n) + " sequences");
+    v.resize(n);
+    for (StepSeq& s : v) seq_fields(*this, s);
+  }
+  void finish() const {
+    if (at_ != b_.size())
+      garbled(std::to_string(b_.size() - at_) + " bytes are left over after the last field");
   }
 
  private:
-  void need(size_t n) {
-    if (at_ + n > b_.size()) raise(Err::Internal, "truncated step plan or result");
+  void need(size_t n) const {
+    if (n > b_.size() - at_) garbled("it ends before its last field");
+  }
+  [[noreturn]] void garbled(const std::string& why) const {
+    raise(Err::StepMessage, std::string("a step ") + what_ + " of " + std::to_string(b_.size()) +
+                                " bytes cannot be read: " + why);
   }
   std::span<const uint8_t> b_;
+  const char* what_;
   size_t at_ = 0;
 };
 
@@ -58,67 +147,29 @@ class Reader {
 
 std::vector<uint8_t> encode_step_plan(const StepPlan& plan) {
   Writer w;
-  w.pod(uint8_t(plan.shutdown | (plan.poll_stop << 1)));
-  w.pod(plan.valid_vocab);
-  w.pod(uint64_t(plan.seqs.size()));
-  for (const auto& s : plan.seqs) {
-    w.pod(s.id);
-    w.pod(s.start_pos);
-    w.vec(s.tokens);
-    w.vec(s.block_table);
-    w.pod(uint8_t(s.all_logits | (s.sample << 1) | (s.first_chunk << 2)));
-    w.pod(s.sampling);
-    w.pod(s.sample_index);
-    w.vec(s.cached_prefix);
-  }
-  w.vec(plan.finished);
+  plan_fields(w, plan);
   return std::move(w.out);
 }
 
 StepPlan decode_step_plan(std::span<const uint8_t> bytes) {
-  Reader r(bytes);
+  Reader r(bytes, "plan");
   StepPlan p;
-  const auto plan_flags = r.pod<uint8_t>();
-  p.shutdown = plan_flags & 1;
-  p.poll_stop = plan_flags & 2;
-  p.valid_vocab = r.pod<int64_t>();
-  const auto n = r.pod<uint64_t>();
-  p.seqs.resize(n);
-  for (auto& s : p.seqs) {
-    s.id = r.pod<int64_t>();
-    s.start_pos = r.pod<int32_t>();
-    s.tokens = r.vec<int32_t>();
-    s.block_table = r.vec<int32_t>();
-    const auto flags = r.pod<uint8_t>();
-    s.all_logits = flags & 1;
-    s.sample = flags & 2;
-    s.first_chunk = flags & 4;
-    s.sampling = r.pod<SamplingParams>();
-    s.sample_index = r.pod<uint32_t>();
-    s.cached_prefix = r.vec<int32_t>();
-  }
-  p.finished = r.vec<int64_t>();
+  plan_fields(r, p);
+  r.finish();
   return p;
 }
 
-std::vector<uint8_t> encode_step_result(const StepResult& r) {
+std::vector<uint8_t> encode_step_result(const StepResult& result) {
   Writer w;
-  w.vec(r.tokens);
-  w.vec(r.logprobs);
-  w.vec(r.logits);
-  w.vec(r.top_tokens);
-  w.vec(r.top_logprobs);
+  result_fields(w, result);
   return std::move(w.out);
 }
 
 StepResult decode_step_result(std::span<const uint8_t> bytes) {
-  Reader r(bytes);
+  Reader r(bytes, "result");
   StepResult out;
-  out.tokens = r.vec<int32_t>();
-  out.logprobs = r.vec<float>();
-  out.logits = r.vec<float>();
-  out.top_tokens = r.vec<int32_t>();
-  out.top_logprobs = r.vec<float>();
+  result_fields(r, out);
+  r.finish();
   return out;
 }
 

@@ -1,5 +1,6 @@
 // What rank 0 tells every rank to do in one step: which sequences advance, by which tokens,
-// where their KV blocks are, and what to sample. Broadcast as bytes over the world comm.
+// where their KV blocks are, and what to sample. Sent as bytes down the pipeline with the
+// hidden states; the last stage's result comes back to rank 0 the same way.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -41,6 +42,11 @@ struct StepResult {
   std::vector<int32_t> top_tokens;
   std::vector<float> top_logprobs;
 };
+
+// The wire format's version, the first byte of every plan and result (the field lists are in
+// step_plan.cpp). Decoding raises StepMessage for another version and for a truncated or
+// garbled message.
+constexpr uint8_t kStepWireVersion = 2;
 
 std::vector<uint8_t> encode_step_plan(const StepPlan& plan);
 StepPlan decode_step_plan(std::span<const uint8_t> bytes);

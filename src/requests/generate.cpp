@@ -69,8 +69,7 @@ std::vector<float> prompt_logits(Executor& ex, BlockManager& blocks,
   return out;
 }
 
-GenerateResult generate(Executor& ex, BlockManager& blocks, const GenerateRequest& req,
-                        const std::function<void(int32_t)>& on_token) {
+GenerateResult generate(Executor& ex, BlockManager& blocks, const GenerateRequest& req) {
   if (req.prompt.empty()) raise(Err::RequestField, "the prompt is empty");
   SequenceGuard seq(blocks);
   GenerateResult res;
@@ -106,16 +105,8 @@ GenerateResult generate(Executor& ex, BlockManager& blocks, const GenerateReques
     const int32_t tok = r.tokens[0];
     if (res.output.empty()) t_first = std::chrono::steady_clock::now();
     res.output.push_back(tok);
-    res.logprobs.push_back(r.logprobs[0]);
-    if (on_token) on_token(tok);
-    if (!req.ignore_eos &&
-        std::find(req.stop_ids.begin(), req.stop_ids.end(), tok) != req.stop_ids.end()) {
-      res.finish_reason = "stop";
-      break;
-    }
     feed = {tok};
   }
-  if (res.finish_reason.empty()) res.finish_reason = "length";
   // Let the last stage drop the sequence's penalty history.
   StepPlan done;
   done.finished.push_back(1);

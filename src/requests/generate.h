@@ -1,9 +1,8 @@
-// One request at a time on rank 0: prompt logits (qmpi logits) and generation (qmpi run,
-// qmpi bench). The batch scheduler drives the same Executor with many sequences at once.
+// One sequence straight on the Executor, without the scheduler, on rank 0: prompt logits (qmpi
+// logits) and the timed generation of qmpi bench (prefill and decode apart). Requests (run,
+// batch, serve) go through the request pipeline and the scheduler instead (pipeline.h).
 #pragma once
 #include <cstdint>
-#include <functional>
-#include <string>
 #include <vector>
 
 #include "engine/block_manager.h"
@@ -18,23 +17,19 @@ struct GenerateRequest {
   std::vector<int32_t> prompt;
   int64_t max_tokens = 16;
   SamplingParams sampling;
-  std::vector<int32_t> stop_ids;  // eos ids; ignored with ignore_eos
-  bool ignore_eos = false;
   PrefillMode prefill = PrefillMode::Whole;
   int64_t chunk = 0;  // tokens per prefill step in Chunked mode
 };
 
 struct GenerateResult {
   std::vector<int32_t> output;
-  std::vector<float> logprobs;
-  std::string finish_reason;  // "stop" or "length"
-  double prefill_s = 0.0;     // wall time until the first token
-  double decode_s = 0.0;      // wall time of the remaining tokens
+  double prefill_s = 0.0;  // wall time until the first token
+  double decode_s = 0.0;   // wall time of the remaining tokens
 };
 
-// Streams each token to on_token as it is sampled.
-GenerateResult generate(Executor& ex, BlockManager& blocks, const GenerateRequest& req,
-                        const std::function<void(int32_t)>& on_token = {});
+// Exactly max_tokens tokens, whatever they are (end-of-sequence ids do not stop it): a fixed
+// amount of work to time.
+GenerateResult generate(Executor& ex, BlockManager& blocks, const GenerateRequest& req);
 
 // Logits of every prompt position, [prompt.size(), vocab], computed in one prefill, one token
 // per step (incremental) or in chunks of `chunk` tokens.

@@ -11,7 +11,7 @@
 #include <string>
 #include <thread>
 
-#include "requests/request_spec.h"
+#include "requests/sequence_spec.h"
 #include "serve/metrics.h"
 #include "serve/request_hub.h"
 

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "core/errors.h"
-#include "requests/batch_request.h"
-#include "requests/batch_response.h"
+#include "requests/request_parser.h"
+#include "requests/response_json.h"
 #include "serve/serve_event.h"
 
 namespace qmpi {

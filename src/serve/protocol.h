@@ -12,8 +12,8 @@
 #include <string_view>
 
 #include "core/errors.h"
-#include "requests/batch_request.h"
-#include "requests/batch_response.h"
+#include "requests/request_parser.h"
+#include "requests/response_json.h"
 #include "serve/metrics.h"
 #include "serve/request_hub.h"
 #include "serve/serve_event.h"

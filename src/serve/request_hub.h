@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "requests/batch_request.h"
+#include "requests/request_parser.h"
 #include "serve/serve_event.h"
 
 namespace qmpi {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/errors.h"
-#include "requests/batch_response.h"
+#include "requests/response_json.h"
 
 namespace qmpi {
 

@@ -1,7 +1,7 @@
 // The serving driver on rank 0's MPI thread: takes requests and cancels from the hub between
-// steps, admits them into the scheduler (n sequences per request), steps the mesh while there
-// is work, turns sampled tokens into text (stop strings as in batch) and hands each request's
-// events to its front's sink. It never waits on a client: when idle it waits on the hub for a
+// steps, hands them to the request pipeline (requests/pipeline.h: n sequences per request, stop
+// strings as in batch), steps the mesh while there is work, and passes each request's events on
+// to its front's sink. It never waits on a client: when idle it waits on the hub for a
 // moment, then polls for a stop (a collective on the mesh, so every rank stops at the same
 // step). The poll also keeps the other ranks' wait for the next plan far below --comm-timeout
 // however long the server idles. A stop drains: no new requests, the accepted ones finish,
@@ -12,13 +12,11 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "engine/executor.h"
 #include "engine/scheduler.h"
-#include "requests/request_spec.h"
-#include "requests/stop_strings.h"
+#include "requests/pipeline.h"
 #include "serve/metrics.h"
 #include "serve/request_hub.h"
 
@@ -48,38 +46,19 @@ class ServeLoop {
   void run(const std::function<bool()>& stop_requested);
 
  private:
-  struct Choice {
-    int64_t seq = 0;
-    ChoiceOutput out;
-    std::unique_ptr<StopStringMatcher> text;
-    std::chrono::steady_clock::time_point last_token;
-    bool done = false;
-  };
-  struct Active {
-    ServeRequest r;
-    std::vector<Choice> choices;
-    size_t remaining = 0;
-    bool first_token_seen = false;
-  };
+  class FrontSink;
 
   void admit(ServeRequest r);
-  void cancel(uint64_t ticket);
   void step();
-  void on_token(const TokenEvent& ev, std::chrono::steady_clock::time_point now);
-  void finish_choice(Active& a, Choice& c, const std::string& reason);
-  void complete(Active& a);
-  void fail(Active& a, const Error& e);
-  void fail_all(const Error& e);
   void publish(Health h);
 
   const ServeLoopOptions& opts_;
-  const BatchModel& model_;
   Scheduler& sched_;
   RequestHub& hub_;
   ServeMetrics& metrics_;
   const StepTimes* times_;
-  std::unordered_map<uint64_t, std::unique_ptr<Active>> active_;  // by ticket
-  std::unordered_map<int64_t, std::pair<Active*, size_t>> by_seq_;
+  RequestPipeline pipeline_;                        // keyed by ticket
+  std::chrono::steady_clock::time_point step_end_;  // when the tokens being dispatched came
   bool flushed_ = true;  // the last stage has dropped the state of finished sequences
 };
 

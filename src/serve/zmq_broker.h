@@ -20,7 +20,7 @@
 
 #include <zmq.hpp>
 
-#include "requests/request_spec.h"
+#include "requests/sequence_spec.h"
 #include "serve/metrics.h"
 #include "serve/request_hub.h"
 #include "serve/wake_fd.h"

@@ -43,7 +43,6 @@ int cmd_bench(const Args& args) {
     GenerateRequest req;
     for (int64_t i = 0; i < prompt_len; ++i) req.prompt.push_back(tok(rng));
     req.max_tokens = gen_len;
-    req.ignore_eos = true;
     req.sampling.temperature = 0.0f;
 
     GenerateRequest warm = req;

@@ -87,25 +87,17 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
   return src;
 }
 
-SamplingParams resolve_sampling(const SamplingCli& s, const po::variables_map& vm,
-                                const GenerationConfig& gen) {
-  SamplingParams p;
-  p.temperature =
-      vm.count("temperature") ? s.temperature : (gen.do_sample ? float(gen.temperature) : 0.0f);
-  p.top_p = vm.count("top-p") ? s.top_p : float(gen.top_p);
-  p.top_k = vm.count("top-k") ? s.top_k : int32_t(gen.top_k);
-  p.min_p = s.min_p;
-  p.repetition_penalty =
-      vm.count("repetition-penalty") ? s.repetition_penalty : float(gen.repetition_penalty);
-  p.presence_penalty = s.presence_penalty;
-  p.frequency_penalty = s.frequency_penalty;
-  p.seed = s.seed;
-  if (p.temperature < 0) raise(Err::SamplingInvalid, "temperature must be >= 0");
-  if (!(p.top_p > 0 && p.top_p <= 1)) raise(Err::SamplingInvalid, "top_p must be in (0, 1]");
-  if (p.top_k == 0 || p.top_k < -1) raise(Err::SamplingInvalid, "top_k must be -1 or >= 1");
-  if (p.min_p < 0 || p.min_p > 1) raise(Err::SamplingInvalid, "min_p must be in [0, 1]");
-  if (p.repetition_penalty <= 0) raise(Err::SamplingInvalid, "repetition_penalty must be > 0");
-  return p;
+RequestSampling sampling_fields(const SamplingCli& s, const po::variables_map& vm) {
+  RequestSampling f;
+  if (vm.count("temperature")) f.temperature = s.temperature;
+  if (vm.count("top-p")) f.top_p = s.top_p;
+  if (vm.count("top-k")) f.top_k = s.top_k;
+  if (vm.count("repetition-penalty")) f.repetition_penalty = s.repetition_penalty;
+  f.min_p = s.min_p;
+  f.presence_penalty = s.presence_penalty;
+  f.frequency_penalty = s.frequency_penalty;
+  f.seed = s.seed;
+  return f;
 }
 
 std::vector<int32_t> stop_token_ids(const GenerationConfig& gen, const ModelConfig& cfg) {

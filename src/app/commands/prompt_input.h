@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "app/commands/options.h"
-#include "engine/sampling_params.h"
 #include "model/config.h"
+#include "requests/request.h"
 #include "text/tokenizer.h"
 
 namespace qmpi {
@@ -43,9 +43,9 @@ std::shared_ptr<const Tokenizer> load_model_tokenizer(const std::string& path);
 // the prompt ids and tells the executor how many ids can be sampled.
 PromptSource load_prompt_source(Engine& engine, const PromptCli& p);
 
-// Options given on the command line win; the rest come from generation_config.json.
-SamplingParams resolve_sampling(const SamplingCli& s, const po::variables_map& vm,
-                                const GenerationConfig& gen);
+// The sampling options given on the command line, as a request's fields: the resolver
+// (requests/sampling_resolver.h) takes the rest from generation_config.json.
+RequestSampling sampling_fields(const SamplingCli& s, const po::variables_map& vm);
 std::vector<int32_t> stop_token_ids(const GenerationConfig& gen, const ModelConfig& cfg);
 // Raises Err::PromptTooLong when prompt + max_tokens exceed max_model_len.
 void check_prompt_fits(size_t prompt_tokens, int64_t max_tokens, int64_t max_model_len);

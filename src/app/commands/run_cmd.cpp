@@ -1,13 +1,13 @@
-// qmpi run: one prompt, streamed text (or one JSON object with --json).
-#include <cstdio>
+// qmpi run: one prompt, streamed text (or one JSON object with --json): the request pipeline
+// and the scheduler, as batch and serve run them, with one request.
 #include <iostream>
-
-#include <nlohmann/json.hpp>
+#include <memory>
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
-#include "requests/generate.h"
-#include "text/stream_decoder.h"
+#include "engine/scheduler.h"
+#include "requests/console_sink.h"
+#include "requests/pipeline.h"
 
 namespace qmpi {
 
@@ -31,30 +31,35 @@ int cmd_run(const Args& args) {
 
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     const PromptSource src = load_prompt_source(engine, prompt);
-    GenerateRequest req;
-    req.prompt = src.ids;
-    req.max_tokens = max_tokens;
-    req.ignore_eos = ignore_eos;
-    req.sampling = resolve_sampling(sampling, vm, engine.generation_config());
-    req.stop_ids = stop_token_ids(engine.generation_config(), engine.config());
-    check_prompt_fits(req.prompt.size(), max_tokens, engine.max_model_len());
+    check_prompt_fits(src.ids.size(), max_tokens, engine.max_model_len());
+    BatchRequest req;
+    req.custom_id = "run";
+    req.prompt_ids = src.ids;
+    req.sampling = sampling_fields(sampling, vm);
+    req.sampling.max_tokens = max_tokens;
+    req.sampling.ignore_eos = ignore_eos;
+    BatchModel model;
+    model.tokenizer = src.tokenizer.get();
+    model.gen = engine.generation_config();
+    model.eos_ids = stop_token_ids(engine.generation_config(), engine.config());
+    model.max_model_len = engine.max_model_len();
+    model.vocab_size = engine.config().vocab_size;
 
-    std::optional<StreamDecoder> stream;
-    if (src.tokenizer && !json) stream.emplace(*src.tokenizer, /*skip_special=*/true);
-    const GenerateResult res = generate(engine.executor(), engine.blocks(), req, [&](int32_t t) {
-      if (!stream) return;
-      std::cout << stream->push(t) << std::flush;
-    });
-    if (stream) std::cout << stream->flush() << std::endl;
-    if (json) {
-      nlohmann::json j;
-      j["prompt_ids"] = req.prompt;
-      j["output_ids"] = res.output;
-      j["logprobs"] = res.logprobs;
-      j["text"] = src.tokenizer ? src.tokenizer->decode(res.output, true) : "";
-      j["finish_reason"] = res.finish_reason;
-      std::cout << j.dump() << std::endl;
-    }
+    // The scheduler with one request: its whole prompt in one step, as the engine was sized.
+    SchedulerConfig cfg;
+    cfg.max_num_seqs = 1;
+    cfg.max_batched_tokens = engine.max_model_len();
+    cfg.max_model_len = engine.max_model_len();
+    cfg.prefix_caching = false;
+    cfg.micro_batches = 1;
+    ExecutorRunner runner(engine.executor());
+    Scheduler sched(runner, engine.blocks(), cfg);
+    RequestPipeline pipeline(sched, model, {});
+    const auto sink = std::make_shared<ConsoleSink>(std::cout, json, src.tokenizer != nullptr);
+    pipeline.admit(0, req.custom_id, req, src.ids, sink);
+    while (!sched.idle()) pipeline.dispatch(sched.step());
+    sched.flush_finished();
+    sink->raise_error();
     return 0;
   });
 }

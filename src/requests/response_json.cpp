@@ -1,4 +1,4 @@
-#include "requests/batch_response.h"
+#include "requests/response_json.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,13 +1,13 @@
 // A checked request turned into what the scheduler runs: its prompt ids and the sequence spec
 // (max_tokens against --max-model-len, sampling over the model's defaults, stop ids). Shared by
-// the batch job and the server so that the same request gives the same tokens through both.
+// run, batch and serve so that the same request gives the same tokens through each.
 #pragma once
 #include <cstdint>
 #include <vector>
 
 #include "engine/sequence.h"
 #include "model/config.h"
-#include "requests/batch_request.h"
+#include "requests/request.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 

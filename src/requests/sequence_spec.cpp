@@ -1,9 +1,10 @@
-#include "requests/request_spec.h"
+#include "requests/sequence_spec.h"
 
 #include <algorithm>
 #include <string>
 
 #include "core/errors.h"
+#include "requests/sampling_resolver.h"
 
 namespace qmpi {
 namespace {
@@ -60,7 +61,7 @@ SequenceSpec request_sequence_spec(const BatchRequest& req, std::vector<int32_t>
   SequenceSpec spec;
   spec.max_tokens = max_tokens_for(req, int64_t(prompt.size()), model, default_max_tokens);
   spec.prompt = std::move(prompt);
-  spec.sampling = resolve_request_sampling(req, model.gen);
+  spec.sampling = resolve_sampling(rs, model.gen, req.custom_id);
   if (!rs.ignore_eos) spec.stop_ids = model.eos_ids;
   spec.stop_ids.insert(spec.stop_ids.end(), rs.stop_token_ids.begin(), rs.stop_token_ids.end());
   return spec;

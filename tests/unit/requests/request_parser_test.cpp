@@ -2,7 +2,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "requests/batch_request.h"
+#include "requests/request_parser.h"
+#include "requests/sampling_resolver.h"
 
 namespace qmpi {
 namespace {
@@ -145,7 +146,7 @@ TEST(BatchRequest, SamplingDefaultsComeFromTheGenerationConfig) {
   gen.top_k = 20;
   gen.repetition_penalty = 1.05;
   BatchRequest r = ok(R"({"id": "a", "prompt": "x"})");
-  SamplingParams p = resolve_request_sampling(r, gen);
+  SamplingParams p = resolve_sampling(r.sampling, gen, r.custom_id);
   EXPECT_FLOAT_EQ(p.temperature, 0.7f);
   EXPECT_FLOAT_EQ(p.top_p, 0.8f);
   EXPECT_EQ(p.top_k, 20);
@@ -153,17 +154,17 @@ TEST(BatchRequest, SamplingDefaultsComeFromTheGenerationConfig) {
   EXPECT_EQ(p.top_logprobs, 0);
   // No seed: one derived from the id, the same every time, different for another id.
   const uint64_t seed_a = p.seed;
-  EXPECT_EQ(resolve_request_sampling(r, gen).seed, seed_a);
+  EXPECT_EQ(resolve_sampling(r.sampling, gen, r.custom_id).seed, seed_a);
   r.custom_id = "b";
-  EXPECT_NE(resolve_request_sampling(r, gen).seed, seed_a);
+  EXPECT_NE(resolve_sampling(r.sampling, gen, r.custom_id).seed, seed_a);
   r = ok(R"({"id": "a", "prompt": "x", "temperature": 0, "top_k": -1, "seed": 3, "logprobs": 4})");
-  p = resolve_request_sampling(r, gen);
+  p = resolve_sampling(r.sampling, gen, r.custom_id);
   EXPECT_TRUE(p.greedy());
   EXPECT_EQ(p.top_k, -1);
   EXPECT_EQ(p.seed, 3u);
   EXPECT_EQ(p.top_logprobs, 4);
   gen.do_sample = false;  // greedy unless the request says otherwise
-  EXPECT_TRUE(resolve_request_sampling(ok(R"({"id": "a", "prompt": "x"})"), gen).greedy());
+  EXPECT_TRUE(resolve_sampling(ok(R"({"id": "a", "prompt": "x"})").sampling, gen, "a").greedy());
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "requests/batch_request.h"
+#include "requests/request_parser.h"
 
 #include <cmath>
 #include <limits>
@@ -354,29 +354,6 @@ void read_request_body(const nlohmann::json& body, BatchRequest& r, const std::s
   const LineChecker check(where, allow_stream);
   if (!body.is_object()) raise(Err::RequestJson, where + ": the request is not a JSON object");
   check.request(body, r, "");
-}
-
-SamplingParams resolve_request_sampling(const BatchRequest& req, const GenerationConfig& gen) {
-  const RequestSampling& s = req.sampling;
-  SamplingParams p;
-  p.temperature = s.temperature.value_or(gen.do_sample ? float(gen.temperature) : 0.0f);
-  p.top_p = s.top_p.value_or(float(gen.top_p));
-  p.top_k = s.top_k.value_or(int32_t(gen.top_k));
-  if (p.top_k == 0) p.top_k = -1;  // generation_config.json writes 0 for "off"
-  p.min_p = s.min_p.value_or(0.0f);
-  p.repetition_penalty = s.repetition_penalty.value_or(float(gen.repetition_penalty));
-  p.presence_penalty = s.presence_penalty.value_or(0.0f);
-  p.frequency_penalty = s.frequency_penalty.value_or(0.0f);
-  if (s.seed) {
-    p.seed = *s.seed;
-  } else {
-    // FNV-1a of the id: stable across runs and machines (std::hash is neither).
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (unsigned char c : req.custom_id) h = (h ^ c) * 0x100000001b3ull;
-    p.seed = h;
-  }
-  p.top_logprobs = s.logprobs ? s.top_logprobs : 0;
-  return p;
 }
 
 }  // namespace qmpi

@@ -1,0 +1,48 @@
+// What the request pipeline (pipeline.h) tells the one who sent a request: a delta for every
+// sampled token, then exactly one final (every choice finished, or the request was cancelled)
+// or one error. The sinks turn these into what each front shows: streamed text on stdout
+// (`qmpi run`), one JSON line (`qmpi batch`), SSE chunks or ZeroMQ messages (`qmpi serve`).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/errors.h"
+#include "engine/sampler.h"
+#include "requests/request.h"
+
+namespace qmpi {
+
+struct ChoiceOutput {
+  std::string text;
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<std::vector<TokenLogprob>> top;  // per token, when top_logprobs > 0
+  std::string finish_reason;                   // "stop", "length" or "cancelled"
+};
+
+struct RequestOutput {
+  int64_t line_no = 0;  // the number in the response ids (batch: the input line)
+  std::string custom_id;
+  Endpoint endpoint = Endpoint::Completion;
+  std::string model;
+  int64_t prompt_tokens = 0;
+  std::vector<int32_t> prompt_ids;  // reported with token ids on
+  bool logprobs = false;
+  std::vector<ChoiceOutput> choices;
+  int64_t created = 0;  // unix seconds
+};
+
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  // Choice `index` sampled `token`; `text` is the text it released (often empty: stop strings
+  // hold text back until it cannot be the start of one).
+  virtual void delta(int32_t index, const std::string& text, int32_t token) = 0;
+  // Every choice has finished; their texts, tokens and finish reasons.
+  virtual void final(RequestOutput out) = 0;
+  // The request failed (its sequences are gone); nothing follows.
+  virtual void error(const Error& e) = 0;
+};
+
+}  // namespace qmpi

@@ -1,0 +1,163 @@
+#include "requests/pipeline.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace qmpi {
+namespace {
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+RequestPipeline::RequestPipeline(Scheduler& sched, const BatchModel& model, PipelineOptions opts)
+    : sched_(sched), model_(model), opts_(std::move(opts)) {}
+
+void RequestPipeline::admit(int64_t key, std::string id, const BatchRequest& req,
+                            std::vector<int32_t> prompt, std::shared_ptr<RequestSink> sink) {
+  if (active_.count(key)) raise(Err::Internal, "request key " + std::to_string(key) + " is in use");
+  const RequestSampling& rs = req.sampling;
+  if (!model_.tokenizer && !rs.stop.empty())
+    raise(Err::RequestField, "stop strings need the model's tokenizer.json");
+  auto a = std::make_unique<Active>();
+  a->key = key;
+  a->id = std::move(id);
+  a->endpoint = req.endpoint;
+  a->model = req.model.empty() ? opts_.model_name : req.model;
+  a->logprobs = rs.logprobs;
+  a->top_logprobs = rs.logprobs ? rs.top_logprobs : 0;
+  a->sink = std::move(sink);
+  SequenceSpec spec = request_sequence_spec(req, prompt, model_, opts_.default_max_tokens);
+  a->prompt = std::move(prompt);
+  const uint64_t seed = spec.sampling.seed;
+  a->choices.resize(size_t(rs.n));
+  try {
+    for (int32_t c = 0; c < rs.n; ++c) {
+      spec.sampling.seed = choice_seed(seed, uint32_t(c));
+      Choice& ch = a->choices[size_t(c)];
+      ch.seq = sched_.add(spec);
+      if (model_.tokenizer)
+        ch.text = std::make_unique<StopStringMatcher>(*model_.tokenizer, rs.stop, true);
+      by_seq_[ch.seq] = {a.get(), size_t(c)};
+      ++a->remaining;
+    }
+  } catch (const Error&) {
+    for (const Choice& ch : a->choices)
+      if (ch.seq != 0) {
+        sched_.finish(ch.seq);
+        by_seq_.erase(ch.seq);
+      }
+    throw;
+  }
+  active_.emplace(key, std::move(a));
+}
+
+void RequestPipeline::dispatch(const std::vector<TokenEvent>& events) {
+  for (const TokenEvent& ev : events) on_token(ev);
+}
+
+void RequestPipeline::on_token(const TokenEvent& ev) {
+  const auto it = by_seq_.find(ev.seq);
+  if (it == by_seq_.end()) return;  // another choice of its request failed earlier this step
+  Active& a = *it->second.first;
+  const size_t index = it->second.second;
+  Choice& c = a.choices[index];
+  c.out.tokens.push_back(ev.token);
+  c.out.logprobs.push_back(ev.logprob);
+  if (a.top_logprobs > 0) c.out.top.push_back(ev.top);
+
+  std::string piece;
+  bool stopped = false;
+  try {
+    // A stop id's own text is left out (eos is special anyway; stop_token_ids may not be), but
+    // its id stays in the tokens.
+    if (c.text && ev.finish != FinishReason::Stop) piece = c.text->push(ev.token);
+    stopped = c.text && c.text->stopped();
+    if (c.text && (stopped || ev.finish != FinishReason::None)) piece += c.text->finish();
+  } catch (const Error& e) {  // a token the tokenizer cannot show
+    return fail(a, e);
+  }
+  a.sink->delta(int32_t(index), piece, ev.token);
+  if (stopped && ev.finish == FinishReason::None) sched_.finish(ev.seq);
+  if (stopped || ev.finish != FinishReason::None)
+    finish_choice(a, c, stopped ? "stop" : finish_reason_name(ev.finish));
+}
+
+void RequestPipeline::finish_choice(Active& a, Choice& c, const std::string& reason) {
+  c.done = true;
+  if (c.text) c.out.text = c.text->text();
+  c.out.finish_reason = reason;
+  by_seq_.erase(c.seq);
+  if (--a.remaining == 0) complete(a);
+}
+
+void RequestPipeline::complete(Active& a) {
+  RequestOutput out;
+  out.line_no = a.key;
+  out.custom_id = a.id;
+  out.endpoint = a.endpoint;
+  out.model = a.model;
+  out.prompt_tokens = int64_t(a.prompt.size());
+  out.prompt_ids = std::move(a.prompt);
+  out.logprobs = a.logprobs;
+  out.created = unix_now();
+  for (Choice& c : a.choices) out.choices.push_back(std::move(c.out));
+  const std::shared_ptr<RequestSink> sink = std::move(a.sink);
+  active_.erase(a.key);  // `a` is gone from here on
+  sink->final(std::move(out));
+}
+
+void RequestPipeline::fail(Active& a, const Error& e) {
+  for (const Choice& c : a.choices) {
+    if (!c.done) sched_.finish(c.seq);
+    by_seq_.erase(c.seq);
+  }
+  const std::shared_ptr<RequestSink> sink = std::move(a.sink);
+  active_.erase(a.key);
+  sink->error(e);
+}
+
+void RequestPipeline::cancel(int64_t key) {
+  const auto it = active_.find(key);
+  if (it == active_.end()) return;
+  Active& a = *it->second;
+  for (Choice& c : a.choices) {
+    if (c.done) continue;
+    sched_.finish(c.seq);  // frees its KV blocks now
+    by_seq_.erase(c.seq);
+    c.done = true;
+    if (c.text) c.out.text = c.text->text();
+    c.out.finish_reason = "cancelled";
+  }
+  a.remaining = 0;
+  complete(a);
+}
+
+int64_t RequestPipeline::drop_unstarted() {
+  std::vector<int64_t> idle;
+  for (const auto& [key, a] : active_) {
+    const bool untouched = std::all_of(a->choices.begin(), a->choices.end(), [&](const Choice& c) {
+      const Sequence* s = sched_.find(c.seq);
+      return s && s->state == SeqState::Waiting && s->output.empty();
+    });
+    if (untouched) idle.push_back(key);
+  }
+  for (int64_t key : idle) {
+    for (const Choice& c : active_[key]->choices) {
+      sched_.finish(c.seq);
+      by_seq_.erase(c.seq);
+    }
+    active_.erase(key);
+  }
+  return int64_t(idle.size());
+}
+
+void RequestPipeline::fail_all(const Error& e) {
+  while (!active_.empty()) fail(*active_.begin()->second, e);
+}
+
+}  // namespace qmpi

@@ -1,0 +1,43 @@
+// A checked request, whatever it came from (a batch line, a ZeroMQ message, an HTTP body, the
+// options of `qmpi run`): the endpoint it asks for, its prompt, and its sampling fields as given
+// (unset ones come from generation_config.json, see sampling_resolver.h).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "text/chat_template.h"
+
+namespace qmpi {
+
+enum class Endpoint { Chat, Completion };
+
+// Sampling fields as the request gave them.
+struct RequestSampling {
+  std::optional<float> temperature, top_p, min_p;
+  std::optional<int32_t> top_k;
+  std::optional<float> repetition_penalty, presence_penalty, frequency_penalty;
+  std::optional<uint64_t> seed;
+  std::optional<int64_t> max_tokens;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int32_t n = 1;
+  bool logprobs = false;     // report the sampled tokens' log-probabilities
+  int32_t top_logprobs = 0;  // and this many alternatives per token
+};
+
+struct BatchRequest {
+  std::string custom_id;
+  Endpoint endpoint = Endpoint::Completion;
+  bool openai_line = false;           // came as an OpenAI Batch API line
+  std::string model;                  // the body's "model", echoed in the response
+  std::vector<ChatMessage> messages;  // chat
+  std::string prompt;                 // completion text
+  std::vector<int32_t> prompt_ids;    // completion given as token ids
+  RequestSampling sampling;
+  bool stream = false;  // "stream": true (serving only)
+};
+
+}  // namespace qmpi

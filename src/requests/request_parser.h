@@ -1,0 +1,40 @@
+// Request JSON into a checked BatchRequest (request.h), strictly. One line of a batch input
+// file is an OpenAI Batch API line
+//   {"custom_id", "method": "POST", "url": "/v1/chat/completions" | "/v1/completions", "body"}
+// or the plain form {"id", "prompt" | "messages", ...sampling fields}. A line that cannot be
+// used becomes an error with its catalogue code (RequestJson, RequestField, SamplingInvalid)
+// and the job goes on. See docs/batch.md for the fields.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/errors.h"
+#include "requests/request.h"
+
+namespace qmpi {
+
+struct ParsedLine {
+  std::string custom_id;  // "line-N" when the line has none that can be read
+  std::optional<BatchRequest> request;
+  std::optional<Error> error;
+};
+
+// `line_no` is 1-based and goes into error messages.
+ParsedLine parse_request_line(std::string_view line, int64_t line_no);
+
+// Checks the request fields of `body` (an OpenAI request body, or the fields of a plain request
+// without its id) into `r`. With `r.openai_line` set, `r.endpoint` is what the URL asks for and
+// the body must match it. `where` starts every message ("line 7", "request \"a1\""). Only
+// serving passes `allow_stream`. Raises RequestJson, RequestField or SamplingInvalid.
+void read_request_body(const nlohmann::json& body, BatchRequest& r, const std::string& where,
+                       bool allow_stream);
+
+// The id a line without a usable custom_id/id gets in the output.
+std::string line_id(int64_t line_no);
+
+}  // namespace qmpi
