@@ -62,12 +62,26 @@ TEST(MpiChecks, SingleProcessChecksALayoutOnPaper) {
 
 TEST(MpiChecks, LayoutTheModelCannotSplitFailsWithTheLayoutRule) {
   const ModelConfig half = preset_config("qwen2.5-0.5b");
-  const auto fs = layout_findings(Layout{6, 1, {}}, false, hosts({{"a", 6}}), &half);
-  // 14 heads and 2 KV heads: whichever rule the layout check names first, it is a FAIL.
-  const Finding* f = find(fs, Err::KvHeadsNotDivisible);
-  if (!f) f = find(fs, Err::HeadsNotDivisible);
+  // 14 heads: TP 16 leaves two ranks without a query head.
+  const auto fs = layout_findings(Layout{16, 1, {}}, false, hosts({{"a", 16}}), &half);
+  const Finding* f = find(fs, Err::TpExceedsHeads);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->status, Status::Fail);
+}
+
+TEST(MpiChecks, UnevenSplitIsDescribedPerRank) {
+  const ModelConfig half = preset_config("qwen2.5-0.5b");
+  // 14 heads / 2 KV heads on 4 ranks: 4,4,3,3 query heads; rank 1 (heads 4-7) reads both.
+  const auto fs = layout_findings(Layout{4, 1, {}}, false, hosts({{"a", 4}}), &half);
+  bool found = false;
+  for (const Finding& f : fs)
+    if (f.message.find("can split the model") != std::string::npos) {
+      found = true;
+      EXPECT_EQ(f.status, Status::Ok);
+      EXPECT_NE(f.message.find("3-4 query and 1-2 KV heads"), std::string::npos) << f.message;
+      EXPECT_NE(f.message.find("5 KV-head copies of 2"), std::string::npos) << f.message;
+    }
+  EXPECT_TRUE(found);
 }
 
 TEST(MpiChecks, TpGroupAcrossHostsFails) {
