@@ -193,8 +193,12 @@ std::string render_plan_text(const ModelConfig& cfg, const PlanResult& plan) {
   std::string s = header(cfg, plan.inputs) + "\n";
   s += "Per-rank memory in GiB for the most loaded rank of each layout:\n";
   s += kTableHead;
-  for (size_t i = 0; i < plan.layouts.size(); ++i)
-    s += row(cfg, plan.layouts[i], int(i) == plan.best);
+  for (size_t i = 0; i < plan.layouts.size(); ++i) {
+    std::string line = row(cfg, plan.layouts[i], int(i) == plan.best);
+    // A row without a note would end in the note column's padding.
+    while (line.size() > 1 && line[line.size() - 2] == ' ') line.erase(line.size() - 2, 1);
+    s += line;
+  }
   s += "KV heads: copies held by one stage's TP ranks / the model's (more when a KV head's query "
        "heads\nstraddle two ranks). AR/token: all-reduce bytes a TP rank sends per token.\n\n";
   if (plan.best >= 0) {

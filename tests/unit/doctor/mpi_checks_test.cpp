@@ -34,10 +34,15 @@ TEST(MpiChecks, DefaultLayoutKeepsTpInsideHosts) {
 }
 
 TEST(MpiChecks, DefaultLayoutWithAModelIsOneItCanRun) {
-  const ModelConfig half = preset_config("qwen2.5-0.5b");  // 14 heads, 2 KV heads, 24 layers
-  const auto l = default_layout(hosts({{"a", 6}}), &half);
-  EXPECT_EQ(l.tp, 2);
-  EXPECT_EQ(l.pp, 3);
+  ModelConfig half = preset_config("qwen2.5-0.5b");  // 14 heads, 2 KV heads, 24 layers
+  auto l = default_layout(hosts({{"a", 6}}), &half);
+  EXPECT_EQ(l.tp, 6);  // uneven (3,3,2,2,2,2 heads), but it runs
+  EXPECT_EQ(l.pp, 1);
+  half.num_heads = 4;  // too few heads for TP 6: the widest TP that divides the host is 3
+  half.num_kv_heads = 2;
+  l = default_layout(hosts({{"a", 6}}), &half);
+  EXPECT_EQ(l.tp, 3);
+  EXPECT_EQ(l.pp, 2);
 }
 
 TEST(MpiChecks, RanksPerHostListsEveryHost) {
