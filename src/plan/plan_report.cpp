@@ -280,7 +280,7 @@ json plan_json(const ModelConfig& cfg, const PlanResult& plan) {
   if (plan.best >= 0) {
     const Layout& l = plan.layouts[size_t(plan.best)].layout;
     j["recommended"] = {{"tp", l.tp}, {"pp", l.pp}, {"command", plan.command}};
-    j["why"] = plan.why;
+    j["recommended"]["why"] = plan.why;
   } else {
     j["recommended"] = nullptr;
     j["code"] = error_id(plan.failure);

@@ -70,7 +70,7 @@ for r in 0 1 2 3 4 5; do
 done
 expect tp6.out "mpirun -np 6 qmpi serve --model MODEL_DIR --tp 6 --pp 1 --backend cuda"
 
-run tp65 plan "${common[@]}" --gpu-mem 80GB --tp 65
+run tp65 plan --model-config "$M72" --gpus 65 --gpu-mem 80GB --tp 65
 expect_rc 2 "--tp 65 on 64 heads"
 expect tp65.err "error QM102 (tp-exceeds-heads): --tp 65 is larger than num_attention_heads (64)"
 

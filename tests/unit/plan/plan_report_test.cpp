@@ -77,6 +77,10 @@ TEST(PlanReport, JsonCarriesVerdictsAndNumbers) {
   EXPECT_EQ(j["model"]["kv_cache_tokens"], 32768);
   EXPECT_EQ(j["recommended"]["tp"], 2);
   EXPECT_EQ(j["recommended"]["pp"], 3);
+  // Why not TP 6, 3 x 2 or 1 x 6: one sentence each.
+  EXPECT_EQ(j["recommended"]["why"].size(), 3u) << j["recommended"].dump();
+  for (const auto& l : j["layouts"])
+    if (l["tp"] == 6) EXPECT_EQ(l["kv_head_copies"], 13);
   EXPECT_EQ(j["layouts"].size(), 14u);
   const nlohmann::json one = layout_json(cfg, evaluate_layout(cfg, {2, 3, {}}, in), in);
   ASSERT_EQ(one["layout"]["ranks"].size(), 6u);
