@@ -18,7 +18,8 @@ std::string join_counts(const std::vector<int>& counts) {
 }
 
 // Why `tp` cannot run `cfg`, or an empty string when it can. A rank without a query head would
-// have nothing to attend with; every other split (KV heads, MLP columns, vocab) follows from it.
+// have nothing to attend with. The KV heads follow the query heads, and MLP columns and vocab
+// rows outnumber the heads of every real config (make_shard_plan checks them anyway).
 std::string tp_problem(const ModelConfig& cfg, int tp) {
   if (tp <= cfg.num_heads) return {};
   return "--tp " + std::to_string(tp) + " is larger than num_attention_heads (" +
