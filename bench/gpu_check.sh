@@ -3,8 +3,8 @@
 # unpack a prepared bundle), the CUDA unit tests (every kernel against the CPU backend on fresh
 # random data), `qmpi logits` with --backend cuda against --backend cpu on the tiny and the
 # qwen2.5-0.5b presets, the 6-rank --tp 2 --pp 3 --comm mpi layout on the one GPU (and every
-# rank's "memory predicted / actual" line, its KV cache sized from the device), and decode /
-# prefill tokens/s next to the HBM roofline (weight bytes per token / measured copy bandwidth).
+# rank's "memory predicted / actual" line, its KV cache sized from the device), the 3-rank
+# uneven --tp 3 (5,5,4 heads over 2 KV heads) on it too, and decode / prefill tokens/s next to the HBM roofline (weight bytes per token / measured copy bandwidth).
 # Finishes inside QMPI_CHECK_BUDGET_S seconds (default 450) and prints a short table last;
 # logs go to $OUT when set (the device tool brings them back), else /tmp/qmpi-gpu-check.
 #
@@ -353,6 +353,20 @@ if ((models_ok)) && [[ -n "$py" ]]; then
     row "memory predicted / actual, 6 ranks" ok "rank 0: ${mem_rank0:-?}"
   else
     row "memory predicted / actual, 6 ranks" FAIL "$mem_count lines, $mem_device with device numbers (want 6)"
+  fi
+
+  # TP 3 divides nothing on qwen2.5-0.5b (14 heads, 2 KV heads): 5,5,4 query heads, and the
+  # middle rank holds both KV heads, so the CUDA attention kernel runs an uneven head map.
+  if run 120 env "${qenv[@]}" OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" \
+       "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 3 "$qmpi" logits --model "$work/q05" --ids "$ids" \
+       --out "$work/q05.tp3.npy" --tp 3 --pp 1 --backend "$backend" --comm mpi; then
+    if value="$(compare "$work/q05.tp3.npy" "$work/q05.cpu.npy" "$logits_tol")"; then
+      row "3 ranks tp3 (uneven heads) --comm mpi vs cpu" ok "$value"
+    else
+      row "3 ranks tp3 (uneven heads) --comm mpi vs cpu" FAIL "$value (bound $logits_tol)"
+    fi
+  else
+    row "3 ranks tp3 (uneven heads) --comm mpi vs cpu" FAIL "mpirun failed: see log"
   fi
 
   # Speed: one sequence, 128-token prompt, 64 generated tokens.

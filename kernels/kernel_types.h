@@ -36,7 +36,31 @@ struct AttentionBatch {
   int32_t num_kv_heads = 0;               // KV heads on this rank
   int32_t head_dim = 0;
   float scale = 1.0f;
+  // host, [num_heads]: the local KV head each local query head reads (ShardPlan::kv_head_of_q);
+  // non-decreasing, so a KV head's query heads are contiguous. An uneven TP split gives KV heads
+  // groups of different sizes on one rank. Null: the even split, head h reads h / (heads /
+  // kv_heads).
+  const int32_t* kv_head_of = nullptr;
 };
+
+// The KV head query head `h` of `b` reads.
+inline int32_t kv_head_for(const AttentionBatch& b, int32_t h) {
+  return b.kv_head_of ? b.kv_head_of[h] : h / (b.num_heads / b.num_kv_heads);
+}
+
+// True when every KV head of `b` is read by a contiguous, non-empty run of query heads, in
+// order (what the kernels assume): the map starts at 0, steps by 0 or 1 and ends at
+// num_kv_heads - 1; without a map, num_kv_heads divides num_heads.
+inline bool heads_are_grouped(const AttentionBatch& b) {
+  if (b.num_kv_heads <= 0 || b.num_heads < b.num_kv_heads) return false;
+  if (!b.kv_head_of) return b.num_heads % b.num_kv_heads == 0;
+  if (b.kv_head_of[0] != 0 || b.kv_head_of[b.num_heads - 1] != b.num_kv_heads - 1) return false;
+  for (int32_t h = 1; h < b.num_heads; ++h) {
+    const int32_t step = b.kv_head_of[h] - b.kv_head_of[h - 1];
+    if (step != 0 && step != 1) return false;
+  }
+  return true;
+}
 
 // The paged KV cache of one layer: K and V pools of [num_blocks, block_size, kv_heads, head_dim]
 // float32. A token's slot is block_id * block_size + offset_in_block.

@@ -12,8 +12,8 @@ namespace qmpi::cpu {
 namespace {
 
 void check(const AttentionBatch& b, const KvLayerView& kv) {
-  if (b.num_kv_heads <= 0 || b.num_heads % b.num_kv_heads != 0 ||
-      b.num_kv_heads != kv.num_kv_heads || b.head_dim != kv.head_dim || kv.block_size <= 0)
+  if (!heads_are_grouped(b) || b.num_kv_heads != kv.num_kv_heads || b.head_dim != kv.head_dim ||
+      kv.block_size <= 0)
     raise(Err::Internal, "attention over " + std::to_string(b.num_heads) + " heads / " +
                              std::to_string(b.num_kv_heads) + " KV heads of dim " +
                              std::to_string(b.head_dim) + " does not match a cache of " +
@@ -61,8 +61,14 @@ void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, f
       rows.push_back({s, i});
       work += int64_t(b.seqs[s].ctx_len) * b.num_heads * b.head_dim;
     }
-  const int32_t d = b.head_dim, kvh_count = b.num_kv_heads, group = b.num_heads / kvh_count;
+  const int32_t d = b.head_dim, kvh_count = b.num_kv_heads;
   const int32_t bs = kv.block_size;
+  // The query heads of KV head k are [first[k], first[k + 1]) (check() made them contiguous);
+  // on an uneven TP split the groups of one rank differ in size.
+  std::vector<int32_t> first(size_t(kvh_count) + 1, b.num_heads);
+  for (int32_t h = b.num_heads - 1; h >= 0; --h) first[size_t(kv_head_for(b, h))] = h;
+  int32_t widest = 0;
+  for (int32_t k = 0; k < kvh_count; ++k) widest = std::max(widest, first[k + 1] - first[k]);
   // A work item is one query row and one KV head: the group's query heads share each key and
   // value read.
   const int64_t items = int64_t(rows.size()) * kvh_count;
@@ -70,7 +76,7 @@ void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, f
 #pragma omp parallel num_threads(std::max(nt, 1))
   {
     std::vector<float> scores;
-    std::vector<float> inv(static_cast<size_t>(group));
+    std::vector<float> inv(static_cast<size_t>(widest));
 #pragma omp for schedule(dynamic, 1)
     for (int64_t it = 0; it < items; ++it) {
       const QueryRow r = rows[size_t(it / kvh_count)];
@@ -79,8 +85,9 @@ void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, f
       const int32_t* table = b.block_tables + seq.table_begin;
       const int64_t keys = int64_t(seq.ctx_len) - seq.q_len + r.index + 1;
       const int64_t qrow = int64_t(seq.q_begin) + r.index;
-      const float* qg = q + (qrow * b.num_heads + int64_t(kvh) * group) * d;
-      float* og = out + (qrow * b.num_heads + int64_t(kvh) * group) * d;
+      const int32_t group = first[size_t(kvh) + 1] - first[size_t(kvh)];
+      const float* qg = q + (qrow * b.num_heads + first[size_t(kvh)]) * d;
+      float* og = out + (qrow * b.num_heads + first[size_t(kvh)]) * d;
       scores.resize(size_t(group * keys));
 
       for (int64_t t0 = 0; t0 < keys; t0 += bs) {

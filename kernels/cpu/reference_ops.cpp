@@ -93,7 +93,6 @@ void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
 
 void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, float* out) {
   const int32_t d = b.head_dim;
-  const int32_t group = b.num_heads / b.num_kv_heads;
   for (int32_t s = 0; s < b.num_seqs; ++s) {
     const AttentionSeq& seq = b.seqs[s];
     const int32_t* table = b.block_tables + seq.table_begin;
@@ -105,7 +104,7 @@ void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, f
     for (int32_t i = 0; i < seq.q_len; ++i) {
       const int32_t pos = seq.ctx_len - seq.q_len + i;
       for (int32_t h = 0; h < b.num_heads; ++h) {
-        const int32_t kvh = h / group;
+        const int32_t kvh = kv_head_for(b, h);
         const float* qv = q + (int64_t(seq.q_begin + i) * b.num_heads + h) * d;
         std::vector<double> score(pos + 1);
         double mx = -std::numeric_limits<double>::infinity();

@@ -19,7 +19,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionP
   if (s < 0) return;
   const AttentionSeqDev seq = p.seqs[s];
   const int32_t n_keys = query_position(seq.ctx_len, seq.q_len, int32_t(row) - seq.q_begin) + 1;
-  const int32_t kvh = kv_head_of(head, p.heads, p.kv_heads);
+  const int32_t kvh = p.kv_head_of[head];
   const int32_t* table = p.block_tables + seq.table_begin;
   const int32_t hd = p.head_dim;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -93,8 +93,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionP
 
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
   if (p.rows <= 0 || p.heads <= 0) return cudaSuccess;
-  if (p.kv_heads <= 0 || p.heads % p.kv_heads != 0 || p.block_size <= 0)
-    return cudaErrorInvalidValue;
+  if (p.kv_heads <= 0 || !p.kv_head_of || p.block_size <= 0) return cudaErrorInvalidValue;
   const LaunchShape s = attention_shape(p.rows, p.heads, p.head_dim);
   if (s.empty()) return cudaErrorInvalidValue;
   attention_kernel<<<grid_of(s), s.block, 0, stream>>>(p);

@@ -20,11 +20,6 @@ QMPI_HD inline int64_t kv_offset(int64_t slot, int32_t kv_head, int32_t kv_heads
   return (slot * kv_heads + kv_head) * head_dim;
 }
 
-// Query head h reads KV head h / (heads / kv_heads) (grouped-query attention).
-QMPI_HD inline int32_t kv_head_of(int32_t head, int32_t heads, int32_t kv_heads) {
-  return head / (heads / kv_heads);
-}
-
 // A new token i of a sequence with q_len new tokens and ctx_len keys (past + new) sits at
 // position ctx_len - q_len + i and, causally, sees keys 0 .. that position.
 QMPI_HD inline int32_t query_position(int32_t ctx_len, int32_t q_len, int32_t i) {

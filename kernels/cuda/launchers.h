@@ -47,6 +47,7 @@ struct AttentionParams {
   const AttentionSeqDev* seqs = nullptr;
   const int32_t* row_seq = nullptr;  // [rows]: the sequence of each query row, or -1
   const int32_t* block_tables = nullptr;
+  const int32_t* kv_head_of = nullptr;  // [heads]: the KV head each query head reads
   int64_t rows = 0;
   int32_t heads = 0;
   int32_t kv_heads = 0;

@@ -25,30 +25,16 @@ constexpr std::array kCatalogue{
                kExitUser,
                "`mpirun -np 4 ... --tp 2 --pp 3` aborts at start, or (elsewhere) a Ray placement "
                "group waits forever for GPUs that are not there."},
-    ErrorEntry{Err::HeadsNotDivisible, "heads-not-divisible",
-               "num_attention_heads is not divisible by the tensor-parallel size.",
-               "Each TP rank owns a whole number of attention heads.",
-               "Pick a --tp that divides the head count (see `qmpi plan`), and use --pp for the "
-               "remaining GPUs.",
+    ErrorEntry{Err::TpExceedsHeads, "tp-exceeds-heads",
+               "The tensor-parallel size is larger than num_attention_heads.",
+               "Each TP rank computes at least one query head (heads are spread as evenly as "
+               "possible, and a KV head shared by two ranks is held by both), so --tp can be any "
+               "number up to num_attention_heads, but not more.",
+               "Use a --tp of at most num_attention_heads and cover the remaining ranks with --pp "
+               "(see `qmpi plan`).",
                kExitUser,
-               "`Total number of attention heads (64) must be divisible by tensor parallel size "
-               "(6)`, or a shape error while loading q_proj/o_proj."},
-    ErrorEntry{
-        Err::KvHeadsNotDivisible, "kv-heads-not-divisible",
-        "num_key_value_heads is not divisible by the tensor-parallel size.",
-        "Each TP rank owns whole KV heads; for example 8 KV heads cannot split over 6 ranks.",
-        "Pick a --tp that divides the KV-head count and cover the rest with --pp, e.g. "
-        "`mpirun -np 6 qmpi --tp 2 --pp 3` for Qwen2.5-72B on 6 GPUs.",
-        kExitUser,
-        "`num_key_value_heads (8) must be divisible by tensor parallel size (6)`, or a "
-        "shape error while loading k_proj/v_proj with --tp 6."},
-    ErrorEntry{Err::IntermediateNotDivisible, "intermediate-not-divisible",
-               "intermediate_size is not divisible by the tensor-parallel size.",
-               "The MLP's gate/up rows and down columns are split evenly over TP ranks.",
-               "Pick a --tp that divides intermediate_size (see `qmpi plan`).", kExitUser,
-               "A shape error for gate_proj/up_proj/down_proj at load time, or with AWQ/GPTQ "
-               "weights a complaint that the input size is not aligned with the quantized weight "
-               "shape."},
+               "`Total number of attention heads (14) must be divisible by tensor parallel size "
+               "(16)`, or a shape error while loading q_proj/o_proj."},
     ErrorEntry{Err::PipelineLayers, "pipeline-layers",
                "The pipeline stages do not cover the model's layers.",
                "Every stage needs at least one layer, and --pp-layers must list one count per "

@@ -13,9 +13,9 @@ enum class Err : uint16_t {
   // usage and layout (QM1xx)
   Usage = 100,
   WorldSize = 101,
-  HeadsNotDivisible = 102,
-  KvHeadsNotDivisible = 103,
-  IntermediateNotDivisible = 104,
+  TpExceedsHeads = 102,
+  // 103 and 104 (KV heads / intermediate_size not divisible by --tp) are retired: any --tp up
+  // to num_attention_heads runs (model/shard_plan.h).
   PipelineLayers = 105,
   TpSpansHosts = 106,
   TpSlowLink = 107,
@@ -75,7 +75,7 @@ enum class Err : uint16_t {
 
 struct ErrorEntry {
   Err code;
-  std::string_view name;     // stable kebab-case name, e.g. "kv-heads-not-divisible"
+  std::string_view name;     // stable kebab-case name, e.g. "tp-exceeds-heads"
   std::string_view summary;  // what the user sees happen, in their words
   std::string_view why;
   std::string_view fix;
@@ -87,7 +87,7 @@ struct ErrorEntry {
 
 std::span<const ErrorEntry> error_catalogue();
 const ErrorEntry& error_entry(Err code);
-// "QM103"
+// "QM102"
 std::string error_id(Err code);
 
 // A failure with its catalogue code. `message` is the specific sentence (what happened, with
@@ -99,7 +99,7 @@ class Error : public std::runtime_error {
   const std::string& message() const { return message_; }
   const std::string& fix() const { return fix_; }
   int exit_code() const { return error_entry(code_).exit_code; }
-  // "error QM103 (kv-heads-not-divisible): <message>\n  why: ...\n  fix: ..."
+  // "error QM102 (tp-exceeds-heads): <message>\n  why: ...\n  fix: ..."
   std::string render() const;
 
  private:

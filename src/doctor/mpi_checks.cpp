@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <set>
@@ -97,14 +98,30 @@ std::vector<Finding> layout_findings(const Layout& layout, bool chosen_by_defaul
   if (cfg) {
     try {
       check_layout(*cfg, layout);
-      const ShardPlan p = make_shard_plan(*cfg, layout, 0);
+      // An uneven split gives ranks different counts; name the range and the KV-head copies.
+      int64_t q_min = cfg->num_heads, q_max = 0, kv_min = cfg->num_kv_heads, kv_max = 0;
+      int64_t im_min = cfg->intermediate_size, im_max = 0, kv_copies = 0;
+      for (int r = 0; r < layout.tp; ++r) {
+        const ShardPlan p = make_shard_plan(*cfg, layout, r);
+        q_min = std::min(q_min, p.q_heads.size());
+        q_max = std::max(q_max, p.q_heads.size());
+        kv_min = std::min(kv_min, p.kv_heads.size());
+        kv_max = std::max(kv_max, p.kv_heads.size());
+        im_min = std::min(im_min, p.intermediate.size());
+        im_max = std::max(im_max, p.intermediate.size());
+        kv_copies += p.kv_heads.size();
+      }
+      auto span = [](int64_t lo, int64_t hi) {
+        return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
+      };
       std::string stages;
       for (int n : split_layers(int(cfg->num_layers), layout.pp, layout.pp_layers))
         stages += (stages.empty() ? "" : ",") + std::to_string(n);
-      out.push_back(ok("mpi", lt + " can split the model: " + std::to_string(p.q_heads.size()) +
-                                  " query and " + std::to_string(p.kv_heads.size()) +
-                                  " KV heads, " + std::to_string(p.intermediate.size()) +
-                                  " MLP columns per TP rank; layers per stage " + stages));
+      out.push_back(ok("mpi", lt + " can split the model: " + span(q_min, q_max) + " query and " +
+                                  span(kv_min, kv_max) + " KV heads, " + span(im_min, im_max) +
+                                  " MLP columns per TP rank (" + std::to_string(kv_copies) +
+                                  " KV-head copies of " + std::to_string(cfg->num_kv_heads) +
+                                  "); layers per stage " + stages));
     } catch (const Error& e) {
       out.push_back(fail("mpi", e));
     }

@@ -16,7 +16,8 @@ Qwen2Model::Qwen2Model(const ModelConfig& cfg, const ShardPlan& plan, Backend& b
 // Step-sized work buffers, grown on demand and reused across steps.
 float* Qwen2Model::scratch(int slot, size_t floats) {
   Buffer& b = scratch_[slot];
-  if (b.bytes() < floats * sizeof(float)) b = be_.alloc(std::max<size_t>(floats, 1) * sizeof(float));
+  if (b.bytes() < floats * sizeof(float))
+    b = be_.alloc(std::max<size_t>(floats, 1) * sizeof(float));
   return b.as<float>();
 }
 
@@ -54,6 +55,7 @@ void Qwen2Model::run_layers(const BatchInput& batch, float* x, KvCache& cache) {
   ab.num_kv_heads = nkv;
   ab.head_dim = int32_t(d);
   ab.scale = float(1.0 / std::sqrt(double(d)));
+  ab.kv_head_of = plan_.kv_head_of_q.data();
 
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     const Qwen2LayerWeights& L = w_.layers[l];
@@ -99,9 +101,9 @@ void Qwen2Model::logits(const BatchInput& batch, const float* hidden, float* hos
     be_.copy_to_host(host_logits, out, size_t(R * V) * sizeof(float));
     return;
   }
-  // Vocab slices may be uneven (ceil(V/tp) rows, the last rank fewer): gather equal-sized,
+  // Vocab slices may be uneven (the first ranks hold a split unit more): gather equal-sized,
   // padded blocks [tp][R][per_rank] and reassemble [R][V] on the host.
-  const int64_t per_rank = (V + tp_.size() - 1) / tp_.size();
+  const int64_t per_rank = plan_.max_vocab_rows(cfg_);
   float* out = scratch(kLogits, R * per_rank);
   be_.matmul(rows, R, w_.head().view(), nullptr, out);
   if (local < per_rank) {
@@ -118,10 +120,10 @@ void Qwen2Model::logits(const BatchInput& batch, const float* hidden, float* hos
   std::vector<float> all(size_t(R * per_rank * tp_.size()));
   be_.copy_to_host(all.data(), gathered, all.size() * sizeof(float));
   for (int t = 0; t < tp_.size(); ++t) {
-    const int64_t begin = t * per_rank, count = std::min(per_rank, V - begin);
+    const Range rows_of_t = plan_.vocab_of(cfg_, t);
     for (int64_t r = 0; r < R; ++r)
-      std::memcpy(host_logits + r * V + begin, &all[size_t((t * R + r) * per_rank)],
-                  size_t(count) * sizeof(float));
+      std::memcpy(host_logits + r * V + rows_of_t.begin, &all[size_t((t * R + r) * per_rank)],
+                  size_t(rows_of_t.size()) * sizeof(float));
   }
 }
 

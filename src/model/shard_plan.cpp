@@ -17,28 +17,13 @@ std::string join_counts(const std::vector<int>& counts) {
   return s;
 }
 
-// The first tensor-parallel rule `tp` breaks, as (code, sentence), or code Internal when none.
-// KV heads come first: they are the scarcest (8 on 72B), so their rule is the one users meet.
-struct Problem {
-  Err code = Err::Internal;
-  std::string message;
-};
-
-Problem tp_problem(const ModelConfig& cfg, int tp) {
-  auto describe = [tp](const char* key, int64_t n, const char* what) {
-    return std::string(key) + " (" + std::to_string(n) + ") is not divisible by --tp " +
-           std::to_string(tp) + ", so " + std::to_string(tp) +
-           " tensor-parallel ranks cannot each own an equal number of whole " + what;
-  };
-  if (cfg.num_kv_heads % tp != 0)
-    return {Err::KvHeadsNotDivisible,
-            describe("num_key_value_heads", cfg.num_kv_heads, "KV heads")};
-  if (cfg.num_heads % tp != 0)
-    return {Err::HeadsNotDivisible, describe("num_attention_heads", cfg.num_heads, "query heads")};
-  if (cfg.intermediate_size % tp != 0)
-    return {Err::IntermediateNotDivisible,
-            describe("intermediate_size", cfg.intermediate_size, "MLP columns")};
-  return {};
+// Why `tp` cannot run `cfg`, or an empty string when it can. A rank without a query head would
+// have nothing to attend with. The KV heads follow the query heads, and MLP columns and vocab
+// rows outnumber the heads of every real config (make_shard_plan checks them anyway).
+std::string tp_problem(const ModelConfig& cfg, int tp) {
+  if (tp <= cfg.num_heads) return {};
+  return "--tp " + std::to_string(tp) + " is larger than num_attention_heads (" +
+         std::to_string(cfg.num_heads) + "), so some tensor-parallel rank would get no query head";
 }
 
 // The fix sentence for a layout that failed on `ranks` ranks: the best layout of the same rank
@@ -47,12 +32,9 @@ std::string suggest_layout(const ModelConfig& cfg, int ranks) {
   std::vector<Layout> ok = valid_layouts(cfg, ranks);
   if (ok.empty())
     return "No --tp x --pp layout of " + std::to_string(ranks) +
-           " ranks runs this model: --tp must divide num_key_value_heads (" +
-           std::to_string(cfg.num_kv_heads) + "), num_attention_heads (" +
-           std::to_string(cfg.num_heads) + ") and intermediate_size (" +
-           std::to_string(cfg.intermediate_size) +
-           "), and --pp may not exceed num_hidden_layers (" + std::to_string(cfg.num_layers) +
-           "); launch another number of ranks.";
+           " ranks runs this model: --tp may not exceed num_attention_heads (" +
+           std::to_string(cfg.num_heads) + ") and --pp may not exceed num_hidden_layers (" +
+           std::to_string(cfg.num_layers) + "); launch another number of ranks.";
   std::string fix =
       "Use " + layout_flags(ok[0]) + " for the same " + std::to_string(ranks) + " ranks";
   if (ok.size() > 1) {
@@ -130,8 +112,7 @@ std::vector<Layout> valid_layouts(const ModelConfig& cfg, int ranks) {
   for (int tp = ranks; tp >= 1; --tp) {
     if (ranks % tp != 0) continue;
     int pp = ranks / tp;
-    if (tp_problem(cfg, tp).code == Err::Internal && pp <= cfg.num_layers)
-      out.push_back(Layout{tp, pp, {}});
+    if (tp_problem(cfg, tp).empty() && pp <= cfg.num_layers) out.push_back(Layout{tp, pp, {}});
   }
   return out;
 }
@@ -142,8 +123,8 @@ void check_layout(const ModelConfig& cfg, const Layout& layout) {
   if (layout.pp < 1)
     raise(Err::Usage, "--pp must be at least 1 (got " + std::to_string(layout.pp) + ")");
   const int ranks = layout.tp * layout.pp;
-  Problem p = tp_problem(cfg, layout.tp);
-  if (p.code != Err::Internal) raise(p.code, p.message, suggest_layout(cfg, ranks));
+  const std::string problem = tp_problem(cfg, layout.tp);
+  if (!problem.empty()) raise(Err::TpExceedsHeads, problem, suggest_layout(cfg, ranks));
   if (layout.pp > cfg.num_layers)
     raise(Err::PipelineLayers,
           "--pp " + std::to_string(layout.pp) + " makes more pipeline stages than the model's " +
@@ -153,15 +134,27 @@ void check_layout(const ModelConfig& cfg, const Layout& layout) {
   split_layers(int(cfg.num_layers), layout.pp, layout.pp_layers);
 }
 
-ShardPlan make_shard_plan(const ModelConfig& cfg, const Layout& layout, int world_rank) {
+Range split_range(int64_t n, int parts, int index, int64_t unit) {
+  const int64_t units = (n + unit - 1) / unit;
+  const int64_t per = units / parts, extra = units % parts;
+  const int64_t first = index * per + std::min<int64_t>(index, extra);
+  const int64_t count = per + (index < extra ? 1 : 0);
+  return Range{std::min(n, first * unit), std::min(n, (first + count) * unit)};
+}
+
+ShardPlan make_shard_plan(const ModelConfig& cfg, const Layout& layout, int world_rank,
+                          int64_t split_unit) {
   check_layout(cfg, layout);
   const int ranks = layout.tp * layout.pp;
   if (world_rank < 0 || world_rank >= ranks)
     raise(Err::Internal, "shard plan asked for world rank " + std::to_string(world_rank) +
                              " of a " + std::to_string(ranks) + "-rank layout");
+  if (split_unit < 1)
+    raise(Err::Internal, "shard plan asked for split unit " + std::to_string(split_unit));
   ShardPlan p;
   p.tp = layout.tp;
   p.pp = layout.pp;
+  p.split_unit = split_unit;
   p.stage = world_rank / layout.tp;
   p.tp_rank = world_rank % layout.tp;
   p.first_stage = p.stage == 0;
@@ -171,18 +164,26 @@ ShardPlan make_shard_plan(const ModelConfig& cfg, const Layout& layout, int worl
   p.layers.begin = std::accumulate(counts.begin(), counts.begin() + p.stage, int64_t{0});
   p.layers.end = p.layers.begin + counts[p.stage];
 
-  auto even = [&](int64_t n) {
-    int64_t per = n / layout.tp;
-    return Range{p.tp_rank * per, (p.tp_rank + 1) * per};
-  };
-  p.q_heads = even(cfg.num_heads);
-  p.kv_heads = even(cfg.num_kv_heads);
-  p.intermediate = even(cfg.intermediate_size);
-
-  int64_t per = (cfg.vocab_size + layout.tp - 1) / layout.tp;
-  p.vocab.begin = std::min(cfg.vocab_size, p.tp_rank * per);
-  p.vocab.end = std::min(cfg.vocab_size, p.vocab.begin + per);
+  p.q_heads = split_range(cfg.num_heads, layout.tp, p.tp_rank, 1);
+  const int64_t group = cfg.num_heads / cfg.num_kv_heads;  // config.cpp checks it divides
+  p.kv_heads = Range{p.q_heads.begin / group, (p.q_heads.end - 1) / group + 1};
+  for (int64_t h = p.q_heads.begin; h < p.q_heads.end; ++h)
+    p.kv_head_of_q.push_back(int32_t(h / group - p.kv_heads.begin));
+  p.intermediate = split_range(cfg.intermediate_size, layout.tp, p.tp_rank, split_unit);
+  p.vocab = p.vocab_of(cfg, p.tp_rank);
+  if (p.intermediate.size() == 0 || p.vocab.size() == 0)
+    raise(Err::Internal,
+          "--tp " + std::to_string(layout.tp) + " leaves TP rank " + std::to_string(p.tp_rank) +
+              " no MLP column or vocab row (split unit " + std::to_string(split_unit) + ")");
   return p;
+}
+
+Range ShardPlan::vocab_of(const ModelConfig& cfg, int rank) const {
+  return split_range(cfg.vocab_size, tp, rank, split_unit);
+}
+
+int64_t ShardPlan::max_vocab_rows(const ModelConfig& cfg) const {
+  return vocab_of(cfg, 0).size();  // the first ranks take the extra units
 }
 
 std::optional<Slice> ShardPlan::slice_for(const ModelConfig& cfg, const std::string& tensor) const {

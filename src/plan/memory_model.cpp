@@ -32,7 +32,7 @@ uint64_t activation_bytes(const ModelConfig& cfg, const ShardPlan& plan, const P
   uint64_t floats = T * (3 * h + 2 * q + 2 * kv + 2 * im);
   if (plan.last_stage) {
     const uint64_t R = uint64_t(step.logit_rows);
-    const uint64_t per_rank = uint64_t((cfg.vocab_size + plan.tp - 1) / plan.tp);
+    const uint64_t per_rank = uint64_t(plan.max_vocab_rows(cfg));
     floats += R * (h + per_rank * (1 + uint64_t(plan.tp)) + 2 * uint64_t(cfg.vocab_size));
   }
   return floats * sizeof(float);
@@ -100,6 +100,7 @@ RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const Plan
   m.tp_rank = plan.tp_rank;
   m.rank = plan.stage * plan.tp + plan.tp_rank;
   m.layers = plan.layers;
+  m.kv_heads = plan.kv_heads.size();
   for (const auto& t : tensors) {
     const auto slice = plan.slice_for(cfg, t.name);
     if (slice) m.weights += tensor_bytes(cfg, in, t.name, slice_numel(t.shape, *slice));

@@ -93,6 +93,7 @@ uint64_t host_available_memory();
 struct RankMemory {
   int rank = 0, stage = 0, tp_rank = 0;
   Range layers;
+  int64_t kv_heads = 0;  // KV heads held (an uneven TP split gives some ranks one more)
   uint64_t weights = 0;  // as they will be held (int4 estimate when in.int4_weights)
   uint64_t kv_cache = 0;
   uint64_t kv_per_token = 0;  // this rank's share of one token's K and V

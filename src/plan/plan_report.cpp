@@ -93,29 +93,34 @@ std::string note_for(const LayoutVerdict& v, bool best) {
   return error_id(v.memory_code) + " " + std::string(error_entry(v.memory_code).name);
 }
 
-std::string row(const LayoutVerdict& v, bool best) {
+std::string row(const ModelConfig& cfg, const LayoutVerdict& v, bool best) {
   if (!v.valid)
-    return printf_string("%3d %3d %5d  no    %8s %8s %8s %8s %8s %8s  %-4s %13s  %s\n", v.layout.tp,
-                         v.layout.pp, v.gpus(), "-", "-", "-", "-", "-", "-", "-", "-",
-                         note_for(v, best).c_str());
+    return printf_string("%3d %3d %5d  no    %8s %8s %8s %8s %8s %8s  %-4s %13s %8s %9s  %s\n",
+                         v.layout.tp, v.layout.pp, v.gpus(), "-", "-", "-", "-", "-", "-", "-", "-",
+                         "-", "-", note_for(v, best).c_str());
   const RankMemory& m = v.biggest_rank();
-  return printf_string("%3d %3d %5d  yes   %8s %8s %8s %8s %8s %8s  %-4s %13lld  %s\n", v.layout.tp,
-                       v.layout.pp, v.gpus(), format_gib(m.weights).c_str(),
-                       format_gib(m.kv_cache).c_str(), format_gib(m.activations).c_str(),
-                       format_gib(m.overhead).c_str(), format_gib(m.total()).c_str(),
-                       format_gib(v.budget).c_str(), v.fits ? "yes" : "no",
-                       static_cast<long long>(v.kv_room_tokens), note_for(v, best).c_str());
+  const std::string copies =
+      std::to_string(v.kv_head_copies) + "/" + std::to_string(cfg.num_kv_heads);
+  return printf_string(
+      "%3d %3d %5d  yes   %8s %8s %8s %8s %8s %8s  %-4s %13lld %8s %9s  %s\n", v.layout.tp,
+      v.layout.pp, v.gpus(), format_gib(m.weights).c_str(), format_gib(m.kv_cache).c_str(),
+      format_gib(m.activations).c_str(), format_gib(m.overhead).c_str(),
+      format_gib(m.total()).c_str(), format_gib(v.budget).c_str(), v.fits ? "yes" : "no",
+      static_cast<long long>(v.kv_room_tokens), copies.c_str(),
+      (v.layout.tp > 1 ? format_bytes(v.tp_bytes_per_token) : std::string("-")).c_str(),
+      note_for(v, best).c_str());
 }
 
 constexpr const char* kTableHead =
     " TP  PP ranks  valid  weights KV cache   activ. overhead    total   budget  fits KV room tok"
-    "  note\n";
+    " KV heads  AR/token  note\n";
 
 json rank_json(const RankMemory& m) {
   return {{"rank", m.rank},
           {"stage", m.stage},
           {"tp_rank", m.tp_rank},
           {"layers", {m.layers.begin, m.layers.end}},
+          {"kv_heads", m.kv_heads},
           {"weights_bytes", m.weights},
           {"kv_cache_bytes", m.kv_cache},
           {"kv_bytes_per_token", m.kv_per_token},
@@ -140,6 +145,8 @@ json verdict_json(const LayoutVerdict& v, bool all_ranks) {
   }
   j["budget_bytes"] = v.budget;
   j["kv_room_tokens"] = v.kv_room_tokens;
+  j["kv_head_copies"] = v.kv_head_copies;
+  j["tp_bytes_per_token"] = v.tp_bytes_per_token;
   j["hosts"] = v.hosts;
   j["cross_host_hops"] = v.cross_host_hops;
   j["biggest_rank"] = rank_json(v.biggest_rank());
@@ -186,10 +193,18 @@ std::string render_plan_text(const ModelConfig& cfg, const PlanResult& plan) {
   std::string s = header(cfg, plan.inputs) + "\n";
   s += "Per-rank memory in GiB for the most loaded rank of each layout:\n";
   s += kTableHead;
-  for (size_t i = 0; i < plan.layouts.size(); ++i) s += row(plan.layouts[i], int(i) == plan.best);
-  s += "\n";
+  for (size_t i = 0; i < plan.layouts.size(); ++i) {
+    std::string line = row(cfg, plan.layouts[i], int(i) == plan.best);
+    // A row without a note would end in the note column's padding.
+    while (line.size() > 1 && line[line.size() - 2] == ' ') line.erase(line.size() - 2, 1);
+    s += line;
+  }
+  s += "KV heads: copies held by one stage's TP ranks / the model's (more when a KV head's query "
+       "heads\nstraddle two ranks). AR/token: all-reduce bytes a TP rank sends per token.\n\n";
   if (plan.best >= 0) {
     s += plan.recommendation + "\n  " + plan.command + "\n";
+    if (!plan.why.empty()) s += "Why not the others:\n";
+    for (const auto& w : plan.why) s += "  - " + w + "\n";
     return s;
   }
   s += plan.recommendation + "\n";
@@ -213,20 +228,25 @@ std::string render_layout_text(const ModelConfig& cfg, const LayoutVerdict& v,
   }
   s += std::string(v.fits ? "valid, fits" : "valid, does not fit") + "; " +
        std::to_string(v.hosts) + (v.hosts == 1 ? " host" : " hosts") + ", " +
-       std::to_string(v.cross_host_hops) + " cross-host pipeline hops\n\n";
+       std::to_string(v.cross_host_hops) + " cross-host pipeline hops; " +
+       std::to_string(v.kv_head_copies) + " KV-head copies per stage (the model has " +
+       std::to_string(cfg.num_kv_heads) + ")";
+  if (v.layout.tp > 1)
+    s += ", " + format_bytes(v.tp_bytes_per_token) + " of all-reduce per token per rank";
+  s += "\n\n";
   s += "Memory per rank in GiB:\n";
   s += "rank  host stage  tp  layers    weights KV cache   activ. overhead    total   budget  "
-       "fits\n";
+       "fits  KV heads\n";
   const int per_host = (std::max(in.gpus, 1) + std::max(in.nodes, 1) - 1) / std::max(in.nodes, 1);
   for (const auto& m : v.ranks) {
     const std::string layers =
         std::to_string(m.layers.begin) + "-" + std::to_string(m.layers.end - 1);
-    s += printf_string("%4d %5d %5d %3d  %-8s %8s %8s %8s %8s %8s %8s  %s\n", m.rank,
+    s += printf_string("%4d %5d %5d %3d  %-8s %8s %8s %8s %8s %8s %8s  %-4s  %8lld\n", m.rank,
                        m.rank / per_host, m.stage, m.tp_rank, layers.c_str(),
                        format_gib(m.weights).c_str(), format_gib(m.kv_cache).c_str(),
                        format_gib(m.activations).c_str(), format_gib(m.overhead).c_str(),
                        format_gib(m.total()).c_str(), format_gib(v.budget).c_str(),
-                       m.total() <= v.budget ? "yes" : "no");
+                       m.total() <= v.budget ? "yes" : "no", static_cast<long long>(m.kv_heads));
   }
   s += "\n";
   if (v.fits)
@@ -260,6 +280,7 @@ json plan_json(const ModelConfig& cfg, const PlanResult& plan) {
   if (plan.best >= 0) {
     const Layout& l = plan.layouts[size_t(plan.best)].layout;
     j["recommended"] = {{"tp", l.tp}, {"pp", l.pp}, {"command", plan.command}};
+    j["recommended"]["why"] = plan.why;
   } else {
     j["recommended"] = nullptr;
     j["code"] = error_id(plan.failure);

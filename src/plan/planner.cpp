@@ -1,6 +1,7 @@
 #include "plan/planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <tuple>
 
@@ -64,13 +65,17 @@ LayoutVerdict evaluate(const ModelConfig& cfg, const Layout& layout, const PlanI
   v.kv_room_tokens = INT64_MAX;
   bool weights_fit = true;
   for (int r = 0; r < ranks; ++r) {
-    RankMemory m = rank_memory(cfg, make_shard_plan(cfg, layout, r), in, tensors);
+    const ShardPlan plan = make_shard_plan(cfg, layout, r);
+    RankMemory m = rank_memory(cfg, plan, in, tensors);
+    if (plan.stage == 0) v.kv_head_copies += plan.kv_heads.size();
+    if (r == 0) v.tp_bytes_per_token = tp_bytes_per_token(cfg, layout, plan.layers.size(), true);
     // Weights and the runtime cannot shrink; the step's activations and the KV cache shrink
     // with --max-num-seqs and --max-model-len, so they are the KV error's business.
     if (m.weights + m.overhead > v.budget) weights_fit = false;
     const uint64_t room = m.fixed() < v.budget ? v.budget - m.fixed() : 0;
-    v.kv_room_tokens =
-        std::min(v.kv_room_tokens, m.kv_per_token ? int64_t(room / m.kv_per_token) : INT64_MAX);
+    const int64_t tokens = m.kv_per_token ? int64_t(room / m.kv_per_token) : INT64_MAX;
+    if (tokens < v.kv_room_tokens) v.tightest = r;
+    v.kv_room_tokens = std::min(v.kv_room_tokens, tokens);
     v.ranks.push_back(m);
     if (m.total() > v.ranks[size_t(v.biggest)].total()) v.biggest = int(v.ranks.size()) - 1;
   }
@@ -107,6 +112,49 @@ int pick_best(const std::vector<LayoutVerdict>& layouts) {
       best = int(i);
   }
   return best;
+}
+
+std::string percent_less(int64_t value, int64_t than) {
+  return std::to_string(int64_t(std::lround(100.0 * (1.0 - double(value) / double(than))))) +
+         "% less";
+}
+
+// Why `best` was picked over `other` (both valid, best fits), in the order pick_best decides.
+std::string why_not(const ModelConfig& cfg, const LayoutVerdict& best, const LayoutVerdict& other) {
+  std::string s = layout_flags(other.layout) + ": ";
+  if (!other.fits)
+    return s + "does not fit (" + error_id(other.memory_code) + " " +
+           std::string(error_entry(other.memory_code).name) + ")";
+  if (other.cross_host_hops > best.cross_host_hops)
+    return s + std::to_string(other.cross_host_hops) +
+           " pipeline hops cross hosts, the recommended layout's " +
+           std::to_string(best.cross_host_hops);
+  if (double(other.kv_room_tokens) < double(best.kv_room_tokens) * (1.0 - kKvRoomTolerance)) {
+    const RankMemory& t = other.ranks.at(size_t(other.tightest));
+    s += "room for " + with_commas(other.kv_room_tokens) + " tokens of KV cache, " +
+         percent_less(other.kv_room_tokens, best.kv_room_tokens) + ": its tightest rank (rank " +
+         std::to_string(t.rank) + ") holds " + std::to_string(t.kv_heads) + " of the " +
+         std::to_string(cfg.num_kv_heads) + " KV heads for " + std::to_string(t.layers.size()) +
+         " layers";
+    if (other.kv_head_copies > cfg.num_kv_heads)
+      s += " (the uneven head split holds " + std::to_string(other.kv_head_copies) +
+           " KV-head copies per stage)";
+    return s;
+  }
+  if (other.layout.pp > best.layout.pp)
+    return s + "about the same KV room but " + std::to_string(other.layout.pp - best.layout.pp) +
+           " more pipeline stage" + (other.layout.pp - best.layout.pp == 1 ? "" : "s") +
+           " (a hop and a bubble each)";
+  if (other.gpus() > best.gpus())
+    return s + "about the same KV room on " + std::to_string(other.gpus() - best.gpus()) +
+           " more GPU" + (other.gpus() - best.gpus() == 1 ? "" : "s");
+  if (other.layout.tp > best.layout.tp)
+    return s + "about the same KV room with more all-reduce traffic: " +
+           format_bytes(other.tp_bytes_per_token) + " per token per rank, against " +
+           format_bytes(best.tp_bytes_per_token);
+  return s +
+         "about the same KV room; ranked after it on the tie-breaks (fewer stages, fewer "
+         "GPUs, smaller TP)";
 }
 
 bool fits_somewhere(const ModelConfig& cfg, const PlanInputs& in) {
@@ -249,6 +297,13 @@ void add_more_gpus_suggestion(const ModelConfig& cfg, const PlanInputs& in, Plan
 
 }  // namespace
 
+uint64_t tp_bytes_per_token(const ModelConfig& cfg, const Layout& layout, int64_t stage_layers,
+                            bool first_stage) {
+  const uint64_t tp = uint64_t(layout.tp);
+  const uint64_t reduces = 2 * uint64_t(stage_layers) + (first_stage ? 1 : 0);
+  return reduces * 2 * (tp - 1) * uint64_t(cfg.hidden_size) * sizeof(float) / tp;
+}
+
 LayoutVerdict evaluate_layout(const ModelConfig& cfg, const Layout& layout, const PlanInputs& in) {
   return evaluate(cfg, layout, in, expected_tensors(cfg));
 }
@@ -290,6 +345,13 @@ PlanResult plan_layouts(const ModelConfig& cfg, const PlanInputs& in) {
                          format_gib(v.budget) + " GiB (" + memory_breakdown(m) + "), with " +
                          kv_room_words(cfg, v, in) + ".";
     out.command = launch_command(v.layout, in);
+    // The alternatives a user weighs: the other layouts of all the GPUs and of as many as the
+    // recommendation uses.
+    for (size_t i = out.layouts.size(); i-- > 0;) {
+      const LayoutVerdict& o = out.layouts[i];
+      if (int(i) != out.best && o.valid && (o.gpus() == in.gpus || o.gpus() == v.gpus()))
+        out.why.push_back(why_not(cfg, v, o));
+    }
     return out;
   }
   // Nothing fits: say why for the layout that comes closest, then what would fit.

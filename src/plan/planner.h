@@ -1,6 +1,11 @@
 // The pre-flight planner: every (TP, PP) layout of up to N GPUs, whether it can run the model
-// (divisibility, stages vs layers, TP inside a host), whether its most loaded rank fits the
-// budget, and the layout to use — or, when none fits, what would.
+// (TP up to the head count, stages vs layers, TP inside a host), whether its most loaded rank
+// fits the budget, and the layout to use — or, when none fits, what would.
+//
+// Per-rank bytes come from the shard plan the engine loads with, so an uneven TP split is
+// costed as it runs: a KV head shared by two TP ranks is counted, with its k/v projection rows
+// and its KV cache, on both. Each layout also reports the KV-head copies of a stage and the
+// all-reduce bytes a TP rank sends per token.
 //
 // Recommendation, among the layouts that fit:
 //   1. fewest pipeline hops that cross hosts (stage-to-stage traffic over the network);
@@ -11,8 +16,9 @@
 //   3. more pipeline stages (each adds a sequential hop and a bubble to every step);
 //   4. then fewer GPUs, then a smaller TP (fewer all-reduces per layer).
 // So Qwen2.5-72B on 6 x 80 GB gets --tp 2 --pp 3: its ranks have about twice the KV room of
-// --tp 4 on 4 GPUs and a quarter more than --tp 1 --pp 6, whose rank 0 also holds the whole
-// embedding. A small model whose layouts all have about the same room gets the fewest stages.
+// --tp 6, whose rank 2 holds 3 of the 8 KV heads for all 80 layers (13 KV-head copies in all),
+// and a quarter more than --tp 1 --pp 6, whose rank 0 also holds the whole embedding. A small
+// model whose layouts all have about the same room gets the fewest stages.
 #pragma once
 #include <string>
 #include <vector>
@@ -38,6 +44,9 @@ struct LayoutVerdict {
   bool fits = false;
   Err memory_code = Err::Internal;  // WeightsDoNotFit or KvCacheDoesNotFit when valid && !fits
   int64_t kv_room_tokens = 0;       // KV tokens the tightest rank has room for (0: none)
+  int tightest = 0;                 // index in `ranks` of the rank with the least KV room
+  int64_t kv_head_copies = 0;       // KV heads the TP ranks of one stage hold together
+  uint64_t tp_bytes_per_token = 0;  // ring all-reduce bytes a rank of stage 0 sends per token
   int hosts = 1;
   int cross_host_hops = 0;
 
@@ -57,6 +66,7 @@ struct PlanResult {
   int best = -1;                        // index in `layouts`, -1 when nothing fits
   std::string recommendation;           // one sentence (or why nothing fits)
   std::string command;                  // launch line for `best`
+  std::vector<std::string> why;         // when best >= 0: why it beat each other layout
   Err failure = Err::Internal;          // when best == -1: WeightsDoNotFit or KvCacheDoesNotFit
   std::vector<Suggestion> suggestions;  // when best == -1: int4, less KV, more GPUs
 };
@@ -67,6 +77,11 @@ LayoutVerdict evaluate_layout(const ModelConfig& cfg, const Layout& layout, cons
 PlanResult plan_layouts(const ModelConfig& cfg, const PlanInputs& in);
 // `mpirun -np 6 qmpi serve --model DIR --tp 2 --pp 3 ...` reproducing the inputs' assumptions.
 std::string launch_command(const Layout& layout, const PlanInputs& in);
+// Bytes one TP rank sends per token in its stage's ring all-reduces: two per layer (attention
+// and MLP outputs) plus the embedding's on the first stage, of hidden_size float32 each, of
+// which a ring sends 2 (tp - 1) / tp.
+uint64_t tp_bytes_per_token(const ModelConfig& cfg, const Layout& layout, int64_t stage_layers,
+                            bool first_stage);
 // "rank 0 (stage 0, TP rank 0) needs 31.52 GiB (...) but has 21.60 GiB (...)"
 std::string memory_sentence(const LayoutVerdict& v, const PlanInputs& in);
 

@@ -28,13 +28,24 @@ def headers(model):
     return tensors
 
 
+def even_part(n, parts, i):
+    """Size of part i of n split as evenly as possible, the first parts one larger."""
+    return n // parts + (1 if i < n % parts else 0)
+
+
 def expected_bytes(tensors, cfg, tp, pp, tp_rank, stage):
     L, V = cfg["num_hidden_layers"], cfg["vocab_size"]
     per = [L // pp + (1 if s < L % pp else 0) for s in range(pp)]
     first = sum(per[:stage])
     layers = range(first, first + per[stage])
-    vper = math.ceil(V / tp)
-    vrows = max(0, min(V, (tp_rank + 1) * vper) - min(V, tp_rank * vper))
+    vrows = even_part(V, tp, tp_rank)
+    heads, group = cfg["num_attention_heads"], cfg["num_attention_heads"] // cfg["num_key_value_heads"]
+    q_begin = sum(even_part(heads, tp, r) for r in range(tp_rank))
+    q_end = q_begin + even_part(heads, tp, tp_rank)
+    # The KV heads this rank's query heads read; a neighbour may read (and load) one of them too.
+    share = {"q_proj": q_end - q_begin, "o_proj": q_end - q_begin,
+             "k_proj": (q_end - 1) // group + 1 - q_begin // group}
+    share["v_proj"] = share["k_proj"]
     total = 0
     for name, (shape, size) in tensors.items():
         numel = math.prod(shape)
@@ -43,7 +54,16 @@ def expected_bytes(tensors, cfg, tp, pp, tp_rank, stage):
             if int(m.group(1)) not in layers:
                 continue
             rest = m.group(2)
-            total += size * (numel if "layernorm" in rest else numel // tp)
+            proj = rest.split(".")[1]
+            if "layernorm" in rest:
+                total += size * numel
+            elif proj in share:  # heads x head_dim rows (or o_proj columns) of each
+                head_dim = cfg["hidden_size"] // heads
+                total += size * share[proj] * head_dim * (numel // shape[0] if proj != "o_proj"
+                                                          else shape[0])
+            else:  # gate/up rows, down columns
+                total += size * numel // cfg["intermediate_size"] * even_part(
+                    cfg["intermediate_size"], tp, tp_rank)
         elif name == "model.embed_tokens.weight":
             owners = (stage == 0) + (stage == pp - 1 and cfg["tie_word_embeddings"] and pp > 1)
             total += owners * size * vrows * shape[1]
@@ -60,7 +80,8 @@ def body(c: t.Checks):
         cfg = json.load(open(os.path.join(model, "config.json")))
         tensors = headers(model)
         file_bytes = sum(math.prod(s) * z for s, z in tensors.values())
-        for tp, pp in ((2, 3), (3, 2)):
+        # 4x1 splits the 6 KV heads unevenly: ranks 0-1 and 2-3 each hold one KV head twice.
+        for tp, pp in ((2, 3), (3, 2), (4, 1)):
             p = t.qmpi(["logits", "--model", model, "--ids", "1,2,3", "--out",
                         os.path.join(t.test_tmp("sharded"), "l.npy")], tp=tp, pp=pp)
             seen = {int(m.group(1)): m for m in LOG.finditer(p.stderr)}

@@ -9,8 +9,8 @@
 namespace qmpi::cuda {
 
 AttentionPlan plan_attention(const AttentionBatch& b, const KvLayerView& kv) {
-  if (b.num_kv_heads <= 0 || b.num_heads % b.num_kv_heads != 0 ||
-      b.num_kv_heads != kv.num_kv_heads || b.head_dim != kv.head_dim || kv.block_size <= 0)
+  if (!heads_are_grouped(b) || b.num_kv_heads != kv.num_kv_heads || b.head_dim != kv.head_dim ||
+      kv.block_size <= 0)
     raise(Err::Internal, "attention over " + std::to_string(b.num_heads) + " heads / " +
                              std::to_string(b.num_kv_heads) + " KV heads of dim " +
                              std::to_string(b.head_dim) + " does not match a cache of " +
@@ -41,6 +41,7 @@ AttentionPlan plan_attention(const AttentionBatch& b, const KvLayerView& kv) {
     p.table_entries = std::max<int64_t>(p.table_entries, int64_t(seq.table_begin) + blocks);
     p.rows = std::max<int64_t>(p.rows, int64_t(seq.q_begin) + seq.q_len);
   }
+  for (int32_t h = 0; h < b.num_heads; ++h) p.kv_head_of.push_back(kv_head_for(b, h));
   p.row_seq.assign(size_t(p.rows), -1);
   for (int32_t s = 0; s < b.num_seqs; ++s) {
     const AttentionSeq& seq = b.seqs[s];

@@ -9,9 +9,10 @@
 namespace qmpi::cuda {
 
 struct AttentionPlan {
-  int64_t rows = 0;              // query rows the batch covers: max(q_begin + q_len)
-  std::vector<int32_t> row_seq;  // [rows]: the sequence of each row, -1 for rows of none
-  int64_t table_entries = 0;     // block-table ints the kernel reads (from the start)
+  int64_t rows = 0;                 // query rows the batch covers: max(q_begin + q_len)
+  std::vector<int32_t> row_seq;     // [rows]: the sequence of each row, -1 for rows of none
+  int64_t table_entries = 0;        // block-table ints the kernel reads (from the start)
+  std::vector<int32_t> kv_head_of;  // [heads]: the KV head each query head reads
 };
 
 AttentionPlan plan_attention(const AttentionBatch& batch, const KvLayerView& kv);

@@ -32,6 +32,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       seqs_(allocator_, "attention sequences"),
       row_seq_(allocator_, "attention rows"),
       tables_(allocator_, "block tables"),
+      head_map_(allocator_, "query-to-KV head map"),
       rows_(allocator_, "gathered rows"),
       inv_freq_(allocator_, "RoPE frequencies") {
   spdlog::info("cuda: device {} {} (sm_{}{}, {} SMs, {:.1f} GiB), driver CUDA {}, runtime {}",
@@ -160,6 +161,8 @@ void CudaBackend::attention(const float* q, const AttentionBatch& batch, const K
       seqs_.upload(batch.seqs, size_t(batch.num_seqs) * sizeof(AttentionSeq), stream_.get()));
   p.row_seq = row_seq_.upload_i32(plan.row_seq.data(), plan.rows, stream_.get());
   p.block_tables = tables_.upload_i32(batch.block_tables, plan.table_entries, stream_.get());
+  p.kv_head_of =
+      head_map_.upload_i32(plan.kv_head_of.data(), int64_t(plan.kv_head_of.size()), stream_.get());
   p.rows = plan.rows;
   p.heads = batch.num_heads;
   p.kv_heads = batch.num_kv_heads;

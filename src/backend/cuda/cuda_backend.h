@@ -79,7 +79,8 @@ class CudaBackend final : public Backend {
   cuda::CudaStream stream_;
   cuda::Gemm gemm_;
   cuda::PinnedBuffer weight_staging_;
-  cuda::MetadataMirror ids_, positions_, slots_, seqs_, row_seq_, tables_, rows_, inv_freq_;
+  cuda::MetadataMirror ids_, positions_, slots_, seqs_, row_seq_, tables_, head_map_, rows_,
+      inv_freq_;
   // RoPE inverse frequencies of the (theta, head_dim) last used.
   double rope_theta_ = 0.0;
   int32_t rope_head_dim_ = 0;

@@ -49,6 +49,18 @@ TEST(AttentionPlan, MapsRowsToSequencesAndCountsTableEntries) {
   EXPECT_EQ(p.table_entries, 8);
 }
 
+TEST(AttentionPlan, HeadMapIsTheBatchsOrTheEvenGroups) {
+  Fixture even({{0, 1, 1, 0}}, {0});
+  EXPECT_EQ(plan_attention(even.batch, even.kv).kv_head_of, (std::vector<int32_t>{0, 0, 1, 1}));
+  Fixture uneven({{0, 1, 1, 0}}, {0});
+  const std::vector<int32_t> map{0, 0, 0, 1};  // an uneven TP rank's groups of 3 and 1
+  uneven.batch.kv_head_of = map.data();
+  EXPECT_EQ(plan_attention(uneven.batch, uneven.kv).kv_head_of, map);
+  const std::vector<int32_t> unread{0, 0, 0, 0};  // KV head 1 held but never read
+  uneven.batch.kv_head_of = unread.data();
+  EXPECT_THROW(plan_attention(uneven.batch, uneven.kv), Error);
+}
+
 TEST(AttentionPlan, RowsOfNoSequenceAreMarked) {
   Fixture f({{2, 1, 3, 0}}, {0});
   const AttentionPlan p = plan_attention(f.batch, f.kv);

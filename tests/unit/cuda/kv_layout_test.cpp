@@ -59,7 +59,7 @@ TEST(KvLayout, CpuKvStoreWritesWhereKvOffsetPoints) {
 }
 
 // With all keys zero every score is equal, so the CPU attention returns the mean of the values
-// the query sees. Computing that mean through kv_slot / kv_head_of / query_position reproduces
+// the query sees. Computing that mean through kv_slot / the head map / query_position reproduces
 // the CPU result only if both sides agree on the block table, GQA and causal mapping.
 TEST(KvLayout, CpuAttentionReadsTheSlotsKvSlotNames) {
   const int32_t heads = 4, H = 2, D = 8, bs = 4, blocks = 8;
@@ -78,6 +78,9 @@ TEST(KvLayout, CpuAttentionReadsTheSlotsKvSlotNames) {
   b.num_kv_heads = H;
   b.head_dim = D;
   b.scale = 0.125f;
+  // Three query heads on KV head 0 and one on KV head 1, as on an uneven TP rank.
+  const std::vector<int32_t> head_map = {0, 0, 0, 1};
+  b.kv_head_of = head_map.data();
   std::vector<float> q(size_t(seq.q_len) * heads * D, 0.5f), out(q.size(), -7.0f);
   cpu::attention(q.data(), b, cache.view, out.data(), 1);
 
@@ -88,7 +91,7 @@ TEST(KvLayout, CpuAttentionReadsTheSlotsKvSlotNames) {
         double mean = 0.0;
         for (int32_t p = 0; p <= pos; ++p)
           mean += cache.v[size_t(
-              kv_offset(kv_slot(table.data(), p, bs), kv_head_of(h, heads, H), H, D) + d)];
+              kv_offset(kv_slot(table.data(), p, bs), head_map[size_t(h)], H, D) + d)];
         mean /= pos + 1;
         EXPECT_NEAR(out[(size_t(i) * heads + size_t(h)) * D + size_t(d)], mean, 1e-5)
             << "row " << i << " head " << h << " dim " << d;

@@ -60,7 +60,7 @@ TEST(HostChecks, MemoryFitsOrFailsWithThePlannersSentence) {
   EXPECT_EQ(fs[0].status, Status::Fail);
   EXPECT_EQ(fs[0].code, Err::WeightsDoNotFit) << fs[0].message;
 
-  EXPECT_TRUE(memory_findings("host", half, Layout{6, 1, {}}, in, "x").empty());  // invalid
+  EXPECT_TRUE(memory_findings("host", half, Layout{15, 1, {}}, in, "x").empty());  // 14 heads
 }
 
 }  // namespace

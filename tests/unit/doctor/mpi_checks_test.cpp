@@ -34,10 +34,15 @@ TEST(MpiChecks, DefaultLayoutKeepsTpInsideHosts) {
 }
 
 TEST(MpiChecks, DefaultLayoutWithAModelIsOneItCanRun) {
-  const ModelConfig half = preset_config("qwen2.5-0.5b");  // 14 heads, 2 KV heads, 24 layers
-  const auto l = default_layout(hosts({{"a", 6}}), &half);
-  EXPECT_EQ(l.tp, 2);
-  EXPECT_EQ(l.pp, 3);
+  ModelConfig half = preset_config("qwen2.5-0.5b");  // 14 heads, 2 KV heads, 24 layers
+  auto l = default_layout(hosts({{"a", 6}}), &half);
+  EXPECT_EQ(l.tp, 6);  // uneven (3,3,2,2,2,2 heads), but it runs
+  EXPECT_EQ(l.pp, 1);
+  half.num_heads = 4;  // too few heads for TP 6: the widest TP that divides the host is 3
+  half.num_kv_heads = 2;
+  l = default_layout(hosts({{"a", 6}}), &half);
+  EXPECT_EQ(l.tp, 3);
+  EXPECT_EQ(l.pp, 2);
 }
 
 TEST(MpiChecks, RanksPerHostListsEveryHost) {
@@ -62,12 +67,26 @@ TEST(MpiChecks, SingleProcessChecksALayoutOnPaper) {
 
 TEST(MpiChecks, LayoutTheModelCannotSplitFailsWithTheLayoutRule) {
   const ModelConfig half = preset_config("qwen2.5-0.5b");
-  const auto fs = layout_findings(Layout{6, 1, {}}, false, hosts({{"a", 6}}), &half);
-  // 14 heads and 2 KV heads: whichever rule the layout check names first, it is a FAIL.
-  const Finding* f = find(fs, Err::KvHeadsNotDivisible);
-  if (!f) f = find(fs, Err::HeadsNotDivisible);
+  // 14 heads: TP 16 leaves two ranks without a query head.
+  const auto fs = layout_findings(Layout{16, 1, {}}, false, hosts({{"a", 16}}), &half);
+  const Finding* f = find(fs, Err::TpExceedsHeads);
   ASSERT_NE(f, nullptr);
   EXPECT_EQ(f->status, Status::Fail);
+}
+
+TEST(MpiChecks, UnevenSplitIsDescribedPerRank) {
+  const ModelConfig half = preset_config("qwen2.5-0.5b");
+  // 14 heads / 2 KV heads on 4 ranks: 4,4,3,3 query heads; rank 1 (heads 4-7) reads both.
+  const auto fs = layout_findings(Layout{4, 1, {}}, false, hosts({{"a", 4}}), &half);
+  bool found = false;
+  for (const Finding& f : fs)
+    if (f.message.find("can split the model") != std::string::npos) {
+      found = true;
+      EXPECT_EQ(f.status, Status::Ok);
+      EXPECT_NE(f.message.find("3-4 query and 1-2 KV heads"), std::string::npos) << f.message;
+      EXPECT_NE(f.message.find("5 KV-head copies of 2"), std::string::npos) << f.message;
+    }
+  EXPECT_TRUE(found);
 }
 
 TEST(MpiChecks, TpGroupAcrossHostsFails) {

@@ -105,6 +105,50 @@ TEST(Attention, MatchesReferenceForMixedBatches) {
       }
 }
 
+// An uneven TP rank: 11 query heads over 3 KV heads in groups of 2, 8 and 1 (Qwen2.5-72B's
+// rank 2 of TP 6), and 3 heads over 2 KV heads in groups of 2 and 1.
+TEST(Attention, HeadMapWithUnequalGroupsMatchesReference) {
+  std::mt19937 rng(22);
+  const std::vector<SeqSpec> specs{{1, 1}, {17, 17}, {40, 3}, {9, 1}};
+  const std::vector<std::vector<int32_t>> maps{{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2}, {0, 0, 1}};
+  for (const auto& map : maps) {
+    const int32_t heads = int32_t(map.size()), kvh = map.back() + 1, d = 16;
+    Pool pool(64, 4, kvh, d, rng);
+    Batch b = make_batch(specs, pool, rng);
+    std::vector<float> q = test::random_floats(size_t(b.rows) * heads * d, rng, 2.0f);
+    std::vector<float> want(q.size()), got(q.size(), std::nanf(""));
+    AttentionBatch ab = b.view(heads, pool);
+    ab.kv_head_of = map.data();
+    cpu::ref::attention(q.data(), ab, pool.view(), want.data());
+    for (int threads : {1, 2}) {
+      cpu::attention(q.data(), ab, pool.view(), got.data(), threads);
+      EXPECT_LT(max_rel_err(got, want), 1e-5) << heads << " heads, threads " << threads;
+    }
+    // Without the map the even rule h / (heads / kv_heads) applies, which these shapes break.
+    ab.kv_head_of = nullptr;
+    EXPECT_THROW(cpu::attention(q.data(), ab, pool.view(), got.data(), 1), Error);
+  }
+}
+
+TEST(Attention, HeadMapOutOfOrderIsAnInternalError) {
+  std::mt19937 rng(23);
+  Pool pool(8, 4, 2, 8, rng);
+  Batch b = make_batch({{3, 3}}, pool, rng);
+  std::vector<float> q(size_t(3) * 3 * 8, 1.0f), out(q.size());
+  for (const std::vector<int32_t>& bad : {std::vector<int32_t>{1, 0, 1},  // not in order
+                                          std::vector<int32_t>{0, 0, 0},  // KV head 1 unread
+                                          std::vector<int32_t>{0, 2, 1}}) {
+    AttentionBatch ab = b.view(3, pool);
+    ab.kv_head_of = bad.data();
+    try {
+      cpu::attention(q.data(), ab, pool.view(), out.data(), 1);
+      ADD_FAILURE() << "map accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Err::Internal);
+    }
+  }
+}
+
 TEST(Attention, QueryHeadReadsKvHeadOfItsGroup) {
   // Every key equal (uniform softmax) and KV head g's values all g + 1: query head j must
   // come out as j / (heads / kv_heads) + 1 everywhere.

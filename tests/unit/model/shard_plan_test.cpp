@@ -124,46 +124,24 @@ TEST(CheckLayout, AcceptsValidLayouts) {
   EXPECT_NO_THROW(check_layout(tiny(true), {1, 6, {}}));
 }
 
-TEST(CheckLayout, KvHeadsOn72BSuggestsTp2Pp3) {
-  Error e = layout_error(qwen72b(), {6, 1, {}});
-  EXPECT_EQ(e.code(), Err::KvHeadsNotDivisible);
-  EXPECT_NE(e.message().find("num_key_value_heads (8) is not divisible by --tp 6"),
-            std::string::npos)
+TEST(CheckLayout, AnyTpUpToTheHeadCountRuns) {
+  for (int tp = 1; tp <= 64; ++tp) EXPECT_NO_THROW(check_layout(qwen72b(), {tp, 1, {}})) << tp;
+  EXPECT_NO_THROW(check_layout(qwen72b(), {3, 2, {}}));
+  EXPECT_NO_THROW(check_layout(qwen05b(), {3, 1, {}}));
+  EXPECT_NO_THROW(check_layout(qwen05b(), {14, 1, {}}));
+  ModelConfig odd_mlp = tiny(true);
+  odd_mlp.intermediate_size = 100;
+  EXPECT_NO_THROW(check_layout(odd_mlp, {3, 1, {}}));
+}
+
+TEST(CheckLayout, TpLargerThanHeadsSuggestsALayout) {
+  Error e = layout_error(qwen05b(), {16, 1, {}});
+  EXPECT_EQ(e.code(), Err::TpExceedsHeads);
+  EXPECT_NE(e.message().find("--tp 16 is larger than num_attention_heads (14)"), std::string::npos)
       << e.message();
-  EXPECT_NE(e.fix().find("Use --tp 2 --pp 3 for the same 6 ranks"), std::string::npos) << e.fix();
-  EXPECT_NE(e.fix().find("--tp 1 --pp 6"), std::string::npos) << e.fix();
-  EXPECT_NE(e.render().find("QM103"), std::string::npos);
+  EXPECT_NE(e.fix().find("Use --tp 8 --pp 2 for the same 16 ranks"), std::string::npos) << e.fix();
+  EXPECT_NE(e.render().find("QM102"), std::string::npos);
   EXPECT_EQ(e.exit_code(), 2);
-}
-
-TEST(CheckLayout, KvHeadsOn05B) {
-  Error e = layout_error(qwen05b(), {7, 1, {}});
-  EXPECT_EQ(e.code(), Err::KvHeadsNotDivisible);
-  EXPECT_NE(e.message().find("num_key_value_heads (2) is not divisible by --tp 7"),
-            std::string::npos);
-  EXPECT_NE(e.fix().find("Use --tp 1 --pp 7"), std::string::npos) << e.fix();
-}
-
-TEST(CheckLayout, HeadsWhenKvHeadsDivide) {
-  // A config whose query heads are not a multiple of its KV heads, so only the head rule breaks.
-  ModelConfig c = make_config(96, 4, 6, 4, 16, 256, 1000, true);
-  Error e = layout_error(c, {4, 1, {}});
-  EXPECT_EQ(e.code(), Err::HeadsNotDivisible);
-  EXPECT_NE(e.message().find("num_attention_heads (6) is not divisible by --tp 4"),
-            std::string::npos)
-      << e.message();
-  EXPECT_NE(e.fix().find("Use --tp 2 --pp 2"), std::string::npos) << e.fix();
-}
-
-TEST(CheckLayout, Intermediate) {
-  ModelConfig c = tiny(true);
-  c.intermediate_size = 100;
-  Error e = layout_error(c, {3, 1, {}});
-  EXPECT_EQ(e.code(), Err::IntermediateNotDivisible);
-  EXPECT_NE(e.message().find("intermediate_size (100) is not divisible by --tp 3"),
-            std::string::npos)
-      << e.message();
-  EXPECT_NE(e.fix().find("Use --tp 1 --pp 3 for the same 3 ranks."), std::string::npos) << e.fix();
 }
 
 TEST(CheckLayout, TooManyStagesSuggestsMoreTp) {
@@ -171,13 +149,18 @@ TEST(CheckLayout, TooManyStagesSuggestsMoreTp) {
   EXPECT_EQ(e.code(), Err::PipelineLayers);
   EXPECT_NE(e.message().find("--pp 8"), std::string::npos);
   EXPECT_NE(e.message().find("6 layers"), std::string::npos);
-  EXPECT_NE(e.fix().find("Use --tp 2 --pp 4 for the same 8 ranks."), std::string::npos) << e.fix();
+  // TP 8 over 12 heads runs (uneven), so it is the first suggestion.
+  EXPECT_NE(e.fix().find("Use --tp 8 --pp 1 for the same 8 ranks (also valid: --tp 4 --pp 2, "
+                         "--tp 2 --pp 4)."),
+            std::string::npos)
+      << e.fix();
 }
 
 TEST(CheckLayout, NoLayoutForTheRankCount) {
-  Error e = layout_error(tiny(true), {7, 1, {}});
-  EXPECT_EQ(e.code(), Err::KvHeadsNotDivisible);
-  EXPECT_NE(e.fix().find("No --tp x --pp layout of 7 ranks runs this model"), std::string::npos)
+  // 13 ranks: more than the 12 heads as TP, more than the 6 layers as PP.
+  Error e = layout_error(tiny(true), {13, 1, {}});
+  EXPECT_EQ(e.code(), Err::TpExceedsHeads);
+  EXPECT_NE(e.fix().find("No --tp x --pp layout of 13 ranks runs this model"), std::string::npos)
       << e.fix();
   EXPECT_NE(e.fix().find("num_hidden_layers (6)"), std::string::npos) << e.fix();
 }
@@ -195,18 +178,24 @@ TEST(CheckLayout, NonPositiveSizesAreUsageErrors) {
 
 TEST(ValidLayouts, LargestTpFirst) {
   auto v = valid_layouts(qwen72b(), 6);
-  ASSERT_EQ(v.size(), 2u);
-  EXPECT_EQ(v[0].tp, 2);
-  EXPECT_EQ(v[0].pp, 3);
-  EXPECT_EQ(v[1].tp, 1);
-  EXPECT_EQ(v[1].pp, 6);
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_EQ(v[0].tp, 6);
+  EXPECT_EQ(v[1].tp, 3);
+  EXPECT_EQ(v[1].pp, 2);
+  EXPECT_EQ(v[2].tp, 2);
+  EXPECT_EQ(v[2].pp, 3);
+  EXPECT_EQ(v[3].tp, 1);
+  EXPECT_EQ(v[3].pp, 6);
   auto t = valid_layouts(tiny(true), 6);
   ASSERT_EQ(t.size(), 4u);
   EXPECT_EQ(t[0].tp, 6);
   EXPECT_EQ(t[1].tp, 3);
   EXPECT_EQ(t[2].tp, 2);
   EXPECT_EQ(t[3].tp, 1);
-  EXPECT_TRUE(valid_layouts(tiny(true), 7).empty());
+  auto seven = valid_layouts(tiny(true), 7);  // 7 stages exceed the 6 layers
+  ASSERT_EQ(seven.size(), 1u);
+  EXPECT_EQ(seven[0].tp, 7);
+  EXPECT_TRUE(valid_layouts(tiny(true), 13).empty());
 }
 
 TEST(ShardPlan, TinyTp3Pp2Rank4) {
@@ -224,8 +213,8 @@ TEST(ShardPlan, TinyTp3Pp2Rank4) {
   EXPECT_EQ(p.kv_heads.end, 4);
   EXPECT_EQ(p.intermediate.begin, 128);
   EXPECT_EQ(p.intermediate.end, 256);
-  EXPECT_EQ(p.vocab.begin, 50646);
-  EXPECT_EQ(p.vocab.end, 101292);
+  EXPECT_EQ(p.vocab.begin, 50646);  // 151936 = 50646 + 50645 + 50645
+  EXPECT_EQ(p.vocab.end, 101291);
 
   expect_slice(p.slice_for(c, layer(3, "self_attn.q_proj.weight")), 0, 64, 64);
   expect_slice(p.slice_for(c, layer(3, "self_attn.q_proj.bias")), 0, 64, 64);
@@ -240,7 +229,7 @@ TEST(ShardPlan, TinyTp3Pp2Rank4) {
   expect_whole(p.slice_for(c, layer(3, "input_layernorm.weight")));
   expect_whole(p.slice_for(c, layer(3, "post_attention_layernorm.weight")));
   expect_whole(p.slice_for(c, "model.norm.weight"));
-  expect_slice(p.slice_for(c, "lm_head.weight"), 0, 50646, 50646);
+  expect_slice(p.slice_for(c, "lm_head.weight"), 0, 50646, 50645);
 
   // Not this stage's: earlier layers, the embedding of an untied model, unknown names.
   EXPECT_FALSE(p.slice_for(c, layer(2, "self_attn.q_proj.weight")));
@@ -259,7 +248,7 @@ TEST(ShardPlan, VocabSplitsUnevenlyAndCoversEveryRow) {
     covered = p.vocab.end;
   }
   EXPECT_EQ(covered, 151936);
-  EXPECT_EQ(make_shard_plan(c, {3, 2, {}}, 2).vocab.size(), 50644);
+  EXPECT_EQ(make_shard_plan(c, {3, 2, {}}, 2).vocab.size(), 50645);
 }
 
 TEST(ShardPlan, TiedLmHeadIsServedFromEmbeddingOnLastStage) {
@@ -386,6 +375,115 @@ TEST(ShardPlan, SlicesPartitionEveryTensorForAllLayouts) {
       EXPECT_EQ(head_rows, tied ? 0 : c.vocab_size) << "tp " << l.tp;
     }
   }
+}
+
+TEST(SplitRange, AsEvenAsPossibleFirstPartsLarger) {
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < 6; ++i) sizes.push_back(split_range(64, 6, i, 1).size());
+  EXPECT_EQ(sizes, (std::vector<int64_t>{11, 11, 11, 11, 10, 10}));
+  sizes.clear();
+  for (int i = 0; i < 4; ++i) sizes.push_back(split_range(14, 4, i, 1).size());
+  EXPECT_EQ(sizes, (std::vector<int64_t>{4, 4, 3, 3}));
+  EXPECT_EQ(split_range(64, 6, 4, 1).begin, 44);
+}
+
+TEST(SplitRange, CutsOnWholeUnits) {
+  // 29568 MLP columns in groups of 128 (an int4 checkpoint) on 6 ranks: 231 groups, 39 or 38.
+  int64_t end = 0;
+  for (int i = 0; i < 6; ++i) {
+    const Range r = split_range(29568, 6, i, 128);
+    EXPECT_EQ(r.begin, end);
+    EXPECT_EQ(r.begin % 128, 0);
+    EXPECT_EQ(r.size(), (i < 3 ? 39 : 38) * 128) << i;
+    end = r.end;
+  }
+  EXPECT_EQ(end, 29568);
+  // A partial last unit: 1000 = 7 x 128 + 104, on 3 parts of 3, 3 and 2 units.
+  EXPECT_EQ(split_range(1000, 3, 0, 128).end, 384);
+  EXPECT_EQ(split_range(1000, 3, 1, 128).end, 768);
+  EXPECT_EQ(split_range(1000, 3, 2, 128).begin, 768);
+  EXPECT_EQ(split_range(1000, 3, 2, 128).end, 1000);
+}
+
+TEST(ShardPlan, Qwen72BTp6HeadsAndKvCopies) {
+  ModelConfig c = qwen72b();
+  const std::vector<int64_t> q_sizes{11, 11, 11, 11, 10, 10};
+  const std::vector<Range> kv{{0, 2}, {1, 3}, {2, 5}, {4, 6}, {5, 7}, {6, 8}};
+  int64_t copies = 0;
+  for (int r = 0; r < 6; ++r) {
+    ShardPlan p = make_shard_plan(c, {6, 1, {}}, r);
+    EXPECT_EQ(p.q_heads.size(), q_sizes[size_t(r)]) << r;
+    EXPECT_EQ(p.kv_heads.begin, kv[size_t(r)].begin) << r;
+    EXPECT_EQ(p.kv_heads.end, kv[size_t(r)].end) << r;
+    EXPECT_EQ(p.intermediate.size(), 4928);
+    copies += p.kv_heads.size();
+    // Rank 2 has heads 22-32: KV head 2 (22,23), 3 (24-31) and 4 (32).
+    if (r == 2) {
+      EXPECT_EQ(p.kv_head_of_q, (std::vector<int32_t>{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2}));
+      expect_slice(p.slice_for(c, layer(0, "self_attn.k_proj.weight")), 0, 256, 384);
+      expect_slice(p.slice_for(c, layer(0, "self_attn.q_proj.weight")), 0, 22 * 128, 11 * 128);
+      expect_slice(p.slice_for(c, layer(0, "self_attn.o_proj.weight")), 1, 22 * 128, 11 * 128);
+    }
+  }
+  EXPECT_EQ(copies, 13);
+}
+
+TEST(ShardPlan, Qwen7BTp6SplitsTheMlpUnevenly) {
+  ModelConfig c = qwen7b();  // 28 heads / 4 KV heads, intermediate 18944 = 6 x 3157 + 2
+  std::vector<int64_t> q, im;
+  for (int r = 0; r < 6; ++r) {
+    ShardPlan p = make_shard_plan(c, {6, 1, {}}, r);
+    q.push_back(p.q_heads.size());
+    im.push_back(p.intermediate.size());
+  }
+  EXPECT_EQ(q, (std::vector<int64_t>{5, 5, 5, 5, 4, 4}));
+  EXPECT_EQ(im, (std::vector<int64_t>{3158, 3158, 3157, 3157, 3157, 3157}));
+  ShardPlan packed = make_shard_plan(c, {6, 1, {}}, 5, 8);
+  EXPECT_EQ(packed.intermediate.begin % 8, 0);
+  EXPECT_EQ(packed.intermediate.end, 18944);
+  EXPECT_EQ(packed.split_unit, 8);
+}
+
+// For many head counts and every TP size up to the head count: each query head, MLP column and
+// vocab row belongs to exactly one rank, each KV head to at least one, and a rank holds exactly
+// the KV heads its query heads read, mapped in order.
+TEST(ShardPlan, EveryTpOwnsEachHeadColumnAndRow) {
+  struct Shape {
+    int64_t heads, kv_heads, intermediate, vocab;
+  };
+  for (const Shape& s : {Shape{64, 8, 29568, 1000}, Shape{14, 2, 4864, 997},
+                         Shape{28, 4, 18944, 1003}, Shape{12, 12, 100, 50}, Shape{8, 1, 77, 31}})
+    for (int64_t unit : {int64_t{1}, int64_t{8}})
+      for (int tp = 1; tp <= s.heads; ++tp) {
+        if (s.intermediate < tp * unit || s.vocab < tp * unit) continue;
+        ModelConfig c =
+            make_config(s.heads * 4, 2, s.heads, s.kv_heads, 4, s.intermediate, s.vocab, false);
+        const int64_t group = s.heads / s.kv_heads;
+        std::vector<int> q(size_t(s.heads)), kv(size_t(s.kv_heads)), im(size_t(s.intermediate)),
+            vocab(size_t(s.vocab));
+        for (int r = 0; r < tp; ++r) {
+          ShardPlan p = make_shard_plan(c, {tp, 1, {}}, r, unit);
+          ASSERT_EQ(p.kv_head_of_q.size(), size_t(p.q_heads.size()));
+          for (int64_t h = p.q_heads.begin; h < p.q_heads.end; ++h) {
+            ++q[size_t(h)];
+            EXPECT_EQ(p.kv_heads.begin + p.kv_head_of_q[size_t(h - p.q_heads.begin)], h / group);
+          }
+          EXPECT_EQ(p.kv_heads.begin, p.q_heads.begin / group);
+          EXPECT_EQ(p.kv_heads.end, (p.q_heads.end - 1) / group + 1);
+          for (int64_t k = p.kv_heads.begin; k < p.kv_heads.end; ++k) ++kv[size_t(k)];
+          EXPECT_EQ(p.intermediate.begin % unit, 0);
+          for (int64_t i = p.intermediate.begin; i < p.intermediate.end; ++i) ++im[size_t(i)];
+          for (int64_t i = p.vocab.begin; i < p.vocab.end; ++i) ++vocab[size_t(i)];
+          EXPECT_EQ(p.vocab.size(), p.vocab_of(c, r).size());
+          EXPECT_LE(p.vocab.size(), p.max_vocab_rows(c));
+        }
+        const std::string at = "heads " + std::to_string(s.heads) + " tp " + std::to_string(tp) +
+                               " unit " + std::to_string(unit);
+        for (int n : q) ASSERT_EQ(n, 1) << at;
+        for (int n : kv) ASSERT_GE(n, 1) << at;
+        for (int n : im) ASSERT_EQ(n, 1) << at;
+        for (int n : vocab) ASSERT_EQ(n, 1) << at;
+      }
 }
 
 }  // namespace

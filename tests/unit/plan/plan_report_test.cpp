@@ -61,8 +61,12 @@ TEST(PlanReport, OneLayoutShowsEveryRank) {
   EXPECT_TRUE(has(text, "   0     0     0   0  0-26  ")) << text;
   EXPECT_TRUE(has(text, "   3     0     1   1  27-53 ")) << text;
   EXPECT_TRUE(has(text, "   5     0     2   1  54-79 ")) << text;
-  const std::string bad = render_layout_text(cfg, evaluate_layout(cfg, {6, 1, {}}, in), in);
-  EXPECT_TRUE(has(bad, "invalid (QM103 kv-heads-not-divisible)")) << bad;
+  const std::string tp6 = render_layout_text(cfg, evaluate_layout(cfg, {6, 1, {}}, in), in);
+  EXPECT_TRUE(has(tp6, "13 KV-head copies per stage (the model has 8)")) << tp6;
+  // Rank 2's row ends with its 3 KV heads, rank 3's with 2.
+  EXPECT_TRUE(has(tp6, "yes" + std::string(10, ' ') + "3\n   3 ")) << tp6;
+  const std::string bad = render_layout_text(cfg, evaluate_layout(cfg, {65, 1, {}}, in), in);
+  EXPECT_TRUE(has(bad, "invalid (QM102 tp-exceeds-heads)")) << bad;
 }
 
 TEST(PlanReport, JsonCarriesVerdictsAndNumbers) {
@@ -73,6 +77,10 @@ TEST(PlanReport, JsonCarriesVerdictsAndNumbers) {
   EXPECT_EQ(j["model"]["kv_cache_tokens"], 32768);
   EXPECT_EQ(j["recommended"]["tp"], 2);
   EXPECT_EQ(j["recommended"]["pp"], 3);
+  // Why not TP 6, 3 x 2 or 1 x 6: one sentence each.
+  EXPECT_EQ(j["recommended"]["why"].size(), 3u) << j["recommended"].dump();
+  for (const auto& l : j["layouts"])
+    if (l["tp"] == 6) EXPECT_EQ(l["kv_head_copies"], 13);
   EXPECT_EQ(j["layouts"].size(), 14u);
   const nlohmann::json one = layout_json(cfg, evaluate_layout(cfg, {2, 3, {}}, in), in);
   ASSERT_EQ(one["layout"]["ranks"].size(), 6u);
