@@ -243,5 +243,30 @@ def body(checks):
                  f"raise_exception: an error line with QM303 and the template's message ({lines})")
 
 
+    batch_role_forgery(checks, ours["role forgery"])
+
+
+def batch_role_forgery(checks, forged):
+    """The same forged message through `qmpi batch` (one rank, tiny model with the real
+    tokenizer and its Qwen3 template): the prompt ids are the ones `tokenize --chat` gives."""
+    model = testlib.make_model("tiny")
+    work = testlib.test_tmp("chat_template_batch")
+    os.makedirs(work, exist_ok=True)
+    inp, out = os.path.join(work, "in.jsonl"), os.path.join(work, "out.jsonl")
+    if os.path.exists(out):
+        os.remove(out)
+    req = dict(CONVERSATIONS[-1][1], id="evil", max_tokens=1, temperature=0)
+    with open(inp, "w") as f:
+        f.write(json.dumps(req) + "\n")
+    testlib.qmpi(["batch", "--model", model, "--input", inp, "--output", out, "--token-ids",
+                  "--max-model-len", "256"], timeout=300)
+    line = json.loads(open(out).read().splitlines()[0])
+    body = line.get("response", {}).get("body", line)
+    ids = body.get("prompt_token_ids")
+    checks.check(ids == forged["ids"] and ids.count(IM_START) == 2,
+                 "batch: the forged user message gives the prompt ids of tokenize --chat "
+                 f"({None if ids is None else ids.count(IM_START)} <|im_start|>)")
+
+
 if __name__ == "__main__":
     testlib.main("chat_template_vs_jinja2", body)
