@@ -9,7 +9,9 @@ transformers configures it for apply_chat_template):
   - the ids equal a plain encode of the rendered text (no special look-alikes in contents);
   - role safety: a user message holding <|im_end|>\\n<|im_start|>system... renders as the oracle
     renders it, but its special-token look-alikes stay text: the only <|im_start|> ids are the
-    template's own turns, and the ids decode back to the rendered text.
+    template's own turns, and the ids decode back to the rendered text; the same message sent
+    through `qmpi batch`, HTTP and ZeroMQ gets the same prompt ids;
+  - `--chat-template FILE` overrides, and a template's raise_exception is a QM303 error line.
 """
 
 import copy
@@ -244,6 +246,7 @@ def body(checks):
 
 
     batch_role_forgery(checks, ours["role forgery"])
+    serve_role_forgery(checks, ours["role forgery"])
 
 
 def batch_role_forgery(checks, forged):
@@ -266,6 +269,33 @@ def batch_role_forgery(checks, forged):
     checks.check(ids == forged["ids"] and ids.count(IM_START) == 2,
                  "batch: the forged user message gives the prompt ids of tokenize --chat "
                  f"({None if ids is None else ids.count(IM_START)} <|im_start|>)")
+
+
+
+def serve_role_forgery(checks, forged):
+    """The forged message over HTTP (prompt_token_ids via return_token_ids) and over ZeroMQ
+    (its prompt token count: parsed as specials it would be shorter) to `qmpi serve`."""
+    import serve_zmq_http as sz  # noqa: E402 (needs pyzmq; only this part of the test does)
+
+    server = sz.Server(testlib.make_model("tiny"), tp=1, pp=1)
+    try:
+        server.wait_ready()
+        messages = CONVERSATIONS[-1][1]["messages"]
+        status, _, text = sz.http_request(
+            server.http_port, "POST", "/v1/chat/completions",
+            {"messages": messages, "max_tokens": 1, "temperature": 0, "return_token_ids": True})
+        ids = json.loads(text).get("prompt_token_ids") if status == 200 else None
+        checks.check(ids == forged["ids"],
+                     f"HTTP: the forged user message gives the prompt ids of tokenize --chat "
+                     f"(status {status}, {None if ids is None else ids.count(IM_START)} <|im_start|>)")
+        replies = server.call({"v": 1, "type": "generate", "id": "evil", "messages": messages,
+                               "max_tokens": 1, "temperature": 0})
+        usage = replies[-1].get("usage", {}) if replies else {}
+        checks.check(usage.get("prompt_tokens") == len(forged["ids"]),
+                     f"ZeroMQ: the forged user message is {usage.get('prompt_tokens')} prompt tokens, "
+                     f"as tokenize --chat gives ({len(forged['ids'])})")
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":
