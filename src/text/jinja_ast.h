@@ -25,7 +25,8 @@ struct Expr {
     Filter,   // items[0] | name(items[1..], kwargs)
     Test,     // items[0] is [not] name(items[1..]); negate
     Unary,    // op items[0]: "not", "-", "+"
-    Binary,   // items[0] op items[1]: arithmetic, comparison, "in", "not in", "~"
+    Binary,   // items[0] op items[1]: arithmetic and "~"
+    Compare,  // items[0] ops[0] items[1] ops[1] items[2]...: Python's chained comparisons
     And,
     Or,
     Cond,  // items[0] if items[1] else items[2] (items[2] may be null)
@@ -36,6 +37,7 @@ struct Expr {
   Value value;       // Literal
   bool negate = false;
   std::vector<ExprPtr> items;
+  std::vector<std::string> ops;  // Compare: ==, !=, <, >, <=, >=, in, not in
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
 };
 

@@ -135,6 +135,15 @@ class Lexer {
           ++e;
           while (e < src_.size() && std::isdigit(static_cast<unsigned char>(src_[e]))) ++e;
         }
+        if (e < src_.size() && (src_[e] == 'e' || src_[e] == 'E')) {  // 1e3, 2.5E-4
+          size_t x = e + 1;
+          if (x < src_.size() && (src_[x] == '+' || src_[x] == '-')) ++x;
+          if (x < src_.size() && std::isdigit(static_cast<unsigned char>(src_[x]))) {
+            is_float = true;
+            e = x;
+            while (e < src_.size() && std::isdigit(static_cast<unsigned char>(src_[e]))) ++e;
+          }
+        }
         std::string num;
         for (size_t i = pos; i < e; ++i)
           if (src_[i] != '_') num += src_[i];

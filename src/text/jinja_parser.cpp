@@ -223,7 +223,8 @@ class Parser {
     return parse_compare();
   }
   ExprPtr parse_compare() {
-    ExprPtr e = parse_math1();
+    ExprPtr first = parse_math1();
+    ExprPtr chain;
     while (true) {
       const int line = peek().line;
       std::string op;
@@ -236,9 +237,13 @@ class Parser {
         pos_ += 2;
         op = "not in";
       } else
-        return e;
-      // Chained comparisons (a < b < c) are rare in templates; they read left to right here.
-      e = binary(Expr::Binary, line, op, std::move(e), parse_math1());
+        return chain ? std::move(chain) : std::move(first);
+      if (!chain) {
+        chain = make(Expr::Compare, line);
+        chain->items.push_back(std::move(first));
+      }
+      chain->ops.push_back(op);
+      chain->items.push_back(parse_math1());
     }
   }
   ExprPtr parse_math1() {

@@ -254,6 +254,8 @@ class Renderer {
       }
       case Expr::Binary:
         return eval_binary(e);
+      case Expr::Compare:
+        return eval_compare(e);
     }
     fail(e.line, "unknown expression");
   }
@@ -326,6 +328,40 @@ class Renderer {
     fail(e.line, v.undefined ? "'" + fn + "' is undefined" : "'" + fn + "' is not callable");
   }
 
+  // a op b for one link of a comparison chain.
+  bool compare(int line, const string& op, const Value& a, const Value& b) {
+    if (op == "in" || op == "not in") return contains(b, a) == (op == "in");
+    if (op == "==") return equal(a, b);
+    if (op == "!=") return !equal(a, b);
+    if (a.undefined || b.undefined) fail(line, "'" + op + "' on an undefined value");
+    // Python orders booleans as the integers 0 and 1.
+    auto num = [](const Value& v) {
+      return v.json.is_boolean() ? double(v.json.get<bool>()) : v.json.get<double>();
+    };
+    const bool na = is_num(a) || (!a.ns && a.json.is_boolean());
+    const bool nb = is_num(b) || (!b.ns && b.json.is_boolean());
+    int c;
+    if (na && nb) {
+      const double x = num(a), y = num(b);
+      c = x < y ? -1 : x > y;
+    } else if (a.is_string() && b.is_string()) {
+      c = a.str() < b.str() ? -1 : a.str() > b.str();
+    } else {
+      fail(line, "cannot compare " + type_name(a) + " and " + type_name(b) + " with " + op);
+    }
+    return op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0;
+  }
+
+  Value eval_compare(const Expr& e) {
+    Value left = eval(*e.items[0]);
+    for (size_t i = 0; i < e.ops.size(); ++i) {
+      Value right = eval(*e.items[i + 1]);
+      if (!compare(e.line, e.ops[i], left, right)) return Value::literal(Json(false));
+      left = std::move(right);
+    }
+    return Value::literal(Json(true));
+  }
+
   Value eval_binary(const Expr& e) {
     const string& op = e.name;
     const Value a = eval(*e.items[0]);
@@ -335,23 +371,7 @@ class Renderer {
       const Value sb = b.is_string() ? b : derived_string(to_text(b), {&b});
       return concat(sa, sb);
     }
-    if (op == "in" || op == "not in") return Value::literal(Json(contains(b, a) == (op == "in")));
-    if (op == "==") return Value::literal(Json(equal(a, b)));
-    if (op == "!=") return Value::literal(Json(!equal(a, b)));
     if (a.undefined || b.undefined) fail(e.line, "'" + op + "' on an undefined value");
-    if (op == "<" || op == ">" || op == "<=" || op == ">=") {
-      int c;
-      if (is_num(a) && is_num(b)) {
-        const double x = a.json.get<double>(), y = b.json.get<double>();
-        c = x < y ? -1 : x > y;
-      } else if (a.is_string() && b.is_string()) {
-        c = a.str() < b.str() ? -1 : a.str() > b.str();
-      } else {
-        fail(e.line, "cannot compare " + type_name(a) + " and " + type_name(b) + " with " + op);
-      }
-      const bool r = op == "<" ? c < 0 : op == ">" ? c > 0 : op == "<=" ? c <= 0 : c >= 0;
-      return Value::literal(Json(r));
-    }
     if (op == "+" && a.is_string() && b.is_string()) return concat(a, b);
     if (op == "+" && a.json.is_array() && b.json.is_array() && !a.ns && !b.ns) {
       Json out = a.json;

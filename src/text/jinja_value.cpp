@@ -129,7 +129,8 @@ bool truthy(const Value& v) {
       return j.get<int64_t>() != 0;
     case Json::value_t::number_float:
       return j.get<double>() != 0.0;
-    case Json::value_t::string: return !v.str().empty();  // json::empty() is false for strings
+    case Json::value_t::string:
+      return !v.str().empty();  // json::empty() is false for strings
     case Json::value_t::array:
     case Json::value_t::object:
       return !j.empty();

@@ -130,6 +130,27 @@ CONVERSATIONS = [
 ]
 
 
+SNIPPETS = [  # engine corners beyond the Qwen templates: whitespace, arithmetic, filters, tests
+ "{% for m in messages %}{{ loop.index }}{{ loop.revindex }}{{ m.role|upper }}{% if not loop.last %}, {% endif %}{% endfor %}",
+ "{{ messages|length }}{{ messages[-1].content[:3] }}|{{ messages[0].content.split()|join('+') }}",
+ "{%- for m in messages -%}\n  {{- m.content|trim -}}\n{%- endfor -%}",
+ "  {% if true %}\n    x\n  {% endif %}\n  y  \n{# c #}\nz\n\n",
+ "{% set ns = namespace(a=[], n=0) %}{% for m in messages if m.role != 'system' %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}{{ ns.a }}",
+ "{{ (messages|selectattr('role', 'equalto', 'user')|list|length) }} {{ messages|map(attribute='role')|join(',') }}",
+ "{{ {'a': 1, 'b': [1, 2.5, none, true, 'x\"y']}|tojson }} {{ messages[0]|tojson(indent=2) }}",
+ "{{ 10 / 4 }} {{ 10 // 4 }} {{ -10 // 4 }} {{ 10 % 4 }} {{ -10 % 4 }} {{ 2 ** 10 }} {{ 1.5 * 2 }} {{ 3 - 5 }}",
+ "{{ 'abc'[::-1] }}{{ 'héllo wörld'.title() if false else 'héllo'|length }}{{ '%' }}{{ 'a' * 3 }}",
+ "{% for k, v in {'z': 1, 'a': 2}|items %}{{ k }}{{ v }}{% endfor %}{% for x in 'ab' %}[{{ x }}]{% endfor %}",
+ "{{ x is defined }}{{ x|default('dflt') }}{{ none|default('n') }}{{ none|default('n', true) }}{{ ''|default('e', true) }}",
+ "{{ messages[0].content.replace('e', 'E', 1) }} {{ '  x  '.strip() }} {{ 'a-b-c'.split('-', 1) }} {{ 'xxaxx'.strip('x') }}",
+ "{% if messages[0].role == 'system' %}S{% elif messages[0].role == 'user' %}U{% else %}O{% endif %}{{ 'yes' if 1 < 2 < 3 else 'no' }}",
+ "{{ [1, 2] + [3] }} {{ [] is sequence }} {{ 'x' is sequence }} {{ 1 is number }} {{ 1.0 is integer }} {{ true is boolean }}",
+ "{{- 'a' }}  \n  {{- 'b' }}\n{{ 'c' -}}\n\n   {{ 'd' }}",
+ "{% for m in messages %}{% if loop.first %}{% continue %}{% endif %}{{ m.role }}{% if loop.index > 2 %}{% break %}{% endif %}{% endfor %}",
+ "{{ messages[0]['content'] ~ 5 ~ 1.0 ~ [1] }} {{ 'a' in ['a', 'b'] }} {{ 'c' not in 'abc' }} {{ 0.1 + 0.2 }} {{ 1e3 if false else 1000.0 }}",
+]
+
+
 def oracle_request(template, req, special):
     messages = copy.deepcopy(req["messages"])
     for m in messages:  # what normalize_chat_messages does with content parts
@@ -245,8 +266,27 @@ def body(checks):
                  f"raise_exception: an error line with QM303 and the template's message ({lines})")
 
 
+    snippets(checks, bare)
     batch_role_forgery(checks, ours["role forgery"])
     serve_role_forgery(checks, ours["role forgery"])
+
+
+def snippets(checks, work):
+    """Small templates exercising the engine's corners, each through --chat-template."""
+    msgs = [SYS, u("hello there"), a(" héllo "), u("e")]
+    same = 0
+    for i, source in enumerate(SNIPPETS):
+        path = os.path.join(work, f"snippet{i}.jinja")
+        with open(path, "w") as f:
+            f.write(source)
+        want = jinja2_chat.render(source, msgs)
+        got = tokenize([{"messages": msgs}], "--chat", "--chat-template", path)[0]
+        if got.get("text") == want:
+            same += 1
+        else:
+            print(f"  snippet {i}: {source!r}\n    qmpi:   {got}\n    jinja2: {want!r}")
+    checks.check(same == len(SNIPPETS),
+                 f"{same} of {len(SNIPPETS)} engine snippets render as Jinja2 renders them")
 
 
 def batch_role_forgery(checks, forged):

@@ -53,6 +53,8 @@ TEST(JinjaExpressions, OperatorsAndPrecedence) {
   EXPECT_EQ(render("{{ 1 < 2 and not 2 < 1 }} {{ 0 or 'd' }} {{ '' and 'x' }}"), "True d ");
   EXPECT_EQ(render("{{ 'b' in 'abc' }} {{ 2 not in [1, 2] }} {{ 'k' in {'k': 1} }}"),
             "True False True");
+  EXPECT_EQ(render("{{ 1 < 2 < 3 }} {{ 1 < 3 < 2 }} {{ 1e3 }} {{ 2.5E-1 }}"),
+            "True False 1000.0 0.25");
   EXPECT_EQ(render("{{ 'y' if x else 'n' }}{{ 'y' if not x else 'n' }}", {{"x", 0}}), "ny");
   EXPECT_EQ(render("{{ [1, 'a', none, true] }} {{ {'k': [1]} }}"),
             "[1, 'a', None, True] {'k': [1]}");
