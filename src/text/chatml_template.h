@@ -6,9 +6,6 @@
 
 namespace qmpi {
 
-inline constexpr const char* kChatMlDefaultSystemPrompt =
-    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
-
 inline constexpr const char* kChatMlTemplate =
     R"JINJA({#- qmpi's built-in ChatML template (the Qwen2.5-Instruct format). -#}
 {%- set default_system = 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' %}
