@@ -18,7 +18,7 @@ packages=(
   libboost-program-options-dev libzmq3-dev cppzmq-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev libspdlog-dev libpcre2-dev libutf8proc-dev
   libcpp-httplib-dev
-  python3 python3-numpy python3-h5py python3-zmq curl iproute2
+  python3 python3-numpy python3-h5py python3-zmq python3-jinja2 curl iproute2
 )
 # Only the tests use these: mmdebstrap builds the brand-new Debian root of tests/install.
 test_packages=(mmdebstrap)

@@ -193,6 +193,26 @@ constexpr std::array kCatalogue{
                "Use the tokenizer.json from the model's repository.", kExitModel,
                "`data did not match any variant of untagged enum ModelWrapper` or another parse "
                "error from tokenizer.json."},
+    ErrorEntry{Err::ChatTemplateInvalid, "chat-template-invalid",
+               "The chat template cannot be read.",
+               "qmpi renders the model's chat_template (tokenizer_config.json, or the file given "
+               "with --chat-template) with its own Jinja engine, which knows the statements and "
+               "filters Hugging Face chat templates use; this template has a syntax error or "
+               "uses something outside that set (the message names the line).",
+               "Fix the template at the line named, or pass a corrected one with "
+               "--chat-template FILE.",
+               kExitModel,
+               "`jinja2.exceptions.TemplateSyntaxError` from transformers' apply_chat_template."},
+    ErrorEntry{Err::ChatTemplateFailed, "chat-template-failed",
+               "The chat template could not render this conversation.",
+               "The template refused the messages (its raise_exception, e.g. roles that do not "
+               "alternate) or met a value it cannot use, such as a message whose content is "
+               "null where the template adds it to a string.",
+               "Change the request as the message says (roles, content, tool calls), or use a "
+               "template that accepts it (--chat-template FILE).",
+               kExitUser,
+               "`jinja2.exceptions.TemplateError` or `UndefinedError` from apply_chat_template, "
+               "or vLLM's 400 \"Conversation roles must alternate user/assistant\"."},
     ErrorEntry{
         Err::MpiInit, "mpi-init", "MPI failed to start.",
         "The MPI runtime could not initialise (launcher mismatch or a broken install).",

@@ -42,6 +42,8 @@ enum class Err : uint16_t {
   // tokenizer (QM3xx)
   TokenizerMissing = 300,
   TokenizerInvalid = 301,
+  ChatTemplateInvalid = 302,
+  ChatTemplateFailed = 303,
   // runtime and communication (QM4xx)
   MpiInit = 400,
   NcclInit = 401,

@@ -36,7 +36,7 @@ int64_t max_tokens_for(const BatchRequest& req, int64_t prompt, const BatchModel
 std::vector<int32_t> request_prompt_ids(const BatchRequest& req, const BatchModel& model) {
   std::vector<int32_t> ids;
   if (req.endpoint == Endpoint::Chat)
-    ids = model.tokenizer->encode(model.chat->render(req.messages, true));
+    ids = model.chat->encode(*model.tokenizer, req.messages, true);  // contents stay text
   else if (!req.prompt_ids.empty())
     ids = req.prompt_ids;
   else

@@ -88,7 +88,13 @@ std::pair<int32_t, size_t> AddedTokenMatcher::longest_at(std::string_view text, 
 }
 
 void AddedTokenMatcher::split(std::string_view text, bool parse_special,
-                              std::vector<TextSegment>& out) const {
+                              std::vector<TextSegment>& out,
+                              std::span<const std::pair<size_t, size_t>> plain) const {
+  size_t next_plain = 0;  // the first plain range that does not end before `pos`
+  auto touches_plain = [&](size_t b, size_t e) {
+    while (next_plain < plain.size() && plain[next_plain].second <= b) ++next_plain;
+    return next_plain < plain.size() && plain[next_plain].first < e;
+  };
   size_t done = 0;  // text before this offset is already in `out`
   size_t pos = 0;   // where the search for the next match starts
   while (pos < text.size()) {
@@ -105,7 +111,7 @@ void AddedTokenMatcher::split(std::string_view text, bool parse_special,
     size_t start = pos;
     size_t stop = pos + len;
     pos = stop;
-    if (tok.special && !parse_special) continue;
+    if (tok.special && (!parse_special || touches_plain(start, stop))) continue;
     if (tok.single_word && ((start > 0 && is_word_char(char_before(text, start))) ||
                             (stop < text.size() && is_word_char(char_at(text, stop)))))
       continue;

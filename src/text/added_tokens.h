@@ -6,8 +6,10 @@
 // the search goes on after it.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace qmpi {
@@ -35,7 +37,9 @@ class AddedTokenMatcher {
   explicit AddedTokenMatcher(std::vector<AddedToken> tokens);
 
   // Appends the segments of `text` (valid UTF-8) to `out`; they cover `text` in order.
-  void split(std::string_view text, bool parse_special, std::vector<TextSegment>& out) const;
+  // `plain` (sorted, disjoint byte ranges of `text`): special tokens overlapping them are text.
+  void split(std::string_view text, bool parse_special, std::vector<TextSegment>& out,
+             std::span<const std::pair<size_t, size_t>> plain = {}) const;
 
   bool empty() const { return tokens_.empty(); }
 

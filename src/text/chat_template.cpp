@@ -1,35 +1,126 @@
 #include "text/chat_template.h"
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "core/errors.h"
+#include "text/chatml_template.h"
+#include "text/jinja_template.h"
 
 namespace qmpi {
 namespace {
 
-void append_turn(std::string& out, std::string_view role, std::string_view content) {
-  out.append("<|im_start|>").append(role).append("\n").append(content).append("<|im_end|>\n");
+using OJson = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+std::optional<std::string> read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// tokenizer_config.json writes a special token as "<|im_end|>" or as {"content": "<|im_end|>"}.
+OJson special_tokens_of(const OJson& config) {
+  OJson out = OJson::object();
+  for (const char* key : {"bos_token", "eos_token", "pad_token", "unk_token"}) {
+    if (!config.contains(key)) continue;
+    const OJson& v = config.at(key);
+    if (v.is_string())
+      out[key] = v;
+    else if (v.is_object() && v.contains("content") && v.at("content").is_string())
+      out[key] = v.at("content");
+  }
+  return out;
 }
 
 }  // namespace
 
-std::string Qwen25ChatTemplate::render(std::span<const ChatMessage> messages,
-                                       bool add_generation_prompt) const {
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const std::string& role = messages[i].role;
-    if (role != "system" && role != "user" && role != "assistant")
-      raise(Err::RequestField,
-            "message " + std::to_string(i) + " has role '" + role +
-                "', which the Qwen2.5 chat template does not support",
-            "Use the roles system, user and assistant.");
+ChatTemplate::ChatTemplate(std::string source, std::string origin, OJson special_tokens)
+    : source_(std::move(source)),
+      origin_(std::move(origin)),
+      special_tokens_(std::move(special_tokens)),
+      template_(std::make_unique<jinja::Template>(source_, origin_)) {}
+
+ChatTemplate::~ChatTemplate() = default;
+
+ChatPrompt ChatTemplate::render_prompt(std::span<const ChatMessage> messages,
+                                       bool add_generation_prompt, const ChatExtras& extras) const {
+  // The variables transformers' apply_chat_template passes: messages, tools, documents,
+  // add_generation_prompt, the tokenizer's special tokens, then the caller's kwargs.
+  std::map<std::string, jinja::Value> vars;
+  for (const auto& [k, v] : special_tokens_.items()) vars[k] = jinja::Value::literal(v);
+  OJson msgs = extras.messages;
+  if (!msgs.is_array()) {
+    msgs = OJson::array();
+    for (const ChatMessage& m : messages)
+      msgs.push_back({{"role", m.role}, {"content", m.content}});
   }
-  std::string out;
-  if (messages.empty() || messages.front().role != "system")
-    append_turn(out, "system", kDefaultSystemPrompt);
-  for (const ChatMessage& m : messages) append_turn(out, m.role, m.content);
-  if (add_generation_prompt) out.append("<|im_start|>assistant\n");
+  vars["messages"] = jinja::Value::data(std::move(msgs));
+  vars["tools"] = jinja::Value::data(extras.tools.is_array() ? extras.tools : OJson(nullptr));
+  vars["documents"] = jinja::Value::literal(OJson(nullptr));
+  vars["add_generation_prompt"] = jinja::Value::literal(OJson(add_generation_prompt));
+  if (extras.kwargs.is_object())
+    for (const auto& [k, v] : extras.kwargs.items()) vars[k] = jinja::Value::data(v);
+
+  jinja::Rendered r = template_->render(vars);
+  ChatPrompt out{std::move(r.text), {}};
+  for (const jinja::Span& s : r.plain) out.plain.push_back({s.begin, s.end});
   return out;
 }
 
-std::unique_ptr<ChatTemplate> chat_template_for(const std::string& model_dir) {
+std::string ChatTemplate::render(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                                 const ChatExtras& extras) const {
+  return render_prompt(messages, add_generation_prompt, extras).text;
+}
+
+std::vector<int32_t> ChatTemplate::encode(const Tokenizer& tok,
+                                          std::span<const ChatMessage> messages,
+                                          bool add_generation_prompt,
+                                          const ChatExtras& extras) const {
+  const ChatPrompt p = render_prompt(messages, add_generation_prompt, extras);
+  return tok.encode(p.text, p.plain);
+}
+
+Qwen25ChatTemplate::Qwen25ChatTemplate()
+    : ChatTemplate(kChatMlTemplate, "built-in ChatML template") {}
+
+std::unique_ptr<ChatTemplate> chat_template_for(const std::string& model_dir,
+                                                const std::string& override_file) {
+  const fs::path dir(model_dir);
+  OJson config = OJson::object();
+  if (auto text = read_file(dir / "tokenizer_config.json")) {
+    try {
+      config = OJson::parse(*text);
+    } catch (const OJson::parse_error&) {
+      config = OJson::object();  // the tokenizer loader reports a broken config
+    }
+  }
+  const OJson special = config.is_object() ? special_tokens_of(config) : OJson::object();
+  if (!override_file.empty()) {
+    auto text = read_file(override_file);
+    if (!text)
+      raise(Err::ChatTemplateInvalid, "cannot read the chat template file " + override_file,
+            "Give --chat-template a readable Jinja file.");
+    return std::make_unique<ChatTemplate>(std::move(*text), override_file, special);
+  }
+  if (auto text = read_file(dir / "chat_template.jinja"))
+    return std::make_unique<ChatTemplate>(std::move(*text), (dir / "chat_template.jinja").string(),
+                                          special);
+  const std::string origin = (dir / "tokenizer_config.json").string() + " chat_template";
+  if (config.is_object() && config.contains("chat_template")) {
+    const OJson& t = config.at("chat_template");
+    if (t.is_string()) return std::make_unique<ChatTemplate>(t.get<std::string>(), origin, special);
+    // Named templates ([{"name": "default", "template": ...}, ...]): the default one.
+    if (t.is_array())
+      for (const OJson& named : t)
+        if (named.is_object() && named.value("name", "") == "default" &&
+            named.contains("template") && named.at("template").is_string())
+          return std::make_unique<ChatTemplate>(named.at("template").get<std::string>(),
+                                                origin + " (default)", special);
+  }
   return std::make_unique<Qwen25ChatTemplate>();
 }
 

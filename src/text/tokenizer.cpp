@@ -13,6 +13,20 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  return encode_impl(text, parse_special, {});
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text,
+                                       std::span<const TextRange> plain) const {
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (const TextRange& r : plain)
+    if (r.end > r.begin) ranges.emplace_back(r.begin, std::min(r.end, text.size()));
+  return encode_impl(text, true, ranges);
+}
+
+std::vector<int32_t> Tokenizer::encode_impl(
+    std::string_view text, bool parse_special,
+    std::span<const std::pair<size_t, size_t>> plain) const {
   const Impl& t = *impl_;
   if (const size_t bad = utf8::find_invalid(text); bad != text.size())
     raise(Err::RequestField,
@@ -25,7 +39,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
   std::vector<TextSegment> outer, inner;
   std::vector<std::string_view> pieces;
   std::string normalized;
-  t.raw_added.split(text, parse_special, outer);
+  t.raw_added.split(text, parse_special, outer, plain);
   for (const TextSegment& seg : outer) {
     if (seg.id >= 0) {
       ids.push_back(seg.id);
@@ -37,7 +51,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
       part = normalized;
     }
     inner.clear();
-    t.normalized_added.split(part, parse_special, inner);
+    // Offsets move under NFC; a segment that holds any plain byte is wholly plain here.
+    bool has_plain = false;
+    for (const auto& [b, e] : plain) has_plain = has_plain || (b < seg.end && e > seg.begin);
+    t.normalized_added.split(part, parse_special && !has_plain, inner);
     for (const TextSegment& s : inner) {
       if (s.id >= 0) {
         ids.push_back(s.id);

@@ -11,9 +11,16 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace qmpi {
+
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
 
 class Tokenizer {
  public:
@@ -33,6 +40,11 @@ class Tokenizer {
   // tokens are plain text (Hugging Face's split_special_tokens); non-special ones still match.
   // Thread-safe.
   std::vector<int32_t> encode(std::string_view text, bool parse_special = true) const;
+  // Special tokens parsed everywhere except in the `plain` ranges (sorted, disjoint): a special
+  // token whose match touches a plain byte stays text. Text without special look-alikes in the
+  // plain ranges gets exactly encode(text)'s ids. Used for chat prompts, where the ranges are
+  // the request's own text.
+  std::vector<int32_t> encode(std::string_view text, std::span<const TextRange> plain) const;
   // Throws RequestField for an id outside [0, vocab_size()) or one no token has.
   std::string decode(std::span<const int32_t> ids, bool skip_special = false) const;
 
@@ -54,6 +66,8 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::vector<int32_t> encode_impl(std::string_view text, bool parse_special,
+                                   std::span<const std::pair<size_t, size_t>> plain) const;
   std::unique_ptr<Impl> impl_;
 };
 

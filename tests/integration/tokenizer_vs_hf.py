@@ -180,20 +180,22 @@ def body(checks):
     checks.check(same == len(cut), f"decode of cut characters: {same} of {len(cut)} id lists "
                  "give HF's text (U+FFFD per maximal subpart)")
 
+    # The model's own chat template (Qwen3's, from tokenizer_config.json beside tokenizer.json);
+    # chat_template_vs_jinja2.py compares the rendering itself with Jinja2.
     chat_lines = [{"messages": [{"role": "user", "content": "Hello"}]},
-                  {"messages": [{"role": "tool", "content": "{}"}]},
+                  {"messages": ["not a message"]},
                   {"messages": [{"role": "system", "content": "Be brief."},
                                 {"role": "user", "content": "2+2?"}],
                    "add_generation_prompt": False}]
     chat, _, rc = qmpi(chat_lines, "--chat", allow_fail=True)
-    prompts = ["<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
-               "assistant.<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n",
+    prompts = ["<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n",
                "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"]
     chat_ref = hf([{"text": p} for p in prompts])
-    checks.check(chat[0] == chat_ref[0] and chat[2] == chat_ref[1],
-                 "--chat renders ChatML with the default system prompt; ids equal HF's")
+    checks.check([chat[0].get("text"), chat[2].get("text")] == prompts and
+                 chat[0].get("ids") == chat_ref[0]["ids"] and chat[2].get("ids") == chat_ref[1]["ids"],
+                 "--chat renders the model's template; ids equal HF's")
     checks.check("QM501" in chat[1].get("error", "") and rc == 2,
-                 f"--chat: an unknown role is an error line ({chat[1]}), exit code {rc}")
+                 f"--chat: a malformed message is an error line ({chat[1]}), exit code {rc}")
 
     mixed, _, rc = pipe([testlib.qmpi_binary(), "tokenize", "--tokenizer", TOKENIZER],
                         [{"text": "a"}, {"txt": "b"}, "{not json", {"text": 5},

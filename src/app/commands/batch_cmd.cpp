@@ -81,7 +81,7 @@ int cmd_batch(const Args& args) {
       const auto tokenizer_ptr = load_model_tokenizer(engine.options().model_path);
       const Tokenizer& tokenizer = *tokenizer_ptr;
       engine.executor().set_valid_vocab(tokenizer.vocab_size());
-      const auto chat = chat_template_for(engine.options().model_path);
+      const auto chat = chat_template_for(engine.options().model_path, cli.chat_template);
       BatchModel model;
       model.tokenizer = &tokenizer;
       model.chat = chat.get();

@@ -39,6 +39,8 @@ po::options_description engine_options(EngineCli& c) {
       "shard (size a cluster before downloading)")("model-config", po::value(&c.model_config),
                                                    "config.json for --synthetic-weights")(
       "seed-weights", po::value(&c.seed)->default_value(0), "seed of --synthetic-weights")(
+      "chat-template", po::value(&c.chat_template),
+      "a Jinja chat template file instead of the model's (tokenizer_config.json chat_template)")(
       "tp", po::value(&c.tp)->default_value(1), "tensor-parallel size (ranks per stage)")(
       "pp", po::value(&c.pp)->default_value(1), "pipeline-parallel size (stages)")(
       "pp-layers", po::value(&c.pp_layers), "layers per stage, e.g. 27,27,26 (default: even)")(

@@ -23,6 +23,7 @@ struct EngineCli {
   std::string model;
   bool verify = false;
   std::string model_config;
+  std::string chat_template;  // a Jinja file instead of the model's chat_template
   bool synthetic = false;
   uint64_t seed = 0;
   int tp = 1;

@@ -17,6 +17,7 @@ struct PromptCli {
   std::string ids;
   bool chat = false;
   std::string system;
+  std::string chat_template;  // not an option here: EngineCli's --chat-template, copied in
 };
 
 struct SamplingCli {

@@ -30,6 +30,7 @@ int cmd_run(const Args& args) {
   if (max_tokens < 1) raise(Err::Usage, "--max-tokens must be at least 1");
 
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
+    prompt.chat_template = cli.chat_template;
     const PromptSource src = load_prompt_source(engine, prompt);
     check_prompt_fits(src.ids.size(), max_tokens, engine.max_model_len());
     BatchRequest req;

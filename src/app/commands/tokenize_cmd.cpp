@@ -1,7 +1,9 @@
 // `qmpi tokenize`: JSONL in, JSONL out, one output line per input line.
 //   default   {"text": "..."}                        -> {"ids": [...]}
 //   --decode  {"ids": [...]}                          -> {"text": "..."}
-//   --chat    {"messages": [{"role", "content"}, ...]} -> {"ids": [...]}   (chat template applied)
+//   --chat    {"messages", "tools", "add_generation_prompt", "chat_template_kwargs"}
+//             -> {"text": <the rendered prompt>, "ids": [...]}   (the model's chat template;
+//             message contents are never parsed for special tokens)
 // A line that cannot be handled becomes {"error": "..."} and the next line goes on.
 #include <filesystem>
 #include <iostream>
@@ -12,6 +14,7 @@
 #include "app/commands/commands.h"
 #include "app/commands/prompt_input.h"
 #include "core/errors.h"
+#include "text/chat_messages.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -26,6 +29,7 @@ enum class Mode { Encode, Decode, Chat };
 struct TokenizeOptions {
   std::string model;
   std::string tokenizer;
+  std::string chat_template;  // --chat-template FILE
   bool no_special = false;
   bool skip_special = false;
   Mode mode = Mode::Encode;
@@ -63,24 +67,6 @@ std::vector<int32_t> read_ids(const json& req) {
   return ids;
 }
 
-std::vector<ChatMessage> read_messages(const json& req) {
-  const json& arr = required(req, "messages", json::value_t::array, "an array of messages");
-  std::vector<ChatMessage> messages;
-  for (size_t i = 0; i < arr.size(); ++i) {
-    const json& m = arr[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
-    if (!m.is_object()) raise(Err::RequestField, where + " must be an object");
-    for (const auto& [key, value] : m.items())
-      if (key != "role" && key != "content")
-        raise(Err::RequestField, where + " has unknown field \"" + key + "\"");
-    if (!m.contains("role") || !m.at("role").is_string() || !m.contains("content") ||
-        !m.at("content").is_string())
-      raise(Err::RequestField, where + " needs string fields \"role\" and \"content\"");
-    messages.push_back({m.at("role").get<std::string>(), m.at("content").get<std::string>()});
-  }
-  return messages;
-}
-
 json handle_line(const std::string& line, const TokenizeOptions& opt, const Tokenizer& tok,
                  const ChatTemplate& chat) {
   json req;
@@ -100,13 +86,29 @@ json handle_line(const std::string& line, const TokenizeOptions& opt, const Toke
       check_keys(req, {"ids"});
       return {{"text", tok.decode(read_ids(req), opt.skip_special)}};
     case Mode::Chat: {
-      check_keys(req, {"messages", "add_generation_prompt"});
+      check_keys(req, {"messages", "tools", "tool_choice", "add_generation_prompt",
+                       "chat_template_kwargs"});
       bool add_prompt = true;
       if (req.contains("add_generation_prompt"))
         add_prompt = required(req, "add_generation_prompt", json::value_t::boolean, "true or false")
                          .get<bool>();
-      const std::string prompt = chat.render(read_messages(req), add_prompt);
-      return {{"ids", tok.encode(prompt, true)}};
+      // Re-read in request order: templates print tool schemas with their keys as sent.
+      const auto ordered = nlohmann::ordered_json::parse(line);
+      ChatExtras extras;
+      required(req, "messages", json::value_t::array, "an array of messages");
+      extras.messages = normalize_chat_messages(ordered.at("messages"));
+      if (ordered.contains("tools") && !ordered.at("tools").is_null()) {
+        if (!ordered.at("tools").is_array())
+          raise(Err::RequestField, "field \"tools\" must be an array of tools");
+        extras.tools = ordered.at("tools");
+      }
+      if (ordered.contains("chat_template_kwargs")) {
+        if (!ordered.at("chat_template_kwargs").is_object())
+          raise(Err::RequestField, "field \"chat_template_kwargs\" must be an object");
+        extras.kwargs = ordered.at("chat_template_kwargs");
+      }
+      const ChatPrompt prompt = chat.render_prompt({}, add_prompt, extras);
+      return {{"text", prompt.text}, {"ids", tok.encode(prompt.text, prompt.plain)}};
     }
   }
   raise(Err::Internal, "unknown tokenize mode");
@@ -118,12 +120,15 @@ int cmd_tokenize(const Args& args) {
   TokenizeOptions opt;
   bool decode = false;
   bool chat = false;
+  bool show_template = false;
   po::options_description desc(
       "qmpi tokenize: JSONL on stdin -> JSONL on stdout, one output line per input line.\n"
       "  encode (default): {\"text\": ...} -> {\"ids\": [...]}\n"
       "  --decode:         {\"ids\": [...]} -> {\"text\": ...}\n"
-      "  --chat:           {\"messages\": [{\"role\": ..., \"content\": ...}],\n"
-      "                     \"add_generation_prompt\": true} -> {\"ids\": [...]}\n"
+      "  --chat:           {\"messages\": [...], \"tools\": [...], \"add_generation_prompt\":\n"
+      "                     true, \"chat_template_kwargs\": {\"enable_thinking\": false}}\n"
+      "                    -> {\"text\": <prompt>, \"ids\": [...]}  (message text is never\n"
+      "                    read as special tokens)\n"
       "A bad line gives {\"error\": ...} and the next line goes on; the exit code is\n"
       "then 2 (after all lines).\nOptions");
   desc.add_options()("help,h", "show this help")("model", po::value(&opt.model),
@@ -133,7 +138,11 @@ int cmd_tokenize(const Args& args) {
       "encode special tokens such as <|im_start|> as plain text")(
       "decode", po::bool_switch(&decode), "decode ids to text")(
       "skip-special", po::bool_switch(&opt.skip_special), "with --decode: drop special tokens")(
-      "chat", po::bool_switch(&chat), "apply the model's chat template, then encode");
+      "chat", po::bool_switch(&chat), "apply the model's chat template, then encode")(
+      "chat-template", po::value(&opt.chat_template),
+      "with --chat: this Jinja file instead of the model's chat_template")(
+      "show-template", po::bool_switch(&show_template),
+      "print the chat template --chat would use (its origin on stderr), then exit");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -157,8 +166,13 @@ int cmd_tokenize(const Args& args) {
                                          : load_model_tokenizer(path);
   const Tokenizer& tok = *tok_ptr;
   const std::filesystem::path p(path);
-  const auto chat_template =
-      chat_template_for(std::filesystem::is_directory(p) ? p.string() : p.parent_path().string());
+  const auto chat_template = chat_template_for(
+      std::filesystem::is_directory(p) ? p.string() : p.parent_path().string(), opt.chat_template);
+  if (show_template) {
+    std::cerr << "chat template: " << chat_template->origin() << "\n";
+    std::cout << chat_template->source();
+    return 0;
+  }
 
   std::string line;
   size_t line_no = 0;
