@@ -187,31 +187,51 @@ struct DotArgs {
   float* out;
 };
 
-template <int R, int XR>
-void dot_tile(const DotArgs& g, int64_t row, int64_t xrow, bool ahead) {
+// One block of 32 weights of each of R rows times XR rows of x; `m` masks the weights of the
+// last, partial block (past K they belong to the next row; x's zero padding makes those lanes
+// vanish anyway).
+template <int R, int XR, bool Ahead, bool Masked>
+inline void dot_step(const uint16_t* const* rows, const uint16_t* xb, int64_t Kp, int64_t k,
+                     __mmask32 m, __m512 (&acc)[R][XR]) {
+  __m512bh xs[XR];
+  for (int j = 0; j < XR; ++j) xs[j] = (__m512bh)_mm512_loadu_si512(xb + j * Kp + k);
+  for (int r = 0; r < R; ++r) {
+    if constexpr (Ahead)
+      __builtin_prefetch(reinterpret_cast<const char*>(rows[r] + k) + kPrefetchBytes, 0, 3);
+    __m512bh w;
+    if constexpr (Masked)
+      w = (__m512bh)_mm512_maskz_loadu_epi16(m, rows[r] + k);
+    else
+      w = (__m512bh)_mm512_loadu_si512(rows[r] + k);
+    for (int j = 0; j < XR; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], w, xs[j]);
+  }
+}
+
+template <int R, int XR, bool Ahead>
+void dot_tile(const DotArgs& g, int64_t row, int64_t xrow) {
   const uint16_t* rows[R];
   for (int r = 0; r < R; ++r) rows[r] = g.w + size_t(row + r) * size_t(g.K);
-  const size_t next = ahead ? kPrefetchBytes : 0;
   __m512 acc[R][XR];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < XR; ++j) acc[r][j] = _mm512_setzero_ps();
   const uint16_t* xb = g.xb + xrow * g.Kp;
-  for (int64_t k = 0; k < g.K; k += kStep) {
-    // The last block of a row is loaded under a mask: the weights past K belong to the next
-    // row, and x's zero padding makes their lanes vanish anyway.
-    const __mmask32 m = g.K - k >= kStep ? __mmask32(~0u) : __mmask32((1u << (g.K - k)) - 1);
-    __m512bh xs[XR];
-    for (int j = 0; j < XR; ++j) xs[j] = (__m512bh)_mm512_loadu_si512(xb + j * g.Kp + k);
-    for (int r = 0; r < R; ++r) {
-      if (next) __builtin_prefetch(reinterpret_cast<const char*>(rows[r] + k) + next, 0, 3);
-      const __m512bh w = (__m512bh)_mm512_maskz_loadu_epi16(m, rows[r] + k);
-      for (int j = 0; j < XR; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], w, xs[j]);
-    }
-  }
+  const int64_t kmain = g.K / kStep * kStep;
+  for (int64_t k = 0; k < kmain; k += kStep)
+    dot_step<R, XR, Ahead, false>(rows, xb, g.Kp, k, 0, acc);
+  if (kmain < g.K)
+    dot_step<R, XR, false, true>(rows, xb, g.Kp, kmain, __mmask32((1u << (g.K - kmain)) - 1), acc);
   for (int j = 0; j < XR; ++j)
     for (int r = 0; r < R; ++r)
       g.out[(xrow + j) * g.N + row + r] =
           _mm512_reduce_add_ps(acc[r][j]) + (g.bias ? g.bias[row + r] : 0.0f);
+}
+
+template <int R, int XR>
+void dot_tile(const DotArgs& g, int64_t row, int64_t xrow, bool ahead) {
+  if (ahead)
+    dot_tile<R, XR, true>(g, row, xrow);
+  else
+    dot_tile<R, XR, false>(g, row, xrow);
 }
 
 template <int R>
