@@ -2,9 +2,13 @@
 // qwen2.5-0.5b shape streams (24 layers of q, k, v, o, gate, up, down plus the 151936-row
 // lm_head: 988 MB in bf16), so that no weight byte is reused from cache between passes. Each
 // repetition times one pass of matmul() over all of them with n rows of activations, then a
-// read of a buffer of the same size with qmpi's bandwidth probe, back to back, so that the
-// ratio survives a host shared with other work. Prints one JSON line per n with the min and
-// median over repetitions. No model, no engine: the numbers are the kernels'.
+// plain read of the very same bytes (an integer sum the compiler vectorizes: the STREAM-style
+// yardstick), then qmpi's bandwidth probe on a buffer of the same size, back to back, so that
+// the ratios survive a host shared with other work. Each pass is timed by the wall clock and
+// by the process's CPU time: on a host whose cores are shared with other jobs, the CPU time is
+// what the pass would take alone (bytes per CPU-second), the wall time is what it took.
+// Prints one JSON line per n with the min and median over repetitions. No model, no engine:
+// the numbers are the kernels'.
 //
 // Usage: qmpi_kernel_bench [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32]
 //                          [--bf16-activations]
@@ -14,8 +18,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -39,6 +45,29 @@ double median(std::vector<double> v) {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double cpu_seconds() {
+  return double(std::clock()) / CLOCKS_PER_SEC;
+}
+
+// Wall and CPU seconds of f().
+template <class F>
+std::pair<double, double> timed(F&& f) {
+  const double c0 = cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return {seconds_since(t0), cpu_seconds() - c0};
+}
+
+// The plain read: every 8 bytes added once, no intrinsics, no prefetch.
+uint64_t plain_read(const char* p, size_t bytes, int threads) {
+  const uint64_t* q = reinterpret_cast<const uint64_t*>(p);
+  const int64_t n = int64_t(bytes / 8);
+  uint64_t s = 0;
+#pragma omp parallel for num_threads(threads) schedule(static) reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += q[i];
+  return s;
 }
 
 }  // namespace
@@ -107,29 +136,38 @@ int main(int argc, char** argv) {
   std::vector<float> x(size_t(maxn * im), 0.01f), out(size_t(maxn * vocab));
   const cpu::MatmulOptions opt{threads, bf16_act};
 
+  volatile uint64_t sink = 0;
   for (int64_t n : ns) {
-    std::vector<double> pass_s, probe_bw;
+    std::vector<double> pass_s, pass_cpu, read_s, read_cpu, probe_bw;
     for (int r = 0; r < reps + 1; ++r) {  // the first repetition warms up and is dropped
-      const auto t0 = std::chrono::steady_clock::now();
-      for (const Mat& m : mats) {
-        const WeightView w{arena.get() + m.offset, dt, m.rows, m.cols, nullptr};
-        cpu::matmul(x.data(), n, w, nullptr, out.data(), opt);
-      }
-      const double s = seconds_since(t0);
+      const auto [s, c] = timed([&] {
+        for (const Mat& m : mats) {
+          const WeightView w{arena.get() + m.offset, dt, m.rows, m.cols, nullptr};
+          cpu::matmul(x.data(), n, w, nullptr, out.data(), opt);
+        }
+      });
+      const auto [rs, rc] = timed([&] { sink = sink + plain_read(arena.get(), bytes, threads); });
       const double bw = cpu::read_bandwidth({bytes, threads, 1});
-      if (r > 0) pass_s.push_back(s), probe_bw.push_back(bw);
+      if (r > 0) {
+        pass_s.push_back(s), pass_cpu.push_back(c), read_s.push_back(rs), read_cpu.push_back(rc);
+        probe_bw.push_back(bw);
+      }
     }
-    const double best = *std::min_element(pass_s.begin(), pass_s.end());
-    const double med = median(pass_s);
+    const auto gb = [&](double sec) { return double(bytes) / sec / 1e9; };
+    const auto mn = [](const std::vector<double>& v) {
+      return *std::min_element(v.begin(), v.end());
+    };
     std::printf(
         "{\"n\": %lld, \"dtype\": \"%s\", \"threads\": %d, \"bf16_activations\": %s, "
         "\"weight_bytes\": %zu, \"pass_ms_min\": %.2f, \"pass_ms_median\": %.2f, "
-        "\"weight_gb_s_best\": %.2f, \"probe_gb_s_best\": %.2f, \"probe_gb_s_median\": %.2f, "
-        "\"gflops_best\": %.1f}\n",
+        "\"pass_cpu_ms_min\": %.2f, \"weight_gb_s_best\": %.2f, \"plain_read_gb_s_best\": %.2f, "
+        "\"weight_gb_per_cpu_s\": %.2f, \"plain_read_gb_per_cpu_s\": %.2f, "
+        "\"probe_gb_s_best\": %.2f, \"probe_gb_s_median\": %.2f, \"gflops_best\": %.1f}\n",
         (long long)n, dt == DType::BF16 ? "bf16" : "f32", threads, bf16_act ? "true" : "false",
-        bytes, best * 1e3, med * 1e3, double(bytes) / best / 1e9,
+        bytes, mn(pass_s) * 1e3, median(pass_s) * 1e3, mn(pass_cpu) * 1e3, gb(mn(pass_s)),
+        gb(mn(read_s)), gb(mn(pass_cpu)), gb(mn(read_cpu)),
         *std::max_element(probe_bw.begin(), probe_bw.end()) / 1e9, median(probe_bw) / 1e9,
-        2.0 * double(bytes / es) * double(n) / best / 1e9);
+        2.0 * double(bytes / es) * double(n) / mn(pass_s) / 1e9);
     std::fflush(stdout);
   }
   return 0;
