@@ -21,9 +21,15 @@ constexpr int64_t kGrain = 32 * 1024;
 
 #if defined(__AVX512F__)
 constexpr int64_t kStep = 32;  // weights per row per inner step
-// How far ahead of each weight load the GEMV prefetches. On the project's Zen machine, with one
-// thread, 16 KiB took a bf16 GEMV from ~70% to ~90% of the measured read bandwidth.
+// How far ahead of each weight load the GEMV prefetches, and into which cache. On the
+// project's Zen 4 machine, with one thread, 16 KiB took a bf16 GEMV from ~70% to ~90% of the
+// measured read bandwidth; prefetching into L2 (prefetcht1) rather than L1 (prefetcht0) then
+// cut its CPU time per pass over a decode step's weights from ~91 ms to ~55 ms, the same bytes
+// per CPU-second as a plain read (qmpi_kernel_bench, docs/perf.md). L1 has few miss buffers,
+// so prefetcht0 requests queue behind each other; L2 keeps many more lines in flight, and the
+// L2 -> L1 hop is hidden by the loads' own latency.
 constexpr size_t kPrefetchBytes = 16 * 1024;
+constexpr int kPrefetchLocality = 2;  // __builtin_prefetch's: 2 = prefetcht1 (L2)
 
 // Each row of x, zero-padded to a multiple of kStep. For BF16 weights every block of 32 is
 // stored as its 16 even then its 16 odd elements: a 64-byte load of 32 bf16 widens to float32
@@ -99,7 +105,7 @@ void tile(const GemvArgs& g, int64_t row, int64_t xrow, bool ahead) {
     for (int r = 0; r < R; ++r) {
       if (next)
         for (size_t line = 0; line < kStep * esize; line += 64)
-          __builtin_prefetch(rows[r] + next + size_t(k) * esize + line, 0, 3);
+          __builtin_prefetch(rows[r] + next + size_t(k) * esize + line, 0, kPrefetchLocality);
       const Block w = load_block<WT>(rows[r], k);
       for (int j = 0; j < XR; ++j) {
         acc[r][j] = _mm512_fmadd_ps(w.a, xa[j], acc[r][j]);
@@ -197,7 +203,8 @@ inline void dot_step(const uint16_t* const* rows, const uint16_t* xb, int64_t Kp
   for (int j = 0; j < XR; ++j) xs[j] = (__m512bh)_mm512_loadu_si512(xb + j * Kp + k);
   for (int r = 0; r < R; ++r) {
     if constexpr (Ahead)
-      __builtin_prefetch(reinterpret_cast<const char*>(rows[r] + k) + kPrefetchBytes, 0, 3);
+      __builtin_prefetch(reinterpret_cast<const char*>(rows[r] + k) + kPrefetchBytes, 0,
+                         kPrefetchLocality);
     __m512bh w;
     if constexpr (Masked)
       w = (__m512bh)_mm512_maskz_loadu_epi16(m, rows[r] + k);
