@@ -19,7 +19,12 @@ void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bi
                                         " for a weight with " + std::to_string(w.rows) +
                                         " output rows");
   if (n <= 0 || w.rows == 0) return;
-  if (n <= kGemvMaxRows)
+#if defined(__AVX512BF16__)
+  const bool bf16_dot = opt.bf16_activations && w.dtype == DType::BF16;
+#else
+  const bool bf16_dot = false;
+#endif
+  if (n <= (bf16_dot ? kGemvMaxRowsBf16 : kGemvMaxRows))
     matmul_gemv(x, n, w, bias, out, opt);
   else
     matmul_blocked(x, n, w, bias, out, opt);

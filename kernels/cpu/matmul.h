@@ -18,8 +18,10 @@ struct MatmulOptions {
   bool bf16_activations = false;
 };
 
-// Up to this many rows of x, matmul() uses the GEMV path.
+// Up to this many rows of x, matmul() uses the GEMV path: exact float32 FMAs are the bound
+// beyond 16 rows, bf16 dot products (twice the multiply-adds per instruction) beyond 64.
 inline constexpr int64_t kGemvMaxRows = 16;
+inline constexpr int64_t kGemvMaxRowsBf16 = 64;
 
 // Checks shapes and dtypes (raising a qmpi::Error) and runs the path that suits n.
 void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out,

@@ -21,9 +21,15 @@ constexpr int64_t kGrain = 32 * 1024;
 
 #if defined(__AVX512F__)
 constexpr int64_t kStep = 32;  // weights per row per inner step
-// How far ahead of each weight load the GEMV prefetches. On the project's Zen machine, with one
-// thread, 16 KiB took a bf16 GEMV from ~70% to ~90% of the measured read bandwidth.
+// How far ahead of each weight load the GEMV prefetches, and into which cache. On the
+// project's Zen 4 machine, with one thread, 16 KiB took a bf16 GEMV from ~70% to ~90% of the
+// measured read bandwidth; prefetching into L2 (prefetcht1) rather than L1 (prefetcht0) then
+// cut its CPU time per pass over a decode step's weights from ~91 ms to ~55 ms, the same bytes
+// per CPU-second as a plain read (qmpi_kernel_bench, docs/perf.md). L1 has few miss buffers,
+// so prefetcht0 requests queue behind each other; L2 keeps many more lines in flight, and the
+// L2 -> L1 hop is hidden by the loads' own latency.
 constexpr size_t kPrefetchBytes = 16 * 1024;
+constexpr int kPrefetchLocality = 2;  // __builtin_prefetch's: 2 = prefetcht1 (L2)
 
 // Each row of x, zero-padded to a multiple of kStep. For BF16 weights every block of 32 is
 // stored as its 16 even then its 16 odd elements: a 64-byte load of 32 bf16 widens to float32
@@ -99,7 +105,7 @@ void tile(const GemvArgs& g, int64_t row, int64_t xrow, bool ahead) {
     for (int r = 0; r < R; ++r) {
       if (next)
         for (size_t line = 0; line < kStep * esize; line += 64)
-          __builtin_prefetch(rows[r] + next + size_t(k) * esize + line, 0, 3);
+          __builtin_prefetch(rows[r] + next + size_t(k) * esize + line, 0, kPrefetchLocality);
       const Block w = load_block<WT>(rows[r], k);
       for (int j = 0; j < XR; ++j) {
         acc[r][j] = _mm512_fmadd_ps(w.a, xa[j], acc[r][j]);
@@ -169,6 +175,112 @@ void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, flo
   }
 }
 
+#if defined(__AVX512BF16__)
+// The bf16-activation GEMV (opt-in, BF16 weights): x rounded to bf16 once, and VDPBF16PS
+// multiplies 32 weights of a row with 32 activations straight from both rows, with no
+// widening. One instruction does the 32 multiply-adds that take two FMAs and two widening ops
+// on the exact path, so a weight tile read once from DRAM serves up to kDotMaxRows rows of x
+// before the arithmetic, not the memory, sets the pace (batched decode).
+constexpr int kDotXRows = 4;
+
+struct DotArgs {
+  const uint16_t* w;
+  int64_t K;
+  int64_t N;
+  const uint16_t* xb;  // x as bf16, row stride Kp, zero past K
+  int64_t Kp;
+  const float* bias;
+  float* out;
+};
+
+// One block of 32 weights of each of R rows times XR rows of x; `m` masks the weights of the
+// last, partial block (past K they belong to the next row; x's zero padding makes those lanes
+// vanish anyway).
+template <int R, int XR, bool Ahead, bool Masked>
+inline void dot_step(const uint16_t* const* rows, const uint16_t* xb, int64_t Kp, int64_t k,
+                     __mmask32 m, __m512 (&acc)[R][XR]) {
+  __m512bh xs[XR];
+  for (int j = 0; j < XR; ++j) xs[j] = (__m512bh)_mm512_loadu_si512(xb + j * Kp + k);
+  for (int r = 0; r < R; ++r) {
+    if constexpr (Ahead)
+      __builtin_prefetch(reinterpret_cast<const char*>(rows[r] + k) + kPrefetchBytes, 0,
+                         kPrefetchLocality);
+    __m512bh w;
+    if constexpr (Masked)
+      w = (__m512bh)_mm512_maskz_loadu_epi16(m, rows[r] + k);
+    else
+      w = (__m512bh)_mm512_loadu_si512(rows[r] + k);
+    for (int j = 0; j < XR; ++j) acc[r][j] = _mm512_dpbf16_ps(acc[r][j], w, xs[j]);
+  }
+}
+
+template <int R, int XR, bool Ahead>
+void dot_tile(const DotArgs& g, int64_t row, int64_t xrow) {
+  const uint16_t* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = g.w + size_t(row + r) * size_t(g.K);
+  __m512 acc[R][XR];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < XR; ++j) acc[r][j] = _mm512_setzero_ps();
+  const uint16_t* xb = g.xb + xrow * g.Kp;
+  const int64_t kmain = g.K / kStep * kStep;
+  for (int64_t k = 0; k < kmain; k += kStep)
+    dot_step<R, XR, Ahead, false>(rows, xb, g.Kp, k, 0, acc);
+  if (kmain < g.K)
+    dot_step<R, XR, false, true>(rows, xb, g.Kp, kmain, __mmask32((1u << (g.K - kmain)) - 1), acc);
+  for (int j = 0; j < XR; ++j)
+    for (int r = 0; r < R; ++r)
+      g.out[(xrow + j) * g.N + row + r] =
+          _mm512_reduce_add_ps(acc[r][j]) + (g.bias ? g.bias[row + r] : 0.0f);
+}
+
+template <int R, int XR>
+void dot_tile(const DotArgs& g, int64_t row, int64_t xrow, bool ahead) {
+  if (ahead)
+    dot_tile<R, XR, true>(g, row, xrow);
+  else
+    dot_tile<R, XR, false>(g, row, xrow);
+}
+
+template <int R>
+void dot_rows(const DotArgs& g, int64_t row, int64_t n) {
+  for (int64_t j = 0; j < n; j += kDotXRows) {
+    switch (std::min<int64_t>(kDotXRows, n - j)) {
+      case 4:
+        dot_tile<R, 4>(g, row, j, j == 0);
+        break;
+      case 3:
+        dot_tile<R, 3>(g, row, j, j == 0);
+        break;
+      case 2:
+        dot_tile<R, 2>(g, row, j, j == 0);
+        break;
+      default:
+        dot_tile<R, 1>(g, row, j, j == 0);
+        break;
+    }
+  }
+}
+
+void gemv_bf16_dot(const float* x, int64_t n, const WeightView& w, const float* bias, float* out,
+                   int nt) {
+  const int64_t K = w.cols, Kp = (K + kStep - 1) / kStep * kStep;
+  AlignedArray<uint16_t> xb = make_aligned<uint16_t>(size_t(n * Kp));
+  for (int64_t i = 0; i < n; ++i) {
+    uint16_t* dst = xb.get() + i * Kp;
+    for (int64_t k = 0; k < K; ++k) dst[k] = f32_to_bf16(x[i * K + k]);
+    std::fill(dst + K, dst + Kp, uint16_t(0));
+  }
+  const DotArgs g{static_cast<const uint16_t*>(w.data), K, w.rows, xb.get(), Kp, bias, out};
+#pragma omp parallel num_threads(nt)
+  {
+    const Range rr = split_range(w.rows, kRows, omp_get_thread_num(), omp_get_num_threads());
+    int64_t r = rr.begin;
+    for (; r + kRows <= rr.end; r += kRows) dot_rows<kRows>(g, r, n);
+    for (; r < rr.end; ++r) dot_rows<1>(g, r, n);
+  }
+}
+#endif
+
 #else  // portable: widen a few weight rows to float32, then plain dot products
 
 void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, float* out, int nt) {
@@ -203,8 +315,12 @@ void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, flo
 void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out,
                  const MatmulOptions& opt) {
   AlignedArray<float> b = widen(bias);
+#if defined(__AVX512BF16__)
+  if (opt.bf16_activations && w.dtype == DType::BF16)
+    return gemv_bf16_dot(x, n, w, b.get(), out, threads_for(opt.threads, w.rows * w.cols, kGrain));
+#endif
   AlignedArray<float> rounded;
-  if (opt.bf16_activations && w.dtype == DType::BF16) {
+  if (opt.bf16_activations && w.dtype == DType::BF16) {  // same numbers without VDPBF16PS
     rounded = make_aligned<float>(size_t(n * w.cols));
     round_to_bf16(x, n * w.cols, rounded.get());
     x = rounded.get();

@@ -1,5 +1,6 @@
 #include "kernels/cpu/reference_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -126,6 +127,14 @@ void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, f
       }
     }
   }
+}
+
+double log_sum_exp(const float* x, int64_t n) {
+  double mx = x[0];
+  for (int64_t i = 1; i < n; ++i) mx = std::max(mx, double(x[i]));
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(double(x[i]) - mx);
+  return mx + std::log(sum);
 }
 
 }  // namespace qmpi::cpu::ref

@@ -20,5 +20,6 @@ void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t w
 void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
               const KvLayerView& kv);
 void attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv, float* out);
+double log_sum_exp(const float* x, int64_t n);
 
 }  // namespace qmpi::cpu::ref

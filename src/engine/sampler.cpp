@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cpu/log_sum_exp.h"
+
 namespace qmpi {
 namespace {
 
@@ -29,7 +31,8 @@ void apply_penalties(std::span<float> logits, const SamplingParams& p,
     if (t >= 0 && size_t(t) < logits.size()) ++counts[t];
   for (auto [t, c] : counts) {
     float& l = logits[size_t(t)];
-    if (p.repetition_penalty != 1.0f) l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
+    if (p.repetition_penalty != 1.0f)
+      l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
     l -= p.presence_penalty + p.frequency_penalty * float(c);
   }
 }
@@ -64,11 +67,9 @@ Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const Samplin
   const size_t V = std::min<size_t>(size_t(valid_vocab), logits.size());
   std::span<float> row = logits.first(V);
 
-  // Raw log-softmax for the reported logprob.
-  const float raw_max = *std::max_element(row.begin(), row.end());
-  double raw_sum = 0.0;
-  for (float l : row) raw_sum += std::exp(double(l - raw_max));
-  const double raw_lse = double(raw_max) + std::log(raw_sum);
+  // Raw log-softmax for the reported logprob (vectorized: it spans the whole vocabulary for
+  // every sampled token).
+  const double raw_lse = cpu::log_sum_exp(row.data(), int64_t(row.size())).lse;
   std::vector<TokenLogprob> alternatives;
   if (p.top_logprobs > 0) alternatives = top_of(row, raw_lse, p.top_logprobs);
 
@@ -105,7 +106,8 @@ Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const Samplin
   const double top = double(row[size_t(idx[0])]);
   std::vector<double> prob(idx.size());
   double sum = 0.0;
-  for (size_t i = 0; i < idx.size(); ++i) sum += prob[i] = std::exp((double(row[size_t(idx[i])]) - top) * inv_t);
+  for (size_t i = 0; i < idx.size(); ++i)
+    sum += prob[i] = std::exp((double(row[size_t(idx[i])]) - top) * inv_t);
   for (auto& q : prob) q /= sum;
 
   // top-p: the smallest prefix whose mass reaches p (always at least one token).

@@ -92,8 +92,8 @@ EngineOptions to_engine_options(const EngineCli& c) {
 
   if (c.backend == "cpu") {
     if (c.comm == "nccl") raise(Err::Usage, "--comm nccl needs --backend cuda");
-    const int threads = c.threads;
-    o.make_backend = [threads](int) { return make_cpu_backend(CpuBackendOptions{threads}); };
+    const CpuBackendOptions cpu{c.threads, c.bf16_activations};
+    o.make_backend = [cpu](int) { return make_cpu_backend(cpu); };
   } else if (c.backend == "cuda") {
 #ifdef QMPI_WITH_CUDA
     o.cuda = true;

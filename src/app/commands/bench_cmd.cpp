@@ -1,7 +1,9 @@
-// qmpi bench: prefill and decode throughput of one sequence on the whole mesh, the share of
-// step time spent communicating, and decode as a fraction of the machine's read bandwidth
-// (decode streams every weight byte once per token, so bandwidth is its roofline).
+// qmpi bench: prefill and decode throughput on the whole mesh, the share of step time spent
+// communicating, and decode as a fraction of the machine's read bandwidth (decode streams every
+// weight byte, plus the KV cache it attends over, once per step, so bandwidth is its roofline).
+// With --batch B, B sequences decode together and the figure of merit is the step time.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <random>
@@ -9,34 +11,108 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands/options.h"
+#include "core/errors.h"
 #include "kernels/cpu/membw.h"
 #include "requests/generate.h"
 
 namespace qmpi {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// B sequences, each prefilled alone, then decoded together for `steps` steps: the serving
+// case. Returns the best over `repeats` of the mean decode step time in seconds.
+double batched_step_s(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                      int64_t steps, int repeats) {
+  Executor& ex = engine.executor();
+  BlockManager& blocks = engine.blocks();
+  double best = 1e30;
+  for (int r = 0; r < repeats; ++r) {
+    const size_t B = prompts.size();
+    std::vector<std::vector<int32_t>> tables(B);
+    std::vector<int32_t> last(B), pos(B);
+    for (size_t i = 0; i < B; ++i) {
+      const int64_t len = int64_t(prompts[i].size());
+      if (!blocks.ensure(tables[i], len + steps + 1))
+        raise(Err::Usage, "the KV cache holds too few blocks for --batch sequences",
+              "Lower --batch, --prompt-len or --gen-len.");
+      StepSeq s;
+      s.id = int64_t(i);
+      s.tokens = prompts[i];
+      s.block_table = tables[i];
+      s.first_chunk = true;
+      s.sampling.temperature = 0.0f;
+      StepPlan plan;
+      plan.seqs.push_back(std::move(s));
+      last[i] = ex.step(plan).tokens.at(0);
+      pos[i] = int32_t(len);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t k = 0; k < steps; ++k) {
+      StepPlan plan;
+      for (size_t i = 0; i < B; ++i) {
+        StepSeq s;
+        s.id = int64_t(i);
+        s.start_pos = pos[i];
+        s.tokens = {last[i]};
+        s.block_table = tables[i];
+        s.sampling.temperature = 0.0f;
+        s.sample_index = uint32_t(k + 1);
+        plan.seqs.push_back(std::move(s));
+        ++pos[i];
+      }
+      const StepResult res = ex.step(plan);
+      for (size_t i = 0; i < B; ++i) last[i] = res.tokens.at(i);
+    }
+    best = std::min(best, seconds_since(t0) / double(steps));
+    StepPlan done;
+    for (size_t i = 0; i < B; ++i) done.finished.push_back(int64_t(i));
+    ex.step(done);
+    for (auto& t : tables) blocks.release(t);
+  }
+  return best;
+}
+
+}  // namespace
 
 int cmd_bench(const Args& args) {
   EngineCli cli;
-  int64_t prompt_len = 128, gen_len = 64;
+  int64_t prompt_len = 128, gen_len = 64, batch = 1, membw_mib = 2048;
   int repeats = 3;
   bool json = false, skip_membw = false;
   po::options_description desc = engine_options(cli);
   desc.add_options()("prompt-len", po::value(&prompt_len)->default_value(128), "prompt tokens")(
       "gen-len", po::value(&gen_len)->default_value(64), "generated tokens")(
       "repeats", po::value(&repeats)->default_value(3), "runs; the best is reported")(
+      "batch", po::value(&batch)->default_value(1),
+      "sequences decoding together (each prefilled alone first); the step time is reported")(
+      "membw-mib", po::value(&membw_mib)->default_value(2048),
+      "MiB the bandwidth probe reads per pass (keep it many times the last-level cache)")(
       "no-membw", po::bool_switch(&skip_membw), "skip the memory-bandwidth measurement")(
       "json", po::bool_switch(&json), "print one JSON object");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "qmpi bench --model DIR [--prompt-len N --gen-len N]"))
     return 0;
-  if (prompt_len < 1 || gen_len < 2 || repeats < 1)
-    raise(Err::Usage, "--prompt-len >= 1, --gen-len >= 2 and --repeats >= 1 are required");
-  if (cli.max_model_len == 0) cli.max_model_len = prompt_len + gen_len;
+  if (prompt_len < 1 || gen_len < 2 || repeats < 1 || batch < 1 || membw_mib < 1)
+    raise(Err::Usage,
+          "--prompt-len >= 1, --gen-len >= 2, --repeats >= 1, --batch >= 1 and --membw-mib >= 1 "
+          "are required");
+  if (cli.max_model_len == 0) cli.max_model_len = prompt_len + gen_len + 1;
+  cli.max_num_seqs = std::max<int64_t>(cli.max_num_seqs, batch);
 
   cli.command = "bench";
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     // Memory bandwidth first, alone on the machine (the other ranks wait in a broadcast).
-    const double membw =
-        skip_membw ? 0.0 : cpu::read_bandwidth(cpu::MembwOptions{size_t(1) << 30, cli.threads, 5});
+    // The probe reads the way decode does: a buffer of several GB, each byte once per pass, so
+    // that nothing comes from cache; the median pass is reported beside the best, as a plain
+    // STREAM read would be (bench/stream_read.c is that yardstick).
+    cpu::MembwStats membw_stats;
+    if (!skip_membw)
+      membw_stats =
+          cpu::read_bandwidth_stats(cpu::MembwOptions{size_t(membw_mib) << 20, cli.threads, 5});
+    const double membw = membw_stats.median;
 
     std::mt19937 rng(1234);
     std::uniform_int_distribution<int32_t> tok(0, 151642);
@@ -62,13 +138,25 @@ int cmd_bench(const Args& args) {
     }
     const double prefill_tps = double(prompt_len) / best_prefill;
     const double decode_tps = double(gen_len - 1) / best_decode;
+    const ModelConfig& c = engine.config();
     // Rank 0's weight bytes equal the per-token stream only on one rank; the mesh-wide figure
-    // is what the slowest rank streams, which the table states per layout.
-    const double bytes_per_token = double(engine.weight_bytes());
+    // is what the slowest rank streams, which the table states per layout. Each decode step
+    // also reads the sequence's K and V (float32) at its mean context over the run.
+    const double kv_bytes_per_token = double(c.num_layers) * 2.0 * double(c.kv_width()) * 4.0 *
+                                      (double(prompt_len) + double(gen_len) / 2.0);
+    const double bytes_per_token = double(engine.weight_bytes()) + kv_bytes_per_token;
     const double decode_bw = bytes_per_token * decode_tps;
+
+    // Batched decode: B sequences at the same context, one step per token of each.
+    double step1_s = 1.0 / decode_tps, stepB_s = 0.0;
+    if (batch > 1) {
+      std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch), std::vector<int32_t>{});
+      for (auto& p : prompts)
+        for (int64_t i = 0; i < prompt_len; ++i) p.push_back(tok(rng));
+      stepB_s = batched_step_s(engine, prompts, gen_len - 1, repeats);
+    }
     // Prefill work: every layer's linear maps on every prompt token, plus lm_head on the last
     // one (the logits of the other positions are not computed); attention is left out.
-    const ModelConfig& c = engine.config();
     const double layer_params = double(c.hidden_size) * double(c.q_width() + 2 * c.kv_width()) +
                                 double(c.q_width()) * double(c.hidden_size) +
                                 3.0 * double(c.hidden_size) * double(c.intermediate_size);
@@ -82,13 +170,23 @@ int cmd_bench(const Args& args) {
                        {"threads", cli.threads},
                        {"prompt_len", prompt_len},
                        {"gen_len", gen_len},
+                       {"batch", batch},
                        {"prefill_tokens_per_s", prefill_tps},
                        {"decode_tokens_per_s", decode_tps},
+                       {"decode_step_ms", 1e3 * step1_s},
                        {"comm_fraction_of_step", comm_share},
                        {"weight_bytes_rank0", engine.weight_bytes()},
+                       {"kv_bytes_per_token", kv_bytes_per_token},
                        {"membw_bytes_per_s", membw},
+                       {"membw_best_bytes_per_s", membw_stats.best},
+                       {"membw_probe_mib", skip_membw ? 0 : membw_mib},
                        {"decode_fraction_of_membw", membw > 0 ? decode_bw / membw : 0.0},
                        {"prefill_gflops", prefill_gflops}};
+      if (batch > 1) {
+        j["batch_step_ms"] = 1e3 * stepB_s;
+        j["batch_tokens_per_s"] = double(batch) / stepB_s;
+        j["batch_step_vs_single"] = stepB_s / step1_s;
+      }
       std::cout << j.dump() << std::endl;
     } else {
       std::printf("layout            tp %d x pp %d, %d thread(s) per rank\n", m.tp, m.pp,
@@ -99,10 +197,15 @@ int cmd_bench(const Args& args) {
       std::printf("decode            %.2f tokens/s (%.1f ms/token)\n", decode_tps,
                   1e3 / decode_tps);
       std::printf("communication     %.1f%% of step time\n", 100.0 * comm_share);
+      if (batch > 1)
+        std::printf("batch %-11lld %.1f ms/step = %.2fx the 1-sequence step, %.1f tokens/s\n",
+                    (long long)batch, 1e3 * stepB_s, stepB_s / step1_s, double(batch) / stepB_s);
       if (membw > 0)
         std::printf(
-            "memory bandwidth  %.2f GB/s read; decode streams %.1f MB/token = %.1f%% of it\n",
-            membw / 1e9, bytes_per_token / 1e6, 100.0 * decode_bw / membw);
+            "memory bandwidth  %.2f GB/s read (median of 5 passes over %lld MiB; best %.2f); "
+            "decode streams %.1f MB/token = %.1f%% of it\n",
+            membw / 1e9, (long long)membw_mib, membw_stats.best / 1e9, bytes_per_token / 1e6,
+            100.0 * decode_bw / membw);
     }
     return 0;
   });

@@ -32,6 +32,7 @@ struct EngineCli {
   std::string backend = "cpu";
   std::string comm = "auto";
   int threads = 0;
+  bool bf16_activations = false;  // CPU: bf16 dot products in matmuls (off: exact float32)
   double comm_timeout = 300.0;
   int block_size = 16;
   int64_t max_model_len = 0;

@@ -92,6 +92,34 @@ TEST(Matmul, Bf16ActivationPathMatchesReferenceOnRoundedInput) {
     }
 }
 
+// Batched decode with bf16 activations: matmul() keeps the GEMV (VDPBF16PS where the CPU has
+// it) up to kGemvMaxRowsBf16 rows, so every row count from 2 to 64 goes through the
+// row-group tails (1..4 rows of x), weight rows not a multiple of the 4-row tile, and K with a
+// masked last block.
+TEST(Matmul, Bf16ActivationBatchedDecodeMatchesReference) {
+  uint32_t seed = 300;
+  for (int64_t n = 2; n <= cpu::kGemvMaxRowsBf16; n += (n < 8 ? 1 : 7))
+    for (auto [N, K] : {std::pair<int64_t, int64_t>{5, 31}, {38, 897}, {9, 64}}) {
+      std::mt19937 rng(seed++);
+      test::HostWeight w = test::random_weight(DType::BF16, N, K, rng);
+      std::vector<float> x = test::random_floats(size_t(n * K), rng);
+      std::vector<float> xr(x.size()), want(size_t(n * N)), got(want.size());
+      cpu::round_to_bf16(x.data(), int64_t(x.size()), xr.data());
+      cpu::ref::matmul(xr.data(), n, w.view(), nullptr, want.data());
+      test::HostWeight bias = test::random_weight(DType::BF16, 1, N, rng);
+      std::vector<float> want_b(want.size());
+      const WeightView bv = bias.view();
+      cpu::ref::matmul(xr.data(), n, w.view(), &bv, want_b.data());
+      for (int threads : {1, 2}) {
+        std::fill(got.begin(), got.end(), -1.0f);
+        cpu::matmul(x.data(), n, w.view(), nullptr, got.data(), MatmulOptions{threads, true});
+        EXPECT_LT(max_rel_err(got, want), 1e-5) << describe({DType::BF16, n, N, K});
+        cpu::matmul(x.data(), n, w.view(), &bv, got.data(), MatmulOptions{threads, true});
+        EXPECT_LT(max_rel_err(got, want_b), 1e-5) << describe({DType::BF16, n, N, K}) << " bias";
+      }
+    }
+}
+
 TEST(Matmul, Bf16ActivationsLeaveOtherWeightDtypesExact) {
   std::mt19937 rng(5);
   for (DType t : {DType::F16, DType::F32}) {

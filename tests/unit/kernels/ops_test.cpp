@@ -2,6 +2,7 @@
 // gather_rows, kv_store.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/errors.h"
@@ -9,6 +10,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/kv_store.h"
+#include "kernels/cpu/log_sum_exp.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/reference_ops.h"
 #include "kernels/cpu/rope.h"
@@ -102,6 +104,22 @@ TEST(Elementwise, SiluMulAndAddMatchReference) {
     cpu::add(b.data(), u.data(), count, 2);
     EXPECT_EQ(a, b);
   }
+}
+
+// The sampler's log-probabilities: lengths around the vector width and the 1024-entry runs,
+// a vocabulary-sized row, and a row whose entries span a wide range (most exps underflow).
+TEST(LogSumExp, MatchesReference) {
+  std::mt19937 rng(21);
+  for (int64_t n : {1, 15, 16, 17, 1023, 1040, 151936}) {
+    std::vector<float> x = test::random_floats(size_t(n), rng);
+    for (float& v : x) v *= 12.0f;
+    const cpu::LogSumExp got = cpu::log_sum_exp(x.data(), n);
+    const double want = cpu::ref::log_sum_exp(x.data(), n);
+    EXPECT_NEAR(got.lse, want, 1e-5 * std::max(1.0, std::abs(want))) << "n=" << n;
+    EXPECT_EQ(got.max, *std::max_element(x.begin(), x.end())) << "n=" << n;
+  }
+  std::vector<float> wide{-200.0f, 3.0f, -1e4f, 2.5f, 0.0f};
+  EXPECT_NEAR(cpu::log_sum_exp(wide.data(), 5).lse, cpu::ref::log_sum_exp(wide.data(), 5), 1e-6);
 }
 
 TEST(Embedding, RowsInsideTheSliceAreWidenedAndOthersAreZero) {
