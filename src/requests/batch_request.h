@@ -49,7 +49,7 @@ struct BatchRequest {
 };
 
 struct ParsedLine {
-  std::string custom_id;  // "line-N" when the line has none that can be read
+  std::string custom_id;  // line_id(N) when the line has none that can be read
   std::optional<BatchRequest> request;
   std::optional<Error> error;
 };
@@ -64,8 +64,11 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no);
 void read_request_body(const nlohmann::json& body, BatchRequest& r, const std::string& where,
                        bool allow_stream);
 
-// The id a line without a usable custom_id/id gets in the output.
+// The id a line without a usable custom_id/id gets in the output: "qmpi-line-N". The prefix is
+// reserved (src/batch/batch_ids.h), so it never equals another line's own id.
 std::string line_id(int64_t line_no);
+// Whether `id` has the reserved form "qmpi-line-<digits>".
+bool is_line_id_form(const std::string& id);
 
 // The request's sampling settings over the model's defaults (generation_config.json; a
 // request without a seed gets one derived from its custom_id, so a rerun samples the same).

@@ -10,6 +10,7 @@
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
 #include "batch/batch_job.h"
+#include "batch/batch_paths.h"
 #include "engine/scheduler.h"
 #include "parallel/signals.h"
 #include "text/chat_template.h"
@@ -18,12 +19,17 @@
 namespace qmpi {
 namespace {
 
-// The rank as the launcher tells it, for the message a second signal prints (MPI is not up
-// yet when the handlers go in).
-std::string launcher_rank() {
+// The rank as the launcher tells it (MPI is not up yet when the handlers go in and the files
+// are checked): "0" when not launched by one.
+std::string launcher_rank_number() {
   for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(var)) return std::string("rank ") + v;
-  return "rank 0";
+    if (const char* v = std::getenv(var)) return v;
+  return "0";
+}
+
+// For the message a second signal prints.
+std::string launcher_rank() {
+  return "rank " + launcher_rank_number();
 }
 
 std::string model_name(const std::string& path) {
@@ -72,6 +78,10 @@ int cmd_batch(const Args& args) {
   job.default_max_tokens = sched_cli.default_max_tokens;
   if (job.model_name.empty()) job.model_name = model_name(cli.model);
   job.progress_bar = ::isatty(STDERR_FILENO) != 0;
+
+  // Before the weights load; only rank 0 touches the files (a launcher ends the others when it
+  // exits with an error).
+  if (launcher_rank_number() == "0") check_distinct_batch_files(job);
 
   // Every rank: the first SIGTERM/SIGINT lets rank 0 drain while the others keep serving.
   SignalGuard signals(launcher_rank());
