@@ -132,9 +132,8 @@ def same_file(c: t.Checks, model: str, work: str) -> None:
 def body(c: t.Checks) -> None:
     model = t.make_model()
     work = t.test_tmp("batch_hostile")
-    numbers(c, model, work)
-    ids(c, model, work)
-    same_file(c, model, work)
+    for part in (numbers, ids, same_file):
+        c.guard(part.__name__, part, c, model, work)
 
 
 if __name__ == "__main__":
