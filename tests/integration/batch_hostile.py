@@ -6,7 +6,8 @@
 - generated ids (qmpi-line-N) never collide with the input's own ids, and a job cut after any
   line and resumed answers each line once;
 - --output naming the --input file (directly or through a symlink) is refused with QM601
-  before the weights load, and the input is left as it was.
+  before the weights load, and the input is left as it was;
+- negative limits (--max-num-seqs -1, ...) are usage errors showing the value as given.
 """
 
 import json
@@ -129,10 +130,26 @@ def same_file(c: t.Checks, model: str, work: str) -> None:
             c.check(proc.stderr.count("QM601") == 1, "the error is printed once")
 
 
+def limits(c: t.Checks, model: str, work: str) -> None:
+    """Negative limits are refused at once, the value shown as given (-1 sequences was an
+    allocation of 18 EB reported as weights-do-not-fit)."""
+    inp = os.path.join(work, "numbers.jsonl")
+    for option, value in [("--max-num-seqs", "-1"), ("--kv-blocks", "-1"),
+                          ("--max-model-len", "-1"), ("--max-batched-tokens", "0"),
+                          ("--default-max-tokens", "-3")]:
+        proc = subprocess.run([t.qmpi_binary(), "batch", "--model", model, "--input", inp,
+                               "--output", os.path.join(work, "limits.jsonl"), "--overwrite",
+                               option, value], capture_output=True, text=True, timeout=60)
+        c.check(proc.returncode == 2 and "QM100" in proc.stderr and
+                f"got {value}\n" in proc.stderr and "MiB of weights" not in proc.stderr,
+                f"{option} {value}: refused with QM100 before loading "
+                f"({proc.stderr.splitlines()[0] if proc.stderr else ''})")
+
+
 def body(c: t.Checks) -> None:
     model = t.make_model()
     work = t.test_tmp("batch_hostile")
-    for part in (numbers, ids, same_file):
+    for part in (numbers, ids, same_file, limits):
         c.guard(part.__name__, part, c, model, work)
 
 
