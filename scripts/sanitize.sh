@@ -9,7 +9,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${QMPI_ASAN_BUILD_DIR:-$here/build-asan}"
 jobs="${QMPI_JOBS:-$(nproc)}"
 mkdir -p "$build"
-cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DQMPI_CUDA=OFF \
+# -O1: a quarter of -O3's compile time, and stacks that still read well; assertions stay on.
+cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1" -DQMPI_CUDA=OFF \
   -DQMPI_SANITIZE=address,undefined -DPython3_EXECUTABLE=/usr/bin/python3 \
   >"$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 targets=("$@")

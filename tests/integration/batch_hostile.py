@@ -7,7 +7,8 @@
   line and resumed answers each line once;
 - --output naming the --input file (directly or through a symlink) is refused with QM601
   before the weights load, and the input is left as it was;
-- negative limits (--max-num-seqs -1, ...) are usage errors showing the value as given.
+- negative limits (--max-num-seqs -1, ...) are usage errors showing the value as given;
+- a model without tokenizer.json is refused before its weights load.
 """
 
 import json
@@ -146,10 +147,30 @@ def limits(c: t.Checks, model: str, work: str) -> None:
                 f"({proc.stderr.splitlines()[0] if proc.stderr else ''})")
 
 
+def no_tokenizer(c: t.Checks, model: str, work: str) -> None:
+    """A model without tokenizer.json: batch and a text prompt of run stop with QM300 before
+    the weights load, and the fix names no option run does not have."""
+    bare = os.path.join(work, "no-tokenizer")
+    shutil.rmtree(bare, ignore_errors=True)
+    os.makedirs(bare)
+    for name in os.listdir(model):
+        if name != "tokenizer.json":
+            os.symlink(os.path.join(model, name), os.path.join(bare, name))
+    inp = os.path.join(work, "numbers.jsonl")
+    for args in (["batch", "--input", inp, "--output", os.path.join(work, "bare.jsonl"),
+                  "--overwrite"], ["run", "--prompt", "hi"]):
+        proc = subprocess.run([t.qmpi_binary(), *args, "--model", bare], capture_output=True,
+                              text=True, timeout=60)
+        c.check(proc.returncode != 0 and "QM300" in proc.stderr and
+                "MiB of weights" not in proc.stderr and "--tokenizer" not in proc.stderr,
+                f"{args[0]} without tokenizer.json: QM300 before the weights load, exit "
+                f"{proc.returncode}")
+
+
 def body(c: t.Checks) -> None:
     model = t.make_model()
     work = t.test_tmp("batch_hostile")
-    for part in (numbers, ids, same_file, limits):
+    for part in (numbers, ids, same_file, limits, no_tokenizer):
         c.guard(part.__name__, part, c, model, work)
 
 

@@ -19,19 +19,6 @@
 namespace qmpi {
 namespace {
 
-// The rank as the launcher tells it (MPI is not up yet when the handlers go in and the files
-// are checked): "0" when not launched by one.
-std::string launcher_rank_number() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(var)) return v;
-  return "0";
-}
-
-// For the message a second signal prints.
-std::string launcher_rank() {
-  return "rank " + launcher_rank_number();
-}
-
 std::string model_name(const std::string& path) {
   std::filesystem::path p(path);
   while (!p.empty() && p.filename().empty()) p = p.parent_path();
@@ -79,12 +66,14 @@ int cmd_batch(const Args& args) {
   if (job.model_name.empty()) job.model_name = model_name(cli.model);
   job.progress_bar = ::isatty(STDERR_FILENO) != 0;
 
-  // Before the weights load; only rank 0 touches the files (a launcher ends the others when it
-  // exits with an error).
-  if (launcher_rank_number() == "0") check_distinct_batch_files(job);
+  // Before the weights load, on rank 0, which alone reads and writes the job's files.
+  if (launcher_rank() == 0) {
+    check_distinct_batch_files(job);
+    require_model_tokenizer(cli.model.empty() ? cli.model_config : cli.model);
+  }
 
   // Every rank: the first SIGTERM/SIGINT lets rank 0 drain while the others keep serving.
-  SignalGuard signals(launcher_rank());
+  SignalGuard signals("rank " + std::to_string(launcher_rank()));
   cli.command = "batch --input " + job.input + " --output " + job.output;
   return run_engine(to_engine_options(cli, sched_cli), [&](Engine& engine) {
     try {

@@ -1,6 +1,7 @@
 #include "app/commands/options.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -147,6 +148,12 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
     }
     mpi.abort_job(e);
   }
+  return 0;
+}
+
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
   return 0;
 }
 

@@ -31,13 +31,6 @@ namespace {
 
 constexpr auto kFlushOnExit = std::chrono::milliseconds(2000);
 
-// The launcher's rank: the fronts start before MPI, on rank 0 only.
-int launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(var)) return std::atoi(v);
-  return 0;
-}
-
 std::string model_name(const std::string& path) {
   std::filesystem::path p(path);
   while (!p.empty() && p.filename().empty()) p = p.parent_path();
@@ -139,7 +132,7 @@ int cmd_serve(const Args& args) {
   std::unique_ptr<ServeMetrics> metrics;
   std::unique_ptr<ZmqBroker> broker;
   std::unique_ptr<HttpGateway> gateway;
-  if (launcher_rank() == 0) {
+  if (launcher_rank() == 0) {  // the fronts start before MPI, on rank 0 only
     ignore_sigpipe();
     files = std::make_unique<FrontFiles>(load_front_files(cli));
     hub = std::make_unique<RequestHub>(max_queue);
