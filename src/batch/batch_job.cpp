@@ -11,6 +11,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "batch/batch_ids.h"
+#include "batch/batch_paths.h"
 #include "batch/h5_results.h"
 #include "batch/result_file.h"
 #include "core/errors.h"
@@ -76,8 +78,8 @@ class BatchJob {
   bool draining_ = false;
   double start_s_ = 0.0;
 
-  std::unordered_set<std::string> done_ids_;           // from an earlier run (--resume)
-  std::unordered_map<std::string, int64_t> seen_ids_;  // id -> line, this input
+  std::unordered_set<std::string> done_ids_;  // from an earlier run (--resume)
+  BatchIds ids_;                              // one id per line, this input
   std::unique_ptr<ResultFile> file_;
   std::unique_ptr<H5Results> h5_;
   std::optional<OrderedLines> ordered_;
@@ -85,6 +87,7 @@ class BatchJob {
 };
 
 void BatchJob::open_files() {
+  check_distinct_batch_files(opts_);
   if (!std::ifstream(opts_.input))
     raise(Err::InputFile, "cannot read the input file " + opts_.input,
           "Check the --input path and its permissions.");
@@ -152,17 +155,8 @@ bool BatchJob::read_line() {
   const int64_t line_no = ++line_no_;
   if (blank(line)) return true;
   const ParsedLine parsed = parse_request_line(line, line_no);
-  std::string id = parsed.custom_id;
   std::optional<Error> error = parsed.error;
-  if (const auto it = seen_ids_.find(id); it != seen_ids_.end()) {
-    // A repeated id would make resume ambiguous: the line gets an id of its own.
-    error =
-        Error(Err::RequestField, "line " + std::to_string(line_no) + ": custom_id \"" + id +
-                                     "\" was already used on line " + std::to_string(it->second));
-    id = line_id(line_no);
-  } else {
-    seen_ids_.emplace(id, line_no);
-  }
+  const std::string id = ids_.assign(parsed.custom_id, line_no, error);
   if (done_ids_.count(id)) {
     summary_.counts.skipped++;
     return true;
@@ -171,9 +165,8 @@ bool BatchJob::read_line() {
   if (!error) {
     try {
       const BatchRequest& req = *parsed.request;
-      pipeline_.admit(
-          line_no, req.custom_id, req, request_prompt_ids(req, model_),
-          std::make_shared<LineSink>(*this, index, line_no, req.custom_id, req.sampling.n));
+      pipeline_.admit(line_no, id, req, request_prompt_ids(req, model_),
+                      std::make_shared<LineSink>(*this, index, line_no, id, req.sampling.n));
       return true;
     } catch (const Error& e) {
       error = Error(e.code(), "line " + std::to_string(line_no) + ": " + e.message(), e.fix());

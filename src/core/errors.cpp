@@ -317,7 +317,8 @@ constexpr std::array kCatalogue{
                "qmpi checks requests strictly so typos do not pass silently.",
                "See docs/protocol.md for the fields and their types.", kExitUser,
                "HTTP 400 naming a field, e.g. `max_tokens` sent as a string or a misspelled "
-               "`temprature`."},
+               "`temprature`, or a number too large for a double (`1e400`) that other "
+               "servers answer with `number overflow` or a 500."},
     ErrorEntry{
         Err::PromptTooLong, "prompt-too-long", "The prompt is longer than --max-model-len allows.",
         "Prompt tokens plus max_tokens must fit in the model length the cache was sized for.",
@@ -347,7 +348,8 @@ constexpr std::array kCatalogue{
                "The server dropped a client that did not read its replies.",
                "Replies waiting for one client are limited (ZeroMQ's high-water mark plus "
                "--client-buffer-bytes) so that a stalled reader cannot hold memory or slow "
-               "others; its requests are cancelled.",
+               "others; its requests are cancelled, and each one it had not been answered gets "
+               "this error with its id.",
                "Read replies as they come (a receive loop or a poller), or run fewer streaming "
                "requests per connection.",
                kExitUser,
@@ -366,7 +368,8 @@ constexpr std::array kCatalogue{
                "`No such file or directory` or `Permission denied` for --prompts or another "
                "input path."},
     ErrorEntry{Err::OutputFile, "output-file", "An output file cannot be written.",
-               "The folder does not exist, is read-only, or the disk is full.",
+               "The folder does not exist, is read-only, or the disk is full; or (qmpi batch) "
+               "it is the --input file, or --output and --output-h5 are one file.",
                "Check the path, its permissions and free space (`df -h`).", kExitUser,
                "`Permission denied` or `No space left on device` while writing results."},
     ErrorEntry{Err::Internal, "internal", "qmpi hit an internal error.", "This is a bug in qmpi.",

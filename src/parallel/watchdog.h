@@ -20,6 +20,12 @@ namespace qmpi {
 bool wait_with_deadline(MPI_Request& request, double timeout_s, double& waited_s,
                         MPI_Status* status = MPI_STATUS_IGNORE);
 
+// The loop of wait_with_deadline over any test (true once done). Time this process was not
+// running at all (SIGSTOP, a frozen VM: a pause of microseconds that took over a second) does
+// not count as waiting: a rank that was stopped itself must not, once continued, time out and
+// blame a peer that was only waiting for it.
+bool wait_until_done(const std::function<bool()>& done, double timeout_s, double& waited_s);
+
 struct TimeoutReport {
   int world_rank = 0;
   std::string host;

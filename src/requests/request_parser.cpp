@@ -1,10 +1,13 @@
 #include "requests/request_parser.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
+
+#include "requests/request_json.h"
 
 namespace qmpi {
 namespace {
@@ -85,11 +88,9 @@ class LineChecker {
     return v.get<std::string>();
   }
 
-  void in_range(bool ok, const std::string& key, const std::string& range, double got) const {
-    if (!ok) {
-      json v = got;
-      sampling_error("\"" + key + "\" must be " + range + ", got " + shown(v));
-    }
+  // Shows the value as the request wrote it: -1, not -1.0; 1e300, not the float it became.
+  void in_range(bool ok, const json& obj, const std::string& key, const std::string& range) const {
+    if (!ok) sampling_error("\"" + key + "\" must be " + range + ", got " + shown(obj.at(key)));
   }
 
   std::vector<ChatMessage> messages(const json& v) const {
@@ -112,8 +113,11 @@ class LineChecker {
       } else if (c.is_array()) {
         // The array form: text parts only (qmpi has no image or audio inputs).
         for (const json& part : c) {
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-              !part.at("text").is_string())
+          // (value("type", "") would throw on a "type" that is not a string.)
+          const bool text_part = part.is_object() && part.contains("type") &&
+                                 part.at("type") == "text" && part.contains("text") &&
+                                 part.at("text").is_string();
+          if (!text_part)
             field_error("\"" + at +
                         ".content\" parts must be {\"type\": \"text\", \"text\": ...}, "
                         "got " +
@@ -152,38 +156,37 @@ class LineChecker {
     const bool chat = r.endpoint == Endpoint::Chat;
     if (obj.contains("temperature")) {
       s.temperature = float(number(obj, "temperature"));
-      in_range(*s.temperature >= 0 && *s.temperature <= 100, "temperature", "in [0, 100]",
-               *s.temperature);
+      in_range(*s.temperature >= 0 && *s.temperature <= 100, obj, "temperature", "in [0, 100]");
     }
     if (obj.contains("top_p")) {
       s.top_p = float(number(obj, "top_p"));
-      in_range(*s.top_p > 0 && *s.top_p <= 1, "top_p", "in (0, 1]", *s.top_p);
+      in_range(*s.top_p > 0 && *s.top_p <= 1, obj, "top_p", "in (0, 1]");
     }
     if (obj.contains("top_k")) {
       const int64_t k = integer(obj, "top_k");
-      in_range(k == -1 || (k >= 1 && k <= INT32_MAX), "top_k", "-1 (off) or at least 1", double(k));
+      in_range(k == -1 || (k >= 1 && k <= INT32_MAX), obj, "top_k", "-1 (off) or at least 1");
       s.top_k = int32_t(k);
     }
     if (obj.contains("min_p")) {
       s.min_p = float(number(obj, "min_p"));
-      in_range(*s.min_p >= 0 && *s.min_p <= 1, "min_p", "in [0, 1]", *s.min_p);
+      in_range(*s.min_p >= 0 && *s.min_p <= 1, obj, "min_p", "in [0, 1]");
     }
     if (obj.contains("repetition_penalty")) {
       s.repetition_penalty = float(number(obj, "repetition_penalty"));
-      in_range(*s.repetition_penalty > 0 && *s.repetition_penalty <= 10, "repetition_penalty",
-               "in (0, 10]", *s.repetition_penalty);
+      in_range(*s.repetition_penalty > 0 && *s.repetition_penalty <= 10, obj, "repetition_penalty",
+               "in (0, 10]");
     }
     for (const char* key : {"presence_penalty", "frequency_penalty"}) {
       if (!obj.contains(key)) continue;
       const float v = float(number(obj, key));
-      in_range(v >= -2 && v <= 2, key, "in [-2, 2]", v);
+      in_range(v >= -2 && v <= 2, obj, key, "in [-2, 2]");
       (std::string(key) == "presence_penalty" ? s.presence_penalty : s.frequency_penalty) = v;
     }
     if (obj.contains("seed")) s.seed = uint64_t(integer(obj, "seed"));
     for (const char* key : {"max_tokens", "max_completion_tokens"}) {
       if (!obj.contains(key) || obj.at(key).is_null()) continue;
       const int64_t v = integer(obj, key);
-      in_range(v >= 1, key, "at least 1", double(v));
+      in_range(v >= 1, obj, key, "at least 1");
       s.max_tokens = v;
     }
     if (obj.contains("stop") && !obj.at("stop").is_null()) {
@@ -215,8 +218,7 @@ class LineChecker {
     if (obj.contains("ignore_eos")) s.ignore_eos = boolean(obj, "ignore_eos");
     if (obj.contains("n") && !obj.at("n").is_null()) {
       const int64_t n = integer(obj, "n");
-      in_range(n >= 1 && n <= kMaxChoices, "n", "in [1, " + std::to_string(kMaxChoices) + "]",
-               double(n));
+      in_range(n >= 1 && n <= kMaxChoices, obj, "n", "in [1, " + std::to_string(kMaxChoices) + "]");
       s.n = int32_t(n);
     }
     if (obj.contains("stream") && !obj.at("stream").is_null() && boolean(obj, "stream")) {
@@ -231,14 +233,14 @@ class LineChecker {
         s.logprobs = boolean(obj, "logprobs");
       if (obj.contains("top_logprobs") && !obj.at("top_logprobs").is_null()) {
         const int64_t k = integer(obj, "top_logprobs");
-        in_range(k >= 0 && k <= kMaxTopLogprobs, "top_logprobs", range, double(k));
+        in_range(k >= 0 && k <= kMaxTopLogprobs, obj, "top_logprobs", range);
         if (!s.logprobs) sampling_error("\"top_logprobs\" needs \"logprobs\": true");
         s.top_logprobs = int32_t(k);
       }
     } else if (obj.contains("logprobs") && !obj.at("logprobs").is_null()) {
       // Completions: logprobs is the number of alternatives (0 = the sampled tokens only).
       const int64_t k = integer(obj, "logprobs");
-      in_range(k >= 0 && k <= kMaxTopLogprobs, "logprobs", range, double(k));
+      in_range(k >= 0 && k <= kMaxTopLogprobs, obj, "logprobs", range);
       s.logprobs = true;
       s.top_logprobs = int32_t(k);
     }
@@ -290,26 +292,30 @@ std::optional<std::string> read_id(const json& j) {
 
 }  // namespace
 
+constexpr std::string_view kLineIdPrefix = "qmpi-line-";
+
 std::string line_id(int64_t line_no) {
-  return "line-" + std::to_string(line_no);
+  return std::string(kLineIdPrefix) + std::to_string(line_no);
+}
+
+bool is_line_id_form(const std::string& id) {
+  if (id.size() <= kLineIdPrefix.size() || id.compare(0, kLineIdPrefix.size(), kLineIdPrefix) != 0)
+    return false;
+  return std::all_of(id.begin() + std::ptrdiff_t(kLineIdPrefix.size()), id.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
 }
 
 ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
   ParsedLine out;
   out.custom_id = line_id(line_no);
   const LineChecker check("line " + std::to_string(line_no));
-  json j;
   try {
-    j = json::parse(line);
-  } catch (const json::parse_error& e) {
-    out.error = Error(Err::RequestJson,
-                      "line " + std::to_string(line_no) + " is not valid JSON (" + e.what() + ")");
-    return out;
-  }
-  try {
+    RequestJson parsed = parse_request_json(line, "line " + std::to_string(line_no));
+    const json& j = parsed.value;
     if (!j.is_object())
       raise(Err::RequestJson, "line " + std::to_string(line_no) + " is not a JSON object");
     if (const auto id = read_id(j)) out.custom_id = *id;
+    if (parsed.number_error) throw *parsed.number_error;  // after the id, which it echoes
     BatchRequest r;
     const bool openai = j.contains("custom_id") || j.contains("body") || j.contains("url");
     r.openai_line = openai;
@@ -323,7 +329,7 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
       r.custom_id = check.string(j, "custom_id");
       if (r.custom_id.empty()) check.field_error("\"custom_id\" is empty");
       if (j.contains("method") && check.string(j, "method") != "POST")
-        check.field_error("\"method\" must be \"POST\", got " + LineChecker::shown(j["method"]));
+        check.field_error("\"method\" must be \"POST\", got " + LineChecker::shown(j.at("method")));
       if (!j.contains("url")) check.field_error("the line has no \"url\"");
       const std::string url = check.string(j, "url");
       if (url == "/v1/chat/completions")
@@ -332,7 +338,7 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
         r.endpoint = Endpoint::Completion;
       else
         check.field_error("\"url\" must be /v1/chat/completions or /v1/completions, got " +
-                          LineChecker::shown(j["url"]));
+                          LineChecker::shown(j.at("url")));
       if (!j.contains("body") || !j.at("body").is_object())
         check.field_error("\"body\" must be an object with the request");
       check.request(j.at("body"), r, "");

@@ -19,7 +19,7 @@
 namespace qmpi {
 
 struct ParsedLine {
-  std::string custom_id;  // "line-N" when the line has none that can be read
+  std::string custom_id;  // line_id(N) when the line has none that can be read
   std::optional<BatchRequest> request;
   std::optional<Error> error;
 };
@@ -34,7 +34,10 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no);
 void read_request_body(const nlohmann::json& body, BatchRequest& r, const std::string& where,
                        bool allow_stream);
 
-// The id a line without a usable custom_id/id gets in the output.
+// The id a line without a usable custom_id/id gets in the output: "qmpi-line-N". The prefix is
+// reserved (src/batch/batch_ids.h), so it never equals another line's own id.
 std::string line_id(int64_t line_no);
+// Whether `id` has the reserved form "qmpi-line-<digits>".
+bool is_line_id_form(const std::string& id);
 
 }  // namespace qmpi

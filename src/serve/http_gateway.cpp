@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 #include <nlohmann/json.hpp>
 
+#include "serve/http_body.h"
 #include "serve/openai_stream.h"
 #include "serve/protocol.h"
 
@@ -166,6 +167,10 @@ void HttpGateway::stop() {
 
 void HttpGateway::fail(httplib::Response& res, const Error& e, int status) {
   metrics_.request_failed(e.code());
+  answer_error(res, e, status);
+}
+
+void HttpGateway::answer_error(httplib::Response& res, const Error& e, int status) {
   res.status = status > 0 ? status : http_status(e.code());
   res.set_content(http_error_body(e), kJson);
 }
@@ -249,41 +254,10 @@ void HttpGateway::completions(const httplib::Request& req, httplib::Response& re
   const auto arrival = Clock::now();
   auto stream = std::make_shared<Stream>();
   try {
-    check_json_depth(req.body);
-    json body;
-    try {
-      body = json::parse(req.body);
-    } catch (const json::parse_error& e) {
-      raise(Err::RequestJson, std::string("the body is not valid JSON (") + e.what() + ")");
-    }
-    if (!body.is_object()) raise(Err::RequestJson, "the body is not a JSON object");
-    // Fields of the HTTP API that the shared request checker does not know.
-    bool has_stream_options = false;
-    if (body.contains("stream_options") && !body.at("stream_options").is_null()) {
-      const json& so = body.at("stream_options");
-      has_stream_options = true;
-      if (!so.is_object()) raise(Err::RequestField, "\"stream_options\" must be an object");
-      for (const auto& [k, v] : so.items())
-        if (k != "include_usage" || !v.is_boolean())
-          raise(Err::RequestField, "\"stream_options\" takes only \"include_usage\": true/false");
-      stream->include_usage = so.value("include_usage", false);
-    }
-    body.erase("stream_options");
-    if (body.contains("return_token_ids")) {
-      if (!body.at("return_token_ids").is_boolean())
-        raise(Err::RequestField, "\"return_token_ids\" must be true or false");
-      stream->shape.token_ids = body.at("return_token_ids").get<bool>();
-      body.erase("return_token_ids");
-    }
-    BatchRequest r;
-    r.openai_line = true;
-    r.endpoint = endpoint;
-    r.custom_id = "http-" + std::to_string(next_id_++);
-    read_request_body(body, r, "the request", true);
-    if (has_stream_options && !r.stream)
-      raise(Err::RequestField, "\"stream_options\" is only allowed with \"stream\": true");
-    if (r.sampling.logprobs)
-      raise(Err::RequestField, "logprobs are not available from qmpi serve yet");
+    HttpBody parsed = parse_http_body(req.body, endpoint, "http-" + std::to_string(next_id_++));
+    BatchRequest& r = parsed.request;
+    stream->include_usage = parsed.include_usage;
+    stream->shape.token_ids = parsed.token_ids;
 
     const bool streaming = r.stream;
     stream->sink = std::make_shared<Sink>(streaming, opts_.client_buffer_bytes);
@@ -304,7 +278,7 @@ void HttpGateway::completions(const httplib::Request& req, httplib::Response& re
     if (!streaming) {
       for (;;) {
         for (ServeEvent& ev : stream->sink->take(kPollInterval)) {
-          if (ev.kind == ServeEvent::Kind::Error) return fail(res, *ev.error);
+          if (ev.kind == ServeEvent::Kind::Error) return answer_error(res, *ev.error);
           if (ev.kind == ServeEvent::Kind::Final) {
             res.set_content(response_body(*ev.result, *model_.tokenizer, stream->shape.token_ids),
                             kJson);
@@ -316,7 +290,7 @@ void HttpGateway::completions(const httplib::Request& req, httplib::Response& re
     // Wait for admission, so that a request the engine refuses gets its HTTP status.
     while (stream->pending.empty()) stream->pending = stream->sink->take(kPollInterval);
     if (stream->pending.front().kind == ServeEvent::Kind::Error)
-      return fail(res, *stream->pending.front().error);
+      return answer_error(res, *stream->pending.front().error);
   } catch (const Error& e) {
     return fail(res, e);
   }
@@ -345,7 +319,7 @@ bool HttpGateway::pump(Stream& s, std::string& out) {
     const Error e(Err::ClientTooSlow,
                   "the response fell more than " + std::to_string(opts_.client_buffer_bytes) +
                       " bytes behind the generation; the request was cancelled");
-    metrics_.request_failed(e.code());
+    metrics_.client_dropped();  // the request itself counts as cancelled
     hub_.cancel(s.ticket);
     s.done = true;
     out += sse_error_chunk(e);

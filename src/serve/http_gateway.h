@@ -55,8 +55,11 @@ class HttpGateway {
   void routes();
   void completions(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
   bool pump(Stream& s, std::string& out);
-  // The error's JSON body, with its status (or `status` when given).
+  // The error's JSON body, with its status (or `status` when given). fail: a refusal of the
+  // front itself, counted in the metrics; answer_error: an error the engine loop delivered
+  // (and counted already).
   void fail(httplib::Response& res, const Error& e, int status = 0);
+  void answer_error(httplib::Response& res, const Error& e, int status = 0);
 
   HttpOptions opts_;
   const BatchModel& model_;

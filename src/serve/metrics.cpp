@@ -62,6 +62,11 @@ void ServeMetrics::request_failed(Err code) {
   errors_[error_id(code)]++;
 }
 
+void ServeMetrics::client_dropped() {
+  std::lock_guard lock(mu_);
+  clients_dropped_++;
+}
+
 void ServeMetrics::tokens(int64_t prompt, int64_t generated) {
   std::lock_guard lock(mu_);
   c_.prompt_tokens += prompt;
@@ -101,6 +106,10 @@ std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const 
          "Requests refused or failed, by error catalogue code.");
   for (const auto& [code, n] : errors_)
     out += fmt::format("qmpi_request_errors_total{{code=\"{}\"}} {}\n", code, n);
+  header(out, "qmpi_clients_dropped_total", "counter",
+         "Clients dropped for not reading their replies (client-too-slow); their requests count "
+         "as cancelled.");
+  sample(out, "qmpi_clients_dropped_total", double(clients_dropped_));
   header(out, "qmpi_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.");
   sample(out, "qmpi_prompt_tokens_total", double(c_.prompt_tokens));
   header(out, "qmpi_generation_tokens_total", "counter", "Tokens generated.");

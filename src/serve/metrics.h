@@ -42,6 +42,8 @@ class ServeMetrics {
   void request_ok() { add(&MetricCounters::ok); }
   void request_cancelled() { add(&MetricCounters::cancelled); }
   void request_failed(Err code);  // refused or failed, by catalogue code
+  // A client dropped for not reading (its requests count as cancelled, once, by the loop).
+  void client_dropped();
   void tokens(int64_t prompt, int64_t generated);
   void first_token(double seconds);  // time to first token
   void next_token(double seconds);   // inter-token latency
@@ -59,6 +61,7 @@ class ServeMetrics {
   mutable std::mutex mu_;
   MetricCounters c_;
   std::map<std::string, int64_t> errors_;  // "QM501" -> count
+  int64_t clients_dropped_ = 0;
   Histogram ttft_, itl_, step_;
   double step_compute_s_ = 0.0, step_comm_s_ = 0.0;
 };

@@ -60,40 +60,16 @@ ojson usage(const RequestOutput& out) {
 
 }  // namespace
 
-void check_json_depth(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char ch : text) {
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (ch == '\\')
-        escaped = true;
-      else if (ch == '"')
-        in_string = false;
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      if (++depth > max_depth)
-        raise(Err::RequestJson, "the JSON nests deeper than " + std::to_string(max_depth) +
-                                    " levels, which no request needs");
-    } else if (ch == ']' || ch == '}') {
-      --depth;
-    }
-  }
-}
-
 ClientMessage parse_client_message(std::string_view text, std::string& id) {
-  check_json_depth(text);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    raise(Err::RequestJson, std::string("the message is not valid JSON (") + e.what() + ")");
-  }
+  RequestJson parsed = parse_request_json(text, "the message");
+  json& j = parsed.value;
   if (!j.is_object()) raise(Err::RequestJson, "the message is not a JSON object");
   std::string plain_id;
+  // An id that overflowed reads as null: the number's error, without an id, says it best.
+  if (parsed.number_error && (!j.contains("id") || j.at("id").is_null()))
+    throw *parsed.number_error;
   if (j.contains("id")) std::tie(id, plain_id) = read_id(j);
+  if (parsed.number_error) throw *parsed.number_error;
   if (j.contains("v")) {
     const json& v = j.at("v");
     if (!v.is_number_integer() || v.get<int64_t>() != kProtocolVersion)

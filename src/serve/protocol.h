@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "core/errors.h"
+#include "requests/request_json.h"  // check_json_depth, parse_request_json
 #include "requests/request_parser.h"
 #include "requests/response_json.h"
 #include "serve/metrics.h"
@@ -31,12 +32,6 @@ struct ClientMessage {
   std::string id;
   BatchRequest request;  // Generate; custom_id is the id's plain value (string or digits)
 };
-
-constexpr int kMaxJsonDepth = 32;
-
-// Refuses text whose arrays and objects nest deeper than `max_depth` (RequestJson) before it is
-// parsed: deep nesting is never a valid request, and printing it back in an error would recurse.
-void check_json_depth(std::string_view text, int max_depth = kMaxJsonDepth);
 
 // Parses one message. Raises RequestJson (not JSON, not an object), RequestField (unknown
 // field, wrong type, missing id, bad version) or SamplingInvalid; `id` receives the message's id

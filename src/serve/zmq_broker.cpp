@@ -51,8 +51,13 @@ ZmqBroker::ZmqBroker(const BrokerOptions& opts, const BatchModel& model, Request
   // without reading it.
   router_.set(zmq::sockopt::maxmsgsize, int64_t(opts_.max_message_bytes) * 16);
   router_.set(zmq::sockopt::linger, kLingerMs);
-  router_.set(zmq::sockopt::heartbeat_ivl, 5000);  // notices peers that vanished silently
-  router_.set(zmq::sockopt::heartbeat_timeout, 15000);
+  // Peers that vanished silently are noticed by TCP keepalive, which the peer's kernel answers
+  // whether or not the client reads. (ZeroMQ heartbeats are not: a client whose receive queue
+  // is full stops reading its socket, heartbeats included, and would be cut off as if gone.)
+  router_.set(zmq::sockopt::tcp_keepalive, 1);
+  router_.set(zmq::sockopt::tcp_keepalive_idle, 10);
+  router_.set(zmq::sockopt::tcp_keepalive_intvl, 5);
+  router_.set(zmq::sockopt::tcp_keepalive_cnt, 3);
   try {
     router_.bind(opts_.endpoint);
   } catch (const zmq::error_t& e) {
@@ -239,7 +244,8 @@ void ZmqBroker::deliver_posted() {
       case ServeEvent::Kind::Accepted:
         continue;
     }
-    reply(o.identity, req.delimiter, message);
+    const bool last = o.event.kind != ServeEvent::Kind::Delta;
+    reply(o.identity, req.delimiter, message, last ? o.id : std::string());
     forget_if_idle(o.identity);
   }
 }
@@ -259,17 +265,16 @@ ZmqBroker::Sent ZmqBroker::try_send(const std::string& identity, bool delimiter,
   return Sent::Yes;
 }
 
-void ZmqBroker::reply(const std::string& identity, bool delimiter, const std::string& payload) {
+void ZmqBroker::reply(const std::string& identity, bool delimiter, const std::string& payload,
+                      const std::string& ends) {
   const auto c = clients_.find(identity);
-  if (c != clients_.end() && (c->second.dropped || !c->second.backlog.empty())) {
-    if (!c->second.dropped) hold(identity, c->second, delimiter, payload);
-    return;
-  }
+  if (c != clients_.end() && (c->second.dropped || !c->second.backlog.empty()))
+    return hold(identity, c->second, {delimiter, payload, ends});
   switch (try_send(identity, delimiter, payload)) {
     case Sent::Yes:
       return;
     case Sent::Full:
-      hold(identity, clients_[identity], delimiter, payload);
+      hold(identity, clients_[identity], {delimiter, payload, ends});
       return;
     case Sent::Gone:
       if (c != clients_.end()) drop(identity, c->second, true);
@@ -277,11 +282,16 @@ void ZmqBroker::reply(const std::string& identity, bool delimiter, const std::st
   }
 }
 
-void ZmqBroker::hold(const std::string& identity, Client& c, bool delimiter,
-                     const std::string& payload) {
-  c.backlog.push_back({delimiter, payload});
-  c.backlog_bytes += payload.size();
-  if (c.backlog_bytes > opts_.client_buffer_bytes) drop(identity, c, false);
+void ZmqBroker::hold(const std::string& identity, Client& c, Pending message) {
+  const size_t bytes = message.payload.size();
+  if (c.dropped) {
+    // Replies to what a dropped client sends meanwhile wait behind its errors, within the
+    // same limit; past it the client is not reading anything, and they are let go.
+    if (c.backlog_bytes + bytes > opts_.client_buffer_bytes) return;
+  }
+  c.backlog.push_back(std::move(message));
+  c.backlog_bytes += bytes;
+  if (!c.dropped && c.backlog_bytes > opts_.client_buffer_bytes) drop(identity, c, false);
 }
 
 bool ZmqBroker::flush_backlogs() {
@@ -313,29 +323,37 @@ bool ZmqBroker::flush_backlogs() {
 void ZmqBroker::drop(const std::string& identity, Client& c, bool gone) {
   const size_t n = c.requests.size();
   for (const auto& [id, r] : c.requests) hub_.cancel(r.ticket);  // frees their KV blocks
-  c.requests.clear();
-  const size_t held = c.backlog_bytes;
-  c.backlog.clear();
-  c.backlog_bytes = 0;
   if (gone) {
     if (n > 0) spdlog::info("zmq: a client went away; cancelled its {} requests", n);
     clients_.erase(identity);
     return;
   }
+  // Every request that has not had its end sent to ZeroMQ hears why it stopped: those in
+  // flight, and those whose final or error is among the replies let go here.
+  std::vector<std::pair<std::string, bool>> ended;  // id, envelope
+  for (const auto& [id, r] : c.requests) ended.emplace_back(id, r.delimiter);
+  for (const Pending& p : c.backlog)
+    if (!p.ends.empty()) ended.emplace_back(p.ends, p.delimiter);
+  const size_t held = c.backlog_bytes;
   spdlog::warn(
       "zmq: dropped a client that left {} bytes of replies unread; cancelled its {} "
       "requests",
       held, n);
+  c.requests.clear();
+  c.backlog.clear();
+  c.backlog_bytes = 0;
   c.dropped = true;
+  metrics_.client_dropped();
   const Error e(Err::ClientTooSlow,
                 "this client read its replies too slowly (" + std::to_string(held) +
                     " bytes waited past the per-client limit of " +
                     std::to_string(opts_.client_buffer_bytes) + "); its requests were cancelled",
                 "Read replies as they come, or run fewer requests at once per connection.");
-  metrics_.request_failed(e.code());
-  const std::string msg = error_message("", e);
-  c.backlog.push_back({c.delimiter, msg});
-  c.backlog_bytes = msg.size();
+  for (const auto& [id, delimiter] : ended) {
+    std::string msg = error_message(id, e);
+    c.backlog_bytes += msg.size();
+    c.backlog.push_back({delimiter, std::move(msg), id});
+  }
 }
 
 void ZmqBroker::forget_if_idle(const std::string& identity) {

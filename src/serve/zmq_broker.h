@@ -5,7 +5,10 @@
 //
 // Slow clients never stall others: ZeroMQ holds up to `send_hwm` messages per client; past
 // that the broker keeps up to `client_buffer_bytes` more, and a client that still does not
-// read is dropped (its requests cancelled, their KV blocks freed) with one ClientTooSlow error.
+// read is dropped: its requests are cancelled (their KV blocks freed) and each request whose
+// end it had not been sent yet gets one ClientTooSlow error with its id, so no request ends
+// silently. A client is gone only when its connection is: the broker uses TCP keepalive, not
+// ZeroMQ heartbeats, because a client that does not read does not answer heartbeats either.
 // A client that disconnects is noticed when the next message to it fails, and dropped alike.
 #pragma once
 #include <atomic>
@@ -65,6 +68,7 @@ class ZmqBroker {
   struct Pending {
     bool delimiter = false;
     std::string payload;
+    std::string ends;  // the id of the request this message ends (its final or error), or ""
   };
   struct Client {
     std::unordered_map<std::string, Request> requests;  // by id
@@ -81,9 +85,11 @@ class ZmqBroker {
   void generate(const std::string& identity, bool delimiter, const std::string& id,
                 BatchRequest req, std::chrono::steady_clock::time_point arrival);
   void deliver_posted();
-  void reply(const std::string& identity, bool delimiter, const std::string& payload);
+  // `ends`: the id of the request whose last message this is ("" for other replies).
+  void reply(const std::string& identity, bool delimiter, const std::string& payload,
+             const std::string& ends = {});
   Sent try_send(const std::string& identity, bool delimiter, const std::string& payload);
-  void hold(const std::string& identity, Client& c, bool delimiter, const std::string& payload);
+  void hold(const std::string& identity, Client& c, Pending message);
   bool flush_backlogs();  // true while some client still has a backlog
   void drop(const std::string& identity, Client& c, bool gone);
   void forget_if_idle(const std::string& identity);

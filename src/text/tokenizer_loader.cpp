@@ -310,7 +310,7 @@ Tokenizer Tokenizer::from_json(std::string_view tokenizer_json, std::string_view
 Tokenizer Tokenizer::load(const std::string& path) {
   const std::string fix =
       "Copy tokenizer.json and tokenizer_config.json from the model's repository next to "
-      "config.json, or pass the file with --tokenizer.";
+      "config.json.";
   fs::path file(path);
   std::error_code ec;
   if (fs::is_directory(file, ec)) {

@@ -22,7 +22,7 @@ MAX_MODEL_LEN = 256
 WORDS = ("the quick brown fox jumps over a lazy dog while seven red birds sing about rivers "
          "and mountains near old stone bridges").split()
 BAD = {  # custom_id -> (line, catalogue code)
-    "line-18": ('{"id": "bad-json", "prompt": ', "QM500"),
+    "qmpi-line-18": ('{"id": "bad-json", "prompt": ', "QM500"),
     "bad-field": (json.dumps({"id": "bad-field", "prompt": "x", "temprature": 0}), "QM501"),
     "bad-type": (json.dumps({"id": "bad-type", "prompt": "x", "max_tokens": "8"}), "QM501"),
     "bad-long": (json.dumps({"id": "bad-long", "prompt": " ".join(["word"] * 300),

@@ -6,7 +6,9 @@ unknown cancel ids, duplicate ids, a full queue, missing or wrong API keys, unkn
 random mutations of a valid request). Each one is answered with an error carrying its catalogue
 code, the server keeps serving valid requests afterwards, its memory does not grow from one
 round of it to the next, and SIGTERM still stops it cleanly. A client that streams without
-reading is dropped with client-too-slow and its requests freed.
+reading is dropped with client-too-slow (one error per request, with its id) and its requests
+freed; one that only reads late is neither dropped nor taken for gone. Numbers beyond a double
+are request errors with the request's id, and /metrics counts each refusal once.
 """
 
 import json
@@ -289,15 +291,20 @@ def slow_reader(c: t.Checks, model: str) -> None:
                             "stream": True})
         dropped = server.wait_stats(lambda s: s["requests"]["cancelled"] >= 8 and
                                     s["running"] == 0 and s["kv_blocks_used"] == 0, timeout=60)
-        errors = []
+        errors, finals = [], []
         while sock.poll(2000):
             msg = json.loads(sock.recv_multipart()[-1])
             if msg.get("type") == "error":
                 errors.append(msg)
+            elif msg.get("type") == "final":
+                finals.append(msg)
         sock.close()
-        codes = [e.get("code") for e in errors]
-        c.check(codes == ["QM508"] and "too slowly" in errors[0].get("message", ""),
-                f"a client that does not read gets one client-too-slow error: {codes} "
+        codes = sorted({e.get("code") for e in errors})
+        ids = sorted(e.get("id") for e in errors)
+        c.check(codes == ["QM508"] and ids == [f"slow{i}" for i in range(8)] and not finals and
+                "too slowly" in errors[0].get("message", ""),
+                f"a client that does not read gets one client-too-slow error per request, with "
+                f"its id: {codes} for {ids} "
                 f"{(errors or [{}])[0].get('message', '')[:90]!r}")
         c.check(dropped["requests"]["cancelled"] == 8 and dropped["running"] == 0 and
                 dropped["kv_blocks_used"] == 0,
@@ -309,6 +316,87 @@ def slow_reader(c: t.Checks, model: str) -> None:
         server.kill()
 
 
+def numbers_and_metrics(c: t.Checks, server) -> None:
+    """Issue 19, items 1 and 6: a number beyond a double is the request's QM501 with its id
+    (it was a 500 / QM999 without one), and a refused request is counted once in /metrics."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(server.endpoint)
+    for text in [b'{"v": 1, "id": "big", "prompt": "x", "max_tokens": 1e400}',
+                 b'{"id": "big", "prompt": [1, 2, ' + b"9" * 400 + b"]}"]:
+        sock.send(text)
+        r = sz.read_replies(sock, 30)[-1]
+        c.check(r["type"] == "error" and r.get("code") == "QM501" and r.get("id") == "big",
+                f"ZeroMQ {text[-24:]!r}: {r.get('code')} with id {r.get('id')!r}")
+    sock.close()
+    status, _, text = sz.http_request(server.http_port, "POST", "/v1/completions",
+                                      b'{"prompt": "x", "temperature": -1e400}', AUTH)
+    err = json.loads(text).get("error", {}) if text.startswith("{") else {}
+    c.check(status == 400 and err.get("qmpi_code") == "QM501" and "1e400" in err.get("message"),
+            f"HTTP -1e400: {status} {err.get('qmpi_code')}")
+
+    def counts():
+        _, _, m = sz.http_request(server.http_port, "GET", "/metrics")
+        errors = 0.0
+        for line in m.splitlines():
+            if line.startswith('qmpi_request_errors_total{code="QM502"} '):
+                errors = float(line.split()[-1])
+        return sz.metric(m, 'qmpi_requests_total{status="error"}'), errors
+
+    before = counts()
+    status, _, _ = sz.http_request(server.http_port, "POST", "/v1/completions",
+                                   {"prompt": "word " * 400}, AUTH)
+    after_http = counts()
+    r = server.call(dict(VALID, id="long", prompt="word " * 400))[-1]
+    after_zmq = counts()
+    c.check(status == 400 and r.get("code") == "QM502" and
+            after_http == (before[0] + 1, before[1] + 1) and
+            after_zmq == (before[0] + 2, before[1] + 2),
+            f"one prompt-too-long over HTTP, then one over ZeroMQ, each counted once in "
+            f"/metrics: errors and QM502 {before} -> {after_http} -> {after_zmq}")
+
+
+def late_reader(c: t.Checks, model: str) -> None:
+    """Issue 19, item 2: a client with RCVHWM=1 that sends streaming requests, reads nothing for
+    20 s (past what ZeroMQ heartbeats would allow) and then reads, gets every delta and every
+    final: what the server holds for it is within --client-buffer-bytes, and it is connected,
+    so it is neither dropped nor taken for gone."""
+    server = sz.Server(model, tp=1, pp=1, extra=["--zmq-sndhwm", "10", "--max-num-seqs", "16"])
+    try:
+        server.wait_ready()
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.RCVHWM, 1)
+        sock.setsockopt(zmq.RCVBUF, 4096)
+        sock.connect(server.endpoint)
+        n, tokens = 8, 200
+        sent = time.monotonic()
+        for i in range(n):
+            sock.send_json({"v": 1, "type": "generate", "id": f"late{i}", "prompt": "once upon",
+                            "max_tokens": tokens, "temperature": 0, "ignore_eos": True,
+                            "stream": True})
+        done = server.wait_stats(lambda s: s["requests"]["ok"] >= n, timeout=120)
+        time.sleep(max(0.0, 20 - (time.monotonic() - sent)))
+        deltas, finals, other = {}, {}, []
+        while sock.poll(3000):
+            msg = json.loads(sock.recv_multipart()[-1])
+            if msg.get("type") == "delta":
+                deltas[msg["id"]] = deltas.get(msg["id"], 0) + len(msg["token_ids"])
+            elif msg.get("type") == "final":
+                finals[msg["id"]] = msg["usage"]["completion_tokens"]
+            else:
+                other.append(msg)
+        sock.close()
+        want = {f"late{i}": tokens for i in range(n)}
+        c.check(done["requests"]["ok"] >= n and finals == want and deltas == want and not other,
+                f"a client that reads 20 s late gets all {n * tokens} streamed tokens and {n} "
+                f"finals: {sum(deltas.values())} tokens, {len(finals)} finals, {other[:2]}")
+        c.check("went away" not in server.log_text() and "dropped a client" not in
+                server.log_text(), "the server took it neither for gone nor for too slow")
+    finally:
+        server.kill()
+
+
 def body(c: t.Checks) -> None:
     model = t.make_model()
     server = sz.Server(model, tp=1, pp=1, extra=["--api-key", KEY, "--max-queue", "8",
@@ -316,6 +404,7 @@ def body(c: t.Checks) -> None:
     try:
         server.wait_ready()
         served(c, server, "before")
+        numbers_and_metrics(c, server)
         pid = server.rank0_pid()
         start_kib = rss_kib(pid)
         zmq_round(c, server, "round 1")
@@ -346,6 +435,7 @@ def body(c: t.Checks) -> None:
     finally:
         server.kill()
     slow_reader(c, model)
+    late_reader(c, model)
 
 
 if __name__ == "__main__":

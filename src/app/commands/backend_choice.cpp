@@ -57,9 +57,32 @@ MeasuredMemory size_kv_on_cuda(Backend& backend, const DeviceKvRequest& r,
 }
 #endif
 
+// Limits a negative or zero value would turn into nonsense further on (-1 sequences became
+// an allocation of 18 EB), refused here with the value as given.
+void check_engine_limits(const EngineCli& c) {
+  const auto at_least = [](const char* option, int64_t v, int64_t min) {
+    if (v < min)
+      raise(Err::Usage, std::string("--") + option + " must be at least " + std::to_string(min) +
+                            ", got " + std::to_string(v));
+  };
+  at_least("max-num-seqs", c.max_num_seqs, 1);
+  at_least("max-model-len", c.max_model_len, 0);  // 0: from the model
+  at_least("kv-blocks", c.kv_blocks, 0);          // 0: sized from memory
+  at_least("threads", c.threads, 0);              // 0: the OpenMP default
+  if (!(c.comm_timeout >= 0)) raise(Err::Usage, "--comm-timeout must be 0 (none) or more seconds");
+  if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1))
+    raise(Err::Usage, "--gpu-memory-utilization must be in (0, 1]");
+}
+
 }  // namespace
 
 EngineOptions to_engine_options(const EngineCli& c, const SchedulerCli& s) {
+  if (s.max_batched_tokens < 1)
+    raise(Err::Usage,
+          "--max-batched-tokens must be at least 1, got " + std::to_string(s.max_batched_tokens));
+  if (s.default_max_tokens < 0)
+    raise(Err::Usage, "--default-max-tokens must be 0 (OpenAI's defaults) or more, got " +
+                          std::to_string(s.default_max_tokens));
   EngineOptions o = to_engine_options(c);
   o.max_step_tokens = s.max_batched_tokens;
   return o;
@@ -87,6 +110,7 @@ EngineOptions to_engine_options(const EngineCli& c) {
   o.memory_report = launch_memory_report;
   if (c.tp < 1 || c.pp < 1) raise(Err::Usage, "--tp and --pp must be at least 1");
   if (c.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
+  check_engine_limits(c);
   if (c.comm != "auto" && c.comm != "mpi" && c.comm != "nccl")
     raise(Err::Usage, "--comm must be auto, mpi or nccl, not '" + c.comm + "'");
 

@@ -10,6 +10,7 @@
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
 #include "batch/batch_job.h"
+#include "batch/batch_paths.h"
 #include "engine/scheduler.h"
 #include "parallel/signals.h"
 #include "text/chat_template.h"
@@ -17,14 +18,6 @@
 
 namespace qmpi {
 namespace {
-
-// The rank as the launcher tells it, for the message a second signal prints (MPI is not up
-// yet when the handlers go in).
-std::string launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(var)) return std::string("rank ") + v;
-  return "rank 0";
-}
 
 std::string model_name(const std::string& path) {
   std::filesystem::path p(path);
@@ -73,8 +66,14 @@ int cmd_batch(const Args& args) {
   if (job.model_name.empty()) job.model_name = model_name(cli.model);
   job.progress_bar = ::isatty(STDERR_FILENO) != 0;
 
+  // Before the weights load, on rank 0, which alone reads and writes the job's files.
+  if (launcher_rank() == 0) {
+    check_distinct_batch_files(job);
+    require_model_tokenizer(cli.model.empty() ? cli.model_config : cli.model);
+  }
+
   // Every rank: the first SIGTERM/SIGINT lets rank 0 drain while the others keep serving.
-  SignalGuard signals(launcher_rank());
+  SignalGuard signals("rank " + std::to_string(launcher_rank()));
   cli.command = "batch --input " + job.input + " --output " + job.output;
   return run_engine(to_engine_options(cli, sched_cli), [&](Engine& engine) {
     try {

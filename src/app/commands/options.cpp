@@ -1,6 +1,7 @@
 #include "app/commands/options.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 
@@ -131,7 +132,11 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
       engine->serve();
     }
     return rc;
-  } catch (const Error& e) {
+  } catch (const std::exception& failure) {
+    // Not one of ours (a library's exception): still this rank's failure, and the other ranks
+    // must hear about it the same way, never wait for a step that does not come.
+    const auto* ours = dynamic_cast<const Error*>(&failure);
+    const Error e = ours ? *ours : Error(Err::Internal, failure.what());
     const bool deterministic =
         !engine && (error_entry(e.code()).exit_code == 2 || e.code() == Err::ConfigInvalid ||
                     e.code() == Err::ConfigKeyMissing || e.code() == Err::ArchUnsupported ||
@@ -149,6 +154,12 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
     }
     mpi.abort_job(e);
   }
+  return 0;
+}
+
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
   return 0;
 }
 

@@ -54,6 +54,21 @@ std::shared_ptr<const Tokenizer> load_model_tokenizer(const std::string& path) {
   return tok;
 }
 
+void require_model_tokenizer(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (path.empty() || !fs::exists(path, ec)) return;
+  const bool found = is_h5_path(path)
+                         ? read_h5_meta(path, "tokenizer.json").has_value()
+                         : fs::exists((fs::is_directory(path, ec) ? fs::path(path)
+                                                                  : fs::path(path).parent_path()) /
+                                          "tokenizer.json",
+                                      ec);
+  if (!found)
+    raise(Err::TokenizerMissing, "there is no tokenizer.json for the model at '" + path + "'",
+          "Put the model's tokenizer.json (and tokenizer_config.json) beside config.json.");
+}
+
 PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
   PromptSource src;
   // The tokenizer sits beside the weights (or inside a .h5), or beside config.json for

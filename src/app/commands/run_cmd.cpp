@@ -28,6 +28,9 @@ int cmd_run(const Args& args) {
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "qmpi run --model DIR --prompt TEXT [options]")) return 0;
   if (max_tokens < 1) raise(Err::Usage, "--max-tokens must be at least 1");
+  // A text prompt needs the tokenizer: find out before the weights load.
+  if (prompt.ids.empty() && launcher_rank() == 0)
+    require_model_tokenizer(cli.model.empty() ? cli.model_config : cli.model);
 
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     prompt.chat_template = cli.chat_template;

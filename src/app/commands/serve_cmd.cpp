@@ -17,6 +17,7 @@
 #include "io/h5_checkpoint.h"
 #include "parallel/signals.h"
 #include "parallel/watchdog.h"
+#include "serve/api_key.h"
 #include "serve/http_gateway.h"
 #include "serve/metrics.h"
 #include "serve/request_hub.h"
@@ -29,13 +30,6 @@ namespace qmpi {
 namespace {
 
 constexpr auto kFlushOnExit = std::chrono::milliseconds(2000);
-
-// The launcher's rank: the fronts start before MPI, on rank 0 only.
-int launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(var)) return std::atoi(v);
-  return 0;
-}
 
 std::string model_name(const std::string& path) {
   std::filesystem::path p(path);
@@ -82,6 +76,7 @@ int cmd_serve(const Args& args) {
   ServeLoopOptions loop_opts;
   BrokerOptions zmq;
   HttpOptions http;
+  ApiKeySources key_sources;
   int64_t max_queue = 256;
   SchedulerCli sched_cli;
   po::options_description desc = engine_options(cli);
@@ -92,8 +87,11 @@ int cmd_serve(const Args& args) {
       "Keep it on a trusted network: ZeroMQ clients are not authenticated")(
       "http", po::value(&http.listen),
       "also serve the OpenAI-compatible HTTP API on HOST:PORT (port 0 picks a free one)")(
-      "api-key", po::value(&http.api_key),
-      "HTTP clients must send `Authorization: Bearer KEY` on /v1/ routes")(
+      "api-key", po::value(&key_sources.option),
+      "HTTP clients must send `Authorization: Bearer KEY` on /v1/ routes (visible in `ps`: "
+      "prefer --api-key-file or the QMPI_API_KEY environment variable)")(
+      "api-key-file", po::value(&key_sources.file),
+      "read the API key from this file (its first line; keep the file private)")(
       "max-queue", po::value(&max_queue)->default_value(256),
       "requests waiting to start beyond which new ones get a `busy` error")(
       "max-request-bytes", po::value(&zmq.max_message_bytes)->default_value(size_t(1) << 20),
@@ -121,6 +119,8 @@ int cmd_serve(const Args& args) {
   loop_opts.stop_here = [] { return stop_requested(); };
   if (loop_opts.model_name.empty())
     loop_opts.model_name = model_name(cli.model.empty() ? cli.model_config : cli.model);
+  key_sources.env = std::getenv("QMPI_API_KEY");
+  http.api_key = resolve_api_key(key_sources);
   http.model_name = loop_opts.model_name;
   http.max_body_bytes = zmq.max_message_bytes;
   http.client_buffer_bytes = zmq.client_buffer_bytes;
@@ -132,7 +132,7 @@ int cmd_serve(const Args& args) {
   std::unique_ptr<ServeMetrics> metrics;
   std::unique_ptr<ZmqBroker> broker;
   std::unique_ptr<HttpGateway> gateway;
-  if (launcher_rank() == 0) {
+  if (launcher_rank() == 0) {  // the fronts start before MPI, on rank 0 only
     ignore_sigpipe();
     files = std::make_unique<FrontFiles>(load_front_files(cli));
     hub = std::make_unique<RequestHub>(max_queue);

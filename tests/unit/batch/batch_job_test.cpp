@@ -161,11 +161,11 @@ TEST(BatchJob, OneLinePerInputLineWithErrorsInPlace) {
   ASSERT_EQ(r.lines.size(), input.size() - 1) << "one line per non-blank input line";
   const auto m = by_id(r.lines);
   const auto code = [&](const std::string& id) { return m.at(id)["error"]["code"]; };
-  EXPECT_EQ(code("line-21"), "QM500");  // the broken line has no readable id
+  EXPECT_EQ(code("qmpi-line-21"), "QM500");  // the broken line has no readable id
   EXPECT_EQ(code("typo"), "QM501");
   EXPECT_EQ(code("hot"), "QM503");
   EXPECT_EQ(code("long"), "QM502");
-  EXPECT_EQ(code("line-26"), "QM501");  // the second "r3"
+  EXPECT_EQ(code("qmpi-line-26"), "QM501");  // the second "r3"
   EXPECT_THAT(m.at("long")["error"]["message"].get<std::string>(),
               ::testing::HasSubstr("max-model-len"));
   EXPECT_EQ(m.at("long")["response"]["status_code"], 400);
@@ -274,6 +274,60 @@ TEST(BatchJob, StoppedEarlyThenResumedGivesEveryResultOnce) {
     const H5Results h5(dir.file("out.h5"), true);
     EXPECT_EQ(h5.existing_ids(), ok_ids);
     EXPECT_EQ(h5.rows(), choices);
+  }
+}
+
+// Issue 19, item 4: ids the job makes up never collide with the input's own ids, and a job cut
+// after any number of lines and resumed answers every line exactly once.
+TEST(BatchJob, GeneratedIdsNeverCollideAndResumeKeysOnThem) {
+  const std::vector<std::vector<std::string>> inputs = {
+      // The hostile run's input: line-N ids are ordinary ids now.
+      {"{\"id\": \"broken\", ", line("line-1", "a"), line("x3", "b"), line("x3", "c"),
+       line("line-4", "d")},
+      // The reserved form: allowed on its own line only.
+      {"{\"id\": \"broken\", ", line("qmpi-line-1", "a"), line("x3", "b"), line("x3", "c"),
+       line("qmpi-line-4", "d"), line("qmpi-line-6", "e")},
+  };
+  const std::vector<std::map<std::string, std::string>> want = {
+      {{"qmpi-line-1", "QM500"},
+       {"line-1", ""},
+       {"x3", ""},
+       {"qmpi-line-4", "QM501"},
+       {"line-4", ""}},
+      {{"qmpi-line-1", "QM500"},
+       {"qmpi-line-2", "QM501"},
+       {"x3", ""},
+       {"qmpi-line-4", "QM501"},
+       {"qmpi-line-5", "QM501"},
+       {"qmpi-line-6", ""}},
+  };
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    TempDir dir;
+    const JobRun full = run_job(dir, inputs[k], JobSetup{});
+    ASSERT_EQ(full.lines.size(), inputs[k].size());
+    std::map<std::string, std::string> got;
+    for (const json& l : full.lines)
+      got[l["custom_id"]] = l["error"].is_null() ? "" : l["error"]["code"].get<std::string>();
+    EXPECT_EQ(got, want[k]) << "input " << k;
+    const std::vector<json> full_lines = read_lines(dir.file("out.jsonl"));
+    // Cut the results after every possible line, resume, and count each id once.
+    for (size_t cut = 0; cut <= full_lines.size(); ++cut) {
+      {
+        std::ofstream out(dir.file("out.jsonl"), std::ios::trunc);
+        for (size_t i = 0; i < cut; ++i) out << full_lines[i].dump() << "\n";
+      }
+      JobSetup s;
+      s.resume = true;
+      const JobRun resumed = run_job(dir, inputs[k], s);
+      std::map<std::string, std::string> again;
+      for (const json& l : resumed.lines) {
+        EXPECT_FALSE(again.count(l["custom_id"])) << "twice: " << l["custom_id"];
+        again[l["custom_id"]] = l["error"].is_null() ? "" : l["error"]["code"].get<std::string>();
+      }
+      EXPECT_EQ(again, want[k]) << "input " << k << " cut after " << cut;
+      EXPECT_EQ(resumed.summary.counts.skipped, int64_t(cut));
+      EXPECT_EQ(resumed.summary.left_for_resume, 0);
+    }
   }
 }
 

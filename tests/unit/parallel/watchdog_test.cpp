@@ -1,6 +1,11 @@
 #include "parallel/watchdog.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
 
 namespace qmpi {
 namespace {
@@ -49,6 +54,34 @@ TEST(CommTimeout, LongPeerListsAreCut) {
   Error e = comm_timeout_error(r);
   EXPECT_NE(e.message().find("rank 8 (host a) and 11 more"), std::string::npos) << e.message();
   EXPECT_EQ(e.message().find("rank 9 (host a)"), std::string::npos) << e.message();
+}
+
+// Issue 19, item 7: a rank that was itself stopped (SIGSTOP) must not, once continued, time out
+// and blame the peer that was only waiting for it: the time it did not run is not waiting.
+TEST(WaitWithDeadline, TimeThisProcessWasStoppedDoesNotCount) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string pid = std::to_string(::getpid());
+  ASSERT_EQ(std::system(("(sleep 0.3; kill -STOP " + pid + "; sleep 2.5; kill -CONT " + pid +
+                         ") >/dev/null 2>&1 &")
+                            .c_str()),
+            0);
+  double waited = 0;
+  EXPECT_FALSE(wait_until_done([] { return false; }, 1.5, waited));
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(wall, 3.5) << "the 2.5 s stop was counted as waiting";
+  EXPECT_LT(waited, 2.0);
+  EXPECT_GE(waited, 1.5);
+}
+
+TEST(WaitWithDeadline, DoneAtOnceOrAfterAWhile) {
+  double waited = -1;
+  EXPECT_TRUE(wait_until_done([] { return true; }, 1.0, waited));
+  EXPECT_GE(waited, 0.0);
+  int calls = 0;
+  EXPECT_TRUE(wait_until_done([&] { return ++calls > 5000; }, 10.0, waited));
+  EXPECT_FALSE(wait_until_done([] { return false; }, 0.05, waited));
+  EXPECT_GE(waited, 0.05);
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ BatchRequest ok(const std::string& line) {
 }
 
 void bad(const std::string& line, Err code, const std::string& needle,
-         const std::string& id = "line-7") {
+         const std::string& id = "qmpi-line-7") {
   const ParsedLine p = parse_request_line(line, 7);
   ASSERT_TRUE(p.error) << "accepted: " << line;
   EXPECT_EQ(p.error->code(), code) << line << " -> " << p.error->message();
@@ -136,6 +136,31 @@ TEST(BatchRequest, BadSamplingValues) {
   bad(s(R"("stop": ["ok", ""])"), Err::SamplingInvalid, "must not be empty", "s");
   bad(R"({"id": "s", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
       Err::SamplingInvalid, "needs \"logprobs\": true", "s");
+}
+
+// Issue 19, item 7: a value out of range is shown as the request wrote it ("got -1", not
+// "got -1.0"; "got 1e+300", not the float it overflowed to).
+// Found by the fuzz tests: a content part whose "type" is not a string threw the JSON
+// library's type_error (an internal error that ended the batch job).
+TEST(BatchRequest, ContentPartsOfAnyShape) {
+  for (const char* part : {R"({"type": 16.0, "text": "a"})", R"({"type": null})",
+                           R"({"type": ["text"], "text": "a"})", R"({"text": "a"})", "7"}) {
+    const std::string line =
+        std::string(R"({"id": "c", "messages": [{"role": "user", "content": [)") + part + "]}]}";
+    bad(line, Err::RequestField, "parts must be", "c");
+  }
+}
+
+TEST(BatchRequest, OutOfRangeValuesAreShownAsWritten) {
+  const auto msg = [](const std::string& field) {
+    const ParsedLine p = parse_request_line(R"({"id": "s", "prompt": "x", )" + field + "}", 1);
+    return p.error ? p.error->message() : std::string("accepted");
+  };
+  EXPECT_THAT(msg(R"("max_tokens": -1)"), ::testing::EndsWith("got -1"));
+  EXPECT_THAT(msg(R"("n": 1000)"), ::testing::EndsWith("got 1000"));
+  EXPECT_THAT(msg(R"("top_k": -5)"), ::testing::EndsWith("got -5"));
+  EXPECT_THAT(msg(R"("temperature": 1e300)"), ::testing::EndsWith("got 1e+300"));
+  EXPECT_THAT(msg(R"("top_p": 0)"), ::testing::EndsWith("got 0"));
 }
 
 TEST(BatchRequest, SamplingDefaultsComeFromTheGenerationConfig) {

@@ -28,6 +28,7 @@ TEST(Metrics, RendersEverySeries) {
   m.request_ok();
   m.request_cancelled();
   m.request_failed(Err::Busy);
+  m.client_dropped();
   m.tokens(12, 0);
   m.tokens(0, 5);
   m.first_token(0.2);
@@ -42,6 +43,9 @@ TEST(Metrics, RendersEverySeries) {
   EXPECT_THAT(t, HasSubstr("qmpi_requests_total{status=\"cancelled\"} 1\n"));
   EXPECT_THAT(t, HasSubstr("qmpi_requests_total{status=\"error\"} 1\n"));
   EXPECT_THAT(t, HasSubstr("qmpi_request_errors_total{code=\"QM504\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_clients_dropped_total 1\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_requests_total{status=\"error\"} 1\n"))
+      << "a dropped client is not one more failed request";
   EXPECT_THAT(t, HasSubstr("qmpi_prompt_tokens_total 12\n"));
   EXPECT_THAT(t, HasSubstr("qmpi_generation_tokens_total 5\n"));
   EXPECT_THAT(t, HasSubstr("qmpi_time_to_first_token_seconds_count 1\n"));

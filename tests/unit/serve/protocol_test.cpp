@@ -83,6 +83,19 @@ TEST(Protocol, RefusesMalformedMessagesWithTheirCodes) {
   EXPECT_EQ(id, "9");
 }
 
+// Issue 19, item 1: a number beyond a double is the request's error, with its id (it was QM999
+// without one).
+TEST(Protocol, HugeNumbersAreFieldErrorsWithTheId) {
+  std::string id;
+  EXPECT_EQ(code_of(R"({"id": "g3", "prompt": "x", "max_tokens": 1e400})", &id), Err::RequestField);
+  EXPECT_EQ(id, "\"g3\"");
+  EXPECT_EQ(code_of(R"({"id": 5, "prompt": "x", "temperature": -1e400})", &id), Err::RequestField);
+  EXPECT_EQ(id, "5");
+  id.clear();
+  EXPECT_EQ(code_of(R"({"id": 1e400, "prompt": "x"})", &id), Err::RequestField);
+  EXPECT_EQ(id, "");
+}
+
 TEST(Protocol, DepthCheckIgnoresBracketsInStrings) {
   EXPECT_NO_THROW(check_json_depth(R"({"prompt": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})"));
   EXPECT_NO_THROW(check_json_depth(R"({"prompt": "\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["})"));
