@@ -55,6 +55,7 @@ enum class Err : uint16_t {
   Interrupted = 409,
   HostLimits = 410,
   CommWrongResult = 411,
+  ListenFailed = 412,
   // request input (QM5xx)
   RequestJson = 500,
   RequestField = 501,
