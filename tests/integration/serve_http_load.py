@@ -10,7 +10,8 @@ the 64 a thread-per-connection front allowed. /health, probed with curl througho
 (the median under 100 ms, every probe under a generous bound for a loaded 2-core machine; the
 numbers are printed for docs/perf.md). A chunked body far over --max-request-bytes is refused
 with 413 while it is being read, without rank 0's memory growing by its size. 1,000 idle
-connections cost a few KiB each. SIGTERM still stops the server cleanly.
+connections cost a few KiB each. A second server on the same port stops at once with QM412 and
+the system's reason. SIGTERM still stops the server cleanly.
 """
 
 import asyncio
@@ -241,6 +242,19 @@ def idle_connections(c: t.Checks, server) -> None:
         s.close()
 
 
+def port_in_use(c: t.Checks, model: str, port: int) -> None:
+    """A second server on the same HTTP port stops at once and says why, in the system's words."""
+    p = subprocess.run([t.qmpi_binary(), "serve", "--model", model, "--zmq",
+                        f"tcp://127.0.0.1:{sz.free_port()}", "--http", f"127.0.0.1:{port}"],
+                       capture_output=True, text=True, timeout=60)
+    err = p.stderr
+    said = [line for line in err.splitlines() if "QM412" in line] or err.strip().splitlines()[-1:]
+    c.check(p.returncode == 4 and "QM412" in err and "Address already in use" in err and
+            "misspelled" not in err,
+            f"a second server on port {port}: exit {p.returncode}, "
+            f"{(said or ['(no message)'])[0][:160]!r}")
+
+
 def body(c: t.Checks) -> None:
     raise_open_files(STREAMS + TRICKLERS + IDLE + 512)
     model = t.make_model()
@@ -297,6 +311,7 @@ def body(c: t.Checks) -> None:
               f"{rss_peak / 1024:.0f} MiB after {STREAMS} streams", flush=True)
 
         chunked_over_limit(c, server)
+        port_in_use(c, model, server.http_port)
         rc = server.stop()
         c.check(rc == 0 and "stopped cleanly" in server.log_text(),
                 f"SIGTERM stops the server cleanly (exit {rc})")
