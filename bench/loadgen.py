@@ -13,10 +13,10 @@ client's TTFT and ITL minus the server's are what the fronts and the transport a
     python3 bench/loadgen.py --http http://127.0.0.1:8000 --rate 4 --duration 30 --json out.jsonl
 
 With --sweep 64,256,1024,4096 (HTTP only) it opens that many streams at once instead, one level
-after the other, each bounded by --duration seconds (a stream not done by then counts as lost),
-and reports per level TTFT and inter-token p50/p99, output tok/s, failed and lost requests and,
-with --pid (rank 0's process, on this host), its RSS and thread count at the peak; --plot PNG
-draws them (python3-matplotlib).
+after the other, each bounded by --duration seconds (a stream not done by then is unfinished),
+and reports per level TTFT and inter-token p50/p99, output tok/s, failed (an error, or a
+stream cut short: a lost reply) and unfinished requests and, with --pid (rank 0's process, on
+this host), its RSS and thread count at the peak; --plot PNG draws them (python3-matplotlib).
 
     python3 bench/loadgen.py --http http://127.0.0.1:8000 --sweep 64,256,1024,4096 \
         --output-tokens 64 --duration 120 --pid $(pgrep -f 'qmpi serve') --plot sweep.png
@@ -219,8 +219,9 @@ async def sweep_level(args, n: int, rng: random.Random) -> dict:
     ttft = [(r.token_times[0] - r.start) * 1000 for r in ok]
     itl = [(b - a) * 1000 for r in ok for a, b in zip(r.token_times, r.token_times[1:])]
     out_tokens = sum(len(r.token_times) for r in results)
-    lost = sum(1 for r in results if not r.ok and not r.error)
-    return {"concurrency": n, "completed": len(ok), "failed": n - len(ok) - lost, "lost": lost,
+    unfinished = sum(1 for r in results if not r.ok and not r.error)
+    return {"concurrency": n, "completed": len(ok), "failed": n - len(ok) - unfinished,
+            "unfinished": unfinished,
             "errors": sorted({r.error for r in results if r.error}),
             "wall_s": round(wall, 2), "output_token_throughput": round(out_tokens / wall, 1),
             "ttft_ms": {f"p{p}": round(percentile(ttft, p), 1) for p in (50, 99)},
@@ -244,7 +245,7 @@ def plot_sweep(rows: list, path: str, title: str) -> None:
     if rows and rows[0]["rank0_rss_mib"] is not None:
         ax[2].plot(n, [r["rank0_rss_mib"] for r in rows], "o-", label="rank 0 RSS (MiB)")
         ax[2].plot(n, [r["rank0_threads"] for r in rows], "s--", label="rank 0 threads")
-    ax[2].plot(n, [r["failed"] + r["lost"] for r in rows], "x:", label="failed + lost")
+    ax[2].plot(n, [r["failed"] + r["unfinished"] for r in rows], "x:", label="failed + unfinished")
     for a in ax:
         a.set_xscale("log", base=2)
         a.set_xlabel("concurrent streams")
@@ -266,11 +267,12 @@ def sweep(args) -> int:
     for n in levels:
         row = asyncio.run(sweep_level(args, n, rng))
         rows.append(row)
+        ttft, itl = row["ttft_ms"], row["itl_ms"]
         print(f"  {n:5d} streams: {row['completed']} done, {row['failed']} failed, "
-              f"{row['lost']} lost in {row['wall_s']}s; {row['output_token_throughput']} out "
-              f"tok/s; TTFT p50/p99 {row['ttft_ms']['p50']}/{row['ttft_ms']['p99']} ms; ITL "
-              f"p50/p99 {row['itl_ms']['p50']}/{row['itl_ms']['p99']} ms; rank 0 "
-              f"{row['rank0_rss_mib']} MiB, {row['rank0_threads']} threads"
+              f"{row['unfinished']} unfinished in {row['wall_s']}s; "
+              f"{row['output_token_throughput']} out tok/s; TTFT p50/p99 "
+              f"{ttft['p50']}/{ttft['p99']} ms; ITL p50/p99 {itl['p50']}/{itl['p99']} ms; "
+              f"rank 0 {row['rank0_rss_mib']} MiB, {row['rank0_threads']} threads"
               + (f" ({', '.join(row['errors'])})" if row["errors"] else ""), flush=True)
         if args.json:
             with open(args.json, "a") as f:
@@ -279,7 +281,7 @@ def sweep(args) -> int:
     if args.plot:
         plot_sweep(rows, args.plot, f"qmpi serve HTTP front: streams of {args.prompt_tokens} "
                    f"prompt / {args.output_tokens} output tokens opened at once")
-    return 0 if all(r["failed"] + r["lost"] == 0 for r in rows) else 1
+    return 0 if all(r["failed"] + r["unfinished"] == 0 for r in rows) else 1
 
 
 def main() -> int:
@@ -299,7 +301,8 @@ def main() -> int:
     ap.add_argument("--json", help="append the summary as one JSON line to this file")
     ap.add_argument("--sweep", help="HTTP: comma-separated stream counts opened at once, each "
                     "level bounded by --duration")
-    ap.add_argument("--pid", type=int, help="rank 0's pid (this host): RSS and threads in the sweep")
+    ap.add_argument("--pid", type=int,
+                    help="rank 0's pid (this host): RSS and threads in the sweep")
     ap.add_argument("--plot", help="the sweep's PNG plot")
     args = ap.parse_args()
     if args.sweep:
