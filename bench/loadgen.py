@@ -216,8 +216,11 @@ async def sweep_level(args, n: int, rng: random.Random) -> dict:
     await asyncio.gather(*tasks, return_exceptions=True)
     wall = time.perf_counter() - t0
     ok = [r for r in results if r.ok]
-    ttft = [(r.token_times[0] - r.start) * 1000 for r in ok]
-    itl = [(b - a) * 1000 for r in ok for a, b in zip(r.token_times, r.token_times[1:])]
+    # Over every stream that got tokens: at a level the time bound cuts, the latencies of the
+    # streams still running are the point.
+    started = [r for r in results if r.token_times]
+    ttft = [(r.token_times[0] - r.start) * 1000 for r in started]
+    itl = [(b - a) * 1000 for r in started for a, b in zip(r.token_times, r.token_times[1:])]
     out_tokens = sum(len(r.token_times) for r in results)
     unfinished = sum(1 for r in results if not r.ok and not r.error)
     return {"concurrency": n, "completed": len(ok), "failed": n - len(ok) - unfinished,

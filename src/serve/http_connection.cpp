@@ -260,7 +260,28 @@ void HttpConnection::on_prepared(std::shared_ptr<HttpCompletion> c,
   if (stream_req_)
     streaming_ = std::make_unique<Streaming>(SseWriter(c->shape, c->choices, c->include_usage));
   phase_ = Phase::Waiting;
+  watch_hang_up();
   on_events();  // what arrived before this ran
+}
+
+// A request waiting in the queue, or one that does not stream, writes nothing for a long time:
+// watch the socket so that a client that goes away frees its place at once (as a proxy treats
+// a client that closes before its answer), not when its answer is finally written.
+void HttpConnection::watch_hang_up() {
+  stream_.socket().async_wait(
+      net::ip::tcp::socket::wait_read,
+      [self = shared_from_this(), ticket = ticket_](beast::error_code ec) {
+        if (ec || self->closed_ || !self->in_flight_ || self->ticket_ != ticket) return;
+        char byte = 0;
+        beast::error_code peek;
+        auto& socket = self->stream_.socket();
+        socket.non_blocking(true, peek);
+        const size_t n =
+            socket.receive(net::buffer(&byte, 1), net::socket_base::message_peek, peek);
+        if (peek == net::error::would_block) return self->watch_hang_up();
+        // Bytes: the client pipelined its next request and is still there; stop watching.
+        if (peek || n == 0) self->close();
+      });
 }
 
 void HttpConnection::end_request() {

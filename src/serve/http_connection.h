@@ -79,6 +79,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
                       std::chrono::steady_clock::time_point arrival);
   void on_prepared(std::shared_ptr<HttpCompletion> c, std::shared_ptr<HttpRequestSink> sink,
                    uint64_t ticket, std::optional<Error> err);
+  void watch_hang_up();
   void on_events();
   void start_stream();
   void pump();

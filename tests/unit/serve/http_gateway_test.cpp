@@ -503,6 +503,28 @@ TEST_F(HttpGatewayTest, AHangUpMidStreamCancels) {
   EXPECT_TRUE(gone);
 }
 
+TEST_F(HttpGatewayTest, AHangUpBeforeTheAnswerCancelsToo) {
+  start();
+  // Waiting in the queue (nothing written yet), streamed or not: the close alone is noticed.
+  for (const char* stream : {"false", "true"}) {
+    auto c = std::make_unique<Client>(port());
+    ASSERT_TRUE(c->send(
+        post("/v1/completions", std::string(R"({"prompt": "x", "stream": )") + stream + "}")));
+    ServeRequest req = next_request();
+    c.reset();
+    EXPECT_TRUE(cancelled(req.ticket)) << "stream " << stream;
+  }
+  // A client that pipelines its next request is still there: its answer comes.
+  Client p(port());
+  ASSERT_TRUE(p.send(post("/v1/completions", R"({"prompt": "x"})") + get("/health")));
+  ServeRequest req = next_request();
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(cancelled(req.ticket, 100ms));
+  finish(req, final_event("y"));
+  EXPECT_EQ(read_response(p).status, 200);
+  EXPECT_EQ(read_response(p).status, 200);
+}
+
 TEST_F(HttpGatewayTest, SlowlorisAndIdleConnectionsTimeOut) {
   opts_.timeouts.header = 400ms;
   opts_.timeouts.idle = 600ms;
