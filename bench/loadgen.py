@@ -11,13 +11,24 @@ client's TTFT and ITL minus the server's are what the fronts and the transport a
 
     python3 bench/loadgen.py --zmq tcp://127.0.0.1:5555 --rate 4 --duration 30
     python3 bench/loadgen.py --http http://127.0.0.1:8000 --rate 4 --duration 30 --json out.jsonl
+
+With --sweep 64,256,1024,4096 (HTTP only) it opens that many streams at once instead, one level
+after the other, each bounded by --duration seconds (a stream not done by then is unfinished),
+and reports per level TTFT and inter-token p50/p99, output tok/s, failed (an error, or a
+stream cut short: a lost reply) and unfinished requests and, with --pid (rank 0's process, on
+this host), its RSS and thread count at the peak; --plot PNG draws them (python3-matplotlib).
+
+    python3 bench/loadgen.py --http http://127.0.0.1:8000 --sweep 64,256,1024,4096 \
+        --output-tokens 64 --duration 120 --pid $(pgrep -f 'qmpi serve') --plot sweep.png
 """
 
 import argparse
+import asyncio
 import http.client
 import json
 import math
 import random
+import resource
 import sys
 import threading
 import time
@@ -126,6 +137,156 @@ def scrape(url: str) -> dict:
     return out
 
 
+# --- the concurrency sweep -------------------------------------------------------------------
+
+async def stream_async(host: str, port: int, key: str, prompt: list, n_out: int, r: Result):
+    body = json.dumps({"prompt": prompt, "max_tokens": n_out, "temperature": 0,
+                       "ignore_eos": True, "stream": True, "return_token_ids": True}).encode()
+    auth = f"Authorization: Bearer {key}\r\n".encode() if key else b""
+    writer = None
+    try:
+        r.start = time.perf_counter()
+        reader, writer = await asyncio.open_connection(host, port)
+        writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: qmpi\r\nConnection: close\r\n"
+                     b"Content-Type: application/json\r\n" + auth +
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        await writer.drain()
+        status = await reader.readline()
+        if b" 200 " not in status:
+            r.error = status.decode(errors="replace").strip()[:40]
+            return
+        while True:
+            line = await reader.readline()
+            if not line:
+                r.error = "stream ended early"
+                return
+            if not line.startswith(b"data: "):
+                continue
+            payload = line[6:].strip()
+            now = time.perf_counter()
+            if payload == b"[DONE]":
+                r.end = now
+                r.ok = len(r.token_times) == n_out
+                r.error = "" if r.ok else f"{len(r.token_times)} tokens"
+                return
+            chunk = json.loads(payload)
+            if "error" in chunk:
+                r.error = chunk["error"].get("qmpi_code", "error")
+                return
+            for c in chunk["choices"]:
+                r.token_times += [now] * len(c.get("token_ids", []))
+    except (OSError, ValueError) as e:
+        r.error = type(e).__name__
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def proc_status(pid: int) -> dict:
+    out = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k in ("VmRSS", "Threads"):
+                    out[k] = int(v.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+async def sweep_level(args, n: int, rng: random.Random) -> dict:
+    u = urllib.parse.urlsplit(args.http)
+    results = [Result() for _ in range(n)]
+    peak = {"VmRSS": 0, "Threads": 0}
+    tasks = [asyncio.create_task(stream_async(
+        u.hostname, u.port or 80, args.api_key,
+        [rng.randrange(1000, 30000) for _ in range(args.prompt_tokens)], args.output_tokens, r))
+        for r in results]
+    t0 = time.perf_counter()
+    pending = set(tasks)
+    while pending and time.perf_counter() - t0 < args.duration:
+        _, pending = await asyncio.wait(pending, timeout=0.5)
+        if args.pid:
+            st = proc_status(args.pid)
+            for k in peak:
+                peak[k] = max(peak[k], st.get(k, 0))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    wall = time.perf_counter() - t0
+    ok = [r for r in results if r.ok]
+    # Over every stream that got tokens: at a level the time bound cuts, the latencies of the
+    # streams still running are the point.
+    started = [r for r in results if r.token_times]
+    ttft = [(r.token_times[0] - r.start) * 1000 for r in started]
+    itl = [(b - a) * 1000 for r in started for a, b in zip(r.token_times, r.token_times[1:])]
+    out_tokens = sum(len(r.token_times) for r in results)
+    unfinished = sum(1 for r in results if not r.ok and not r.error)
+    return {"concurrency": n, "completed": len(ok), "failed": n - len(ok) - unfinished,
+            "unfinished": unfinished,
+            "errors": sorted({r.error for r in results if r.error}),
+            "wall_s": round(wall, 2), "output_token_throughput": round(out_tokens / wall, 1),
+            "ttft_ms": {f"p{p}": round(percentile(ttft, p), 1) for p in (50, 99)},
+            "itl_ms": {f"p{p}": round(percentile(itl, p), 1) for p in (50, 99)},
+            "rank0_rss_mib": round(peak["VmRSS"] / 1024, 1) if args.pid else None,
+            "rank0_threads": peak["Threads"] if args.pid else None}
+
+
+def plot_sweep(rows: list, path: str, title: str) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    n = [r["concurrency"] for r in rows]
+    fig, ax = plt.subplots(1, 3, figsize=(13, 3.8))
+    ax[0].plot(n, [r["ttft_ms"]["p50"] / 1000 for r in rows], "o-", label="p50")
+    ax[0].plot(n, [r["ttft_ms"]["p99"] / 1000 for r in rows], "s--", label="p99")
+    ax[0].set_ylabel("time to first token (s)")
+    ax[1].plot(n, [r["output_token_throughput"] for r in rows], "o-", label="output tok/s")
+    ax[1].plot(n, [r["itl_ms"]["p50"] for r in rows], "s--", label="inter-token p50 (ms)")
+    ax[1].set_ylabel("tok/s ; ms")
+    if rows and rows[0]["rank0_rss_mib"] is not None:
+        ax[2].plot(n, [r["rank0_rss_mib"] for r in rows], "o-", label="rank 0 RSS (MiB)")
+        ax[2].plot(n, [r["rank0_threads"] for r in rows], "s--", label="rank 0 threads")
+    ax[2].plot(n, [r["failed"] + r["unfinished"] for r in rows], "x:", label="failed + unfinished")
+    for a in ax:
+        a.set_xscale("log", base=2)
+        a.set_xlabel("concurrent streams")
+        a.grid(True, alpha=0.3)
+        a.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def sweep(args) -> int:
+    levels = [int(x) for x in args.sweep.split(",")]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = max(levels) + 256
+    if soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(want, hard), hard))
+    rng = random.Random(args.seed)
+    rows = []
+    for n in levels:
+        row = asyncio.run(sweep_level(args, n, rng))
+        rows.append(row)
+        ttft, itl = row["ttft_ms"], row["itl_ms"]
+        print(f"  {n:5d} streams: {row['completed']} done, {row['failed']} failed, "
+              f"{row['unfinished']} unfinished in {row['wall_s']}s; "
+              f"{row['output_token_throughput']} out tok/s; TTFT p50/p99 "
+              f"{ttft['p50']}/{ttft['p99']} ms; ITL p50/p99 {itl['p50']}/{itl['p99']} ms; "
+              f"rank 0 {row['rank0_rss_mib']} MiB, {row['rank0_threads']} threads"
+              + (f" ({', '.join(row['errors'])})" if row["errors"] else ""), flush=True)
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(dict(row, prompt_tokens=args.prompt_tokens,
+                                        output_tokens=args.output_tokens)) + "\n")
+    if args.plot:
+        plot_sweep(rows, args.plot, f"qmpi serve HTTP front: streams of {args.prompt_tokens} "
+                   f"prompt / {args.output_tokens} output tokens opened at once")
+    return 0 if all(r["failed"] + r["unfinished"] == 0 for r in rows) else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     dest = ap.add_mutually_exclusive_group(required=True)
@@ -141,7 +302,16 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--metrics", help="the server's /metrics URL, for its own step time and ITL")
     ap.add_argument("--json", help="append the summary as one JSON line to this file")
+    ap.add_argument("--sweep", help="HTTP: comma-separated stream counts opened at once, each "
+                    "level bounded by --duration")
+    ap.add_argument("--pid", type=int,
+                    help="rank 0's pid (this host): RSS and threads in the sweep")
+    ap.add_argument("--plot", help="the sweep's PNG plot")
     args = ap.parse_args()
+    if args.sweep:
+        if not args.http:
+            ap.error("--sweep drives the HTTP front: give --http")
+        return sweep(args)
 
     rng = random.Random(args.seed)
     before = scrape(args.metrics) if args.metrics else None

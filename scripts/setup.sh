@@ -15,10 +15,9 @@ with_tests=0
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
-  libboost-program-options-dev libzmq3-dev cppzmq-dev
+  libboost-program-options-dev libboost-dev libzmq3-dev cppzmq-dev libssl-dev
   libgtest-dev libgmock-dev nlohmann-json3-dev libspdlog-dev libpcre2-dev libutf8proc-dev
-  libcpp-httplib-dev
-  python3 python3-numpy python3-h5py python3-zmq python3-jinja2 curl iproute2
+  python3 python3-numpy python3-h5py python3-zmq python3-jinja2 python3-matplotlib curl iproute2
 )
 # Only the tests use these: mmdebstrap builds the brand-new Debian root of tests/install.
 test_packages=(mmdebstrap)

@@ -307,6 +307,14 @@ constexpr std::array kCatalogue{
                "if the builds match, run `qmpi doctor` to test the links between the ranks.",
                kExitRuntime,
                "A multi-host job fails at its first step after only some hosts were upgraded."},
+    ErrorEntry{Err::ListenFailed, "listen-failed", "A server port could not be opened.",
+               "Another process already listens on that port, or the host is not an address of "
+               "this machine; the message gives the operating system's reason.",
+               "Stop the other server (`ss -ltnp` names it) or choose another port (port 0 "
+               "picks a free one); listen on 0.0.0.0 or an address of this host.",
+               kExitRuntime,
+               "`Address already in use` / `EADDRINUSE` at start-up, or `Cannot assign requested "
+               "address` for a host of another machine."},
     ErrorEntry{Err::RequestJson, "request-json", "A request is not valid JSON.",
                "The line or body could not be parsed.",
                "Send one JSON object per request (one per line in JSONL files).", kExitUser,

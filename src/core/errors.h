@@ -58,6 +58,7 @@ enum class Err : uint16_t {
   HostLimits = 410,
   CommWrongResult = 411,
   StepMessage = 412,
+  ListenFailed = 413,
   // request input (QM5xx)
   RequestJson = 500,
   RequestField = 501,

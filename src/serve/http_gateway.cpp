@@ -1,107 +1,75 @@
 #include "serve/http_gateway.h"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
-#include <chrono>
-#include <condition_variable>
-#include <deque>
-#include <mutex>
+#include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
-#include <nlohmann/json.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 
-#include "serve/http_body.h"
-#include "serve/openai_stream.h"
-#include "serve/protocol.h"
+#include "core/errors.h"
+#include "serve/http_connection.h"
 
 namespace qmpi {
 namespace {
 
-using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+namespace net = boost::asio;
+using tcp = net::ip::tcp;
 
-constexpr auto kPollInterval = std::chrono::milliseconds(500);
-constexpr const char* kJson = "application/json";
-constexpr int kListenBacklog = 1024;
-
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-size_t event_bytes(const ServeEvent& e) {
-  return 64 + e.text.size() + 4 * e.token_ids.size();
-}
-
-bool bearer_matches(const std::string& header, const std::string& key) {
-  const std::string want = "Bearer " + key;
-  if (header.size() != want.size()) return false;
-  unsigned char diff = 0;  // constant time: the key is a secret
-  for (size_t i = 0; i < want.size(); ++i) diff |= static_cast<unsigned char>(header[i] ^ want[i]);
-  return diff == 0;
-}
+constexpr int kListenBacklog = 4096;  // the kernel caps it at net.core.somaxconn
+// accept() failing for want of descriptors would fail again at once: wait this long instead of
+// spinning, while the connections open go on being served.
+constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 
 }  // namespace
 
-// cpp-httplib listens with a backlog of 5 (fixed when the library was built), so a burst of
-// clients would see resets; Linux lets a second listen() on the socket raise it.
-class HttpGateway::Server final : public httplib::Server {
- public:
-  void raise_backlog(int n) { ::listen(svr_sock_, n); }
+struct HttpGateway::Impl {
+  Impl(const HttpOptions& opts, const BatchModel& model, RequestHub& hub, ServeMetrics& metrics)
+      : front(opts, model, hub, metrics),
+        ioc(opts.threads),
+        work(ioc.get_executor()),
+        acceptor(net::make_strand(ioc)),
+        retry(acceptor.get_executor()) {}
+
+  void accept();
+
+  // Declared first so that it outlives the handlers the io_context still holds when destroyed.
+  HttpFront front;
+  net::io_context ioc;
+  // Keeps the I/O threads running while no operation is pending: a connection waiting for the
+  // engine has none, and once the acceptor closes (stop) nothing else may be.
+  net::executor_work_guard<net::io_context::executor_type> work;
+  tcp::acceptor acceptor;
+  net::steady_timer retry;
+  std::vector<std::thread> threads;
+  bool accept_failing = false;  // logged once per run of failures
 };
 
-// The queue between the engine thread (deliver) and this request's handler thread (take).
-class HttpGateway::Sink final : public EventSink {
- public:
-  Sink(bool stream, size_t cap) : stream_(stream), cap_(cap) {}
-
-  void deliver(ServeEvent ev) override {
-    {
-      std::lock_guard lock(mu_);
-      if (ev.kind == ServeEvent::Kind::Delta && !stream_) return;  // the final has the text
-      if (overflowed_) return;
-      bytes_ += event_bytes(ev);
-      if (bytes_ > cap_) overflowed_ = true;
-      events_.push_back(std::move(ev));
-    }
-    cv_.notify_one();
-  }
-
-  std::deque<ServeEvent> take(std::chrono::milliseconds wait) {
-    std::unique_lock lock(mu_);
-    cv_.wait_for(lock, wait, [&] { return !events_.empty(); });
-    std::deque<ServeEvent> out;
-    out.swap(events_);
-    bytes_ = 0;
-    return out;
-  }
-
-  bool overflowed() {
-    std::lock_guard lock(mu_);
-    return overflowed_;
-  }
-
- private:
-  const bool stream_;
-  const size_t cap_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<ServeEvent> events_;
-  size_t bytes_ = 0;
-  bool overflowed_ = false;
-};
-
-struct HttpGateway::Stream {
-  std::shared_ptr<Sink> sink;
-  StreamShape shape;
-  int32_t choices = 1;
-  bool include_usage = false;
-  uint64_t ticket = 0;
-  std::deque<ServeEvent> pending;
-  bool done = false;
-};
+void HttpGateway::Impl::accept() {
+  acceptor.async_accept(
+      net::make_strand(ioc), [this](boost::system::error_code ec, tcp::socket socket) {
+        if (!acceptor.is_open()) return;
+        if (ec) {
+          if (!std::exchange(accept_failing, true))
+            spdlog::warn("http: cannot accept connections ({}; {} open); retrying", ec.message(),
+                         front.connections.size());
+          retry.expires_after(kAcceptRetry);
+          retry.async_wait([this](boost::system::error_code e) {
+            if (!e) accept();
+          });
+          return;
+        }
+        accept_failing = false;
+        boost::system::error_code ignored;
+        socket.set_option(tcp::no_delay(true), ignored);  // SSE chunks are small: send them now
+        std::make_shared<HttpConnection>(std::move(socket), front)->start();
+        accept();
+      });
+}
 
 std::pair<std::string, int> parse_listen_address(const std::string& s) {
   std::string host = "0.0.0.0", port = s;
@@ -130,226 +98,65 @@ std::pair<std::string, int> parse_listen_address(const std::string& s) {
 
 HttpGateway::HttpGateway(const HttpOptions& opts, const BatchModel& model, RequestHub& hub,
                          ServeMetrics& metrics)
-    : opts_(opts),
-      model_(model),
-      hub_(hub),
-      metrics_(metrics),
-      server_(std::make_unique<Server>()) {
-  const auto [host, port] = parse_listen_address(opts_.listen);
+    : impl_(std::make_unique<Impl>(opts, model, hub, metrics)) {
+  const auto [host, port] = parse_listen_address(opts.listen);
   host_ = host;
-  const int threads = opts_.threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(size_t(threads)); };
-  server_->set_payload_max_length(opts_.max_body_bytes);
-  // cpp-httplib's default also sets SO_REUSEPORT, which lets a second server bind the same port
-  // and silently take half of the connections; a port in use must be an error instead.
-  server_->set_socket_options([](socket_t sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  routes();
-  port_ = port == 0 ? server_->bind_to_any_port(host_) : port;
-  if (port_ < 0 || (port != 0 && !server_->bind_to_port(host_, port_)))
-    raise(Err::Usage, "cannot listen on --http " + opts_.listen,
-          "Give a free port on an address of this host, e.g. --http 0.0.0.0:8000.");
-  server_->raise_backlog(kListenBacklog);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  Impl& m = *impl_;
+  boost::system::error_code ec;
+  const auto fail = [&](const char* step) {
+    raise(Err::ListenFailed,
+          "cannot listen on --http " + opts.listen + ": " + step + " failed: " + ec.message(),
+          "Stop the process that holds the port (`ss -ltnp 'sport = :" + std::to_string(port) +
+              "'` names it) or give another port (0 picks a free one); the host must be an "
+              "address of this machine, e.g. 0.0.0.0.");
+  };
+  tcp::resolver resolver(m.ioc);
+  const auto found = resolver.resolve(host, std::to_string(port),
+                                      tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || found.empty()) fail("resolving the host");
+  const tcp::endpoint ep = found.begin()->endpoint();
+  m.acceptor.open(ep.protocol(), ec);
+  if (ec) fail("socket()");
+  // Lets a restarted server bind while its old connections sit in TIME_WAIT; unlike
+  // SO_REUSEPORT it never lets a second server share a port that is listened on.
+  m.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  m.acceptor.bind(ep, ec);
+  if (ec) fail("bind()");
+  m.acceptor.listen(kListenBacklog, ec);
+  if (ec) fail("listen()");
+  port_ = m.acceptor.local_endpoint(ec).port();
+  m.accept();
+  for (int i = 0; i < opts.threads; ++i) m.threads.emplace_back([&m] { m.ioc.run(); });
 }
 
 HttpGateway::~HttpGateway() {
-  stop();
+  stop(std::chrono::milliseconds(0));
 }
 
-void HttpGateway::stop() {
-  if (!thread_.joinable()) return;
-  server_->stop();
-  thread_.join();
+size_t HttpGateway::open_connections() const {
+  return impl_->front.connections.size();
 }
 
-void HttpGateway::fail(httplib::Response& res, const Error& e, int status) {
-  metrics_.request_failed(e.code());
-  answer_error(res, e, status);
-}
-
-void HttpGateway::answer_error(httplib::Response& res, const Error& e, int status) {
-  res.status = status > 0 ? status : http_status(e.code());
-  res.set_content(http_error_body(e), kJson);
-}
-
-void HttpGateway::routes() {
-  httplib::Server& s = *server_;
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (opts_.api_key.empty() || req.path.rfind("/v1/", 0) != 0)
-      return httplib::Server::HandlerResponse::Unhandled;
-    if (bearer_matches(req.get_header_value("Authorization"), opts_.api_key))
-      return httplib::Server::HandlerResponse::Unhandled;
-    res.set_header("WWW-Authenticate", "Bearer");
-    fail(res, Error(Err::Unauthorized,
-                    req.has_header("Authorization")
-                        ? "the Authorization header does not carry the server's API key"
-                        : "the request has no Authorization header and the server needs an API key",
-                    "Send `Authorization: Bearer <key>` with the key given to --api-key."));
-    return httplib::Server::HandlerResponse::Handled;
+void HttpGateway::stop(std::chrono::milliseconds flush) {
+  Impl& m = *impl_;
+  if (m.threads.empty()) return;
+  m.front.stopping = true;
+  net::post(m.acceptor.get_executor(), [&m] {
+    boost::system::error_code ignored;
+    m.acceptor.close(ignored);
+    m.retry.cancel();
   });
-  // cpp-httplib's own refusals (no route, body over the limit, unreadable request) get a JSON
-  // error body too.
-  s.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    if (res.status == 413)
-      fail(res, Error(Err::BodyTooLarge,
-                      "the request body is larger than --max-request-bytes " +
-                          std::to_string(opts_.max_body_bytes),
-                      "Send a shorter prompt, or raise --max-request-bytes."));
-    else if (res.status == 404 || res.status == 405)
-      fail(res,
-           Error(Err::RequestField,
-                 req.method + " " + req.path.substr(0, 200) + " is not an endpoint of qmpi serve",
-                 "Use POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET "
-                 "/health or GET /metrics."),
-           res.status);
-    else
-      fail(res,
-           Error(Err::RequestJson,
-                 "the HTTP request could not be read (status " + std::to_string(res.status) + ")"),
-           res.status);
-  });
-  s.set_exception_handler(
-      [this](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        fail(res, Error(Err::Internal, "the HTTP handler failed: " + what));
-      });
-
-  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    completions(req, res, Endpoint::Chat);
-  });
-  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    completions(req, res, Endpoint::Completion);
-  });
-  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    const json j = {{"object", "list"},
-                    {"data", json::array({{{"id", opts_.model_name},
-                                           {"object", "model"},
-                                           {"created", unix_now()},
-                                           {"owned_by", "qmpi"}}})}};
-    res.set_content(j.dump(), kJson);
-  });
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    const Health h = hub_.snapshot().health;
-    res.status = h == Health::Ready ? 200 : 503;
-    res.set_content(json{{"status", health_name(h)}}.dump(), kJson);
-  });
-  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_.render(hub_.snapshot(), hub_.queued()),
-                    "text/plain; version=0.0.4; charset=utf-8");
-  });
-}
-
-void HttpGateway::completions(const httplib::Request& req, httplib::Response& res,
-                              Endpoint endpoint) {
-  const auto arrival = Clock::now();
-  auto stream = std::make_shared<Stream>();
-  try {
-    HttpBody parsed = parse_http_body(req.body, endpoint, "http-" + std::to_string(next_id_++));
-    BatchRequest& r = parsed.request;
-    stream->include_usage = parsed.include_usage;
-    stream->shape.token_ids = parsed.token_ids;
-
-    const bool streaming = r.stream;
-    stream->sink = std::make_shared<Sink>(streaming, opts_.client_buffer_bytes);
-    stream->choices = r.sampling.n;
-    stream->shape.endpoint = endpoint;
-    stream->shape.model = r.model.empty() ? opts_.model_name : r.model;
-    stream->shape.created = unix_now();
-    ServeRequest sr;
-    sr.client_id = r.custom_id;
-    sr.prompt = request_prompt_ids(r, model_);
-    sr.req = std::move(r);
-    sr.arrival = arrival;
-    sr.sink = stream->sink;
-    stream->ticket = hub_.submit(std::move(sr));
-    stream->shape.id =
-        (endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + std::to_string(stream->ticket);
-
-    if (!streaming) {
-      for (;;) {
-        for (ServeEvent& ev : stream->sink->take(kPollInterval)) {
-          if (ev.kind == ServeEvent::Kind::Error) return answer_error(res, *ev.error);
-          if (ev.kind == ServeEvent::Kind::Final) {
-            res.set_content(response_body(*ev.result, *model_.tokenizer, stream->shape.token_ids),
-                            kJson);
-            return;
-          }
-        }
-      }
-    }
-    // Wait for admission, so that a request the engine refuses gets its HTTP status.
-    while (stream->pending.empty()) stream->pending = stream->sink->take(kPollInterval);
-    if (stream->pending.front().kind == ServeEvent::Kind::Error)
-      return answer_error(res, *stream->pending.front().error);
-  } catch (const Error& e) {
-    return fail(res, e);
-  }
-
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, stream](size_t, httplib::DataSink& out) {
-        std::string text;
-        const bool more = pump(*stream, text);
-        if (!text.empty() && !out.write(text.data(), text.size())) return false;
-        if (!more) out.done();
-        return true;
-      },
-      [this, stream](bool) {
-        // The client went away (or stopped reading) before the end: free its sequences.
-        if (!stream->done) hub_.cancel(stream->ticket);
-      });
-}
-
-// Turns the events that arrived into SSE text; false once the stream is complete.
-bool HttpGateway::pump(Stream& s, std::string& out) {
-  std::deque<ServeEvent> events =
-      s.pending.empty() ? s.sink->take(kPollInterval) : std::exchange(s.pending, {});
-  if (s.sink->overflowed()) {
-    const Error e(Err::ClientTooSlow,
-                  "the response fell more than " + std::to_string(opts_.client_buffer_bytes) +
-                      " bytes behind the generation; the request was cancelled");
-    metrics_.client_dropped();  // the request itself counts as cancelled
-    hub_.cancel(s.ticket);
-    s.done = true;
-    out += sse_error_chunk(e);
-    out += kSseDone;
-    return false;
-  }
-  for (const ServeEvent& ev : events) {
-    switch (ev.kind) {
-      case ServeEvent::Kind::Accepted:
-        if (s.shape.endpoint == Endpoint::Chat)
-          for (int32_t i = 0; i < s.choices; ++i) out += sse_role_chunk(s.shape, i);
-        break;
-      case ServeEvent::Kind::Delta:
-        out += sse_delta_chunk(s.shape, ev);
-        break;
-      case ServeEvent::Kind::Final:
-        for (size_t i = 0; i < ev.result->choices.size(); ++i)
-          out += sse_finish_chunk(s.shape, int32_t(i), ev.result->choices[i].finish_reason);
-        if (s.include_usage) out += sse_usage_chunk(s.shape, *ev.result);
-        out += kSseDone;
-        s.done = true;
-        return false;
-      case ServeEvent::Kind::Error:
-        out += sse_error_chunk(*ev.error);
-        out += kSseDone;
-        s.done = true;
-        return false;
-    }
-  }
-  return true;
+  m.front.connections.shut_all();
+  if (!m.front.connections.wait_empty(std::chrono::steady_clock::now() + flush) &&
+      flush.count() > 0)
+    spdlog::warn("http: closing {} connections whose responses did not finish in {} ms",
+                 m.front.connections.size(), flush.count());
+  m.front.prep.join();
+  m.work.reset();
+  m.ioc.stop();
+  for (std::thread& t : m.threads) t.join();
+  m.threads.clear();
+  m.front.connections.clear();
 }
 
 }  // namespace qmpi

@@ -61,7 +61,8 @@ FrontFiles load_front_files(const EngineCli& cli) {
   return f;
 }
 
-// cpp-httplib writes with plain send(): a client that hangs up must not kill the server.
+// A client that hangs up must not kill the server: a write to its socket raises SIGPIPE unless
+// the library asks the kernel not to (Asio does on Linux; be sure for every front).
 void ignore_sigpipe() {
   struct sigaction sa {};
   sa.sa_handler = SIG_IGN;
@@ -100,8 +101,9 @@ int cmd_serve(const Args& args) {
       "replies held for one client that does not read before it is dropped")(
       "zmq-sndhwm", po::value(&zmq.send_hwm)->default_value(1000),
       "messages ZeroMQ queues per client before --client-buffer-bytes starts to count")(
-      "http-threads", po::value(&http.threads)->default_value(64),
-      "HTTP connections served at once (each streaming response holds one)")(
+      "http-threads", po::value(&http.threads)->default_value(2),
+      "I/O threads of the HTTP front, and as many that check and tokenize request bodies; "
+      "connections are not limited by it (each costs a few KiB, not a thread)")(
       "served-model-name", po::value(&loop_opts.model_name),
       "the model's name in /v1/models and responses (default: the model folder's name)");
   desc.add(s);
@@ -145,7 +147,7 @@ int cmd_serve(const Args& args) {
     }
   }
   const auto stop_fronts = [&](std::chrono::milliseconds flush) {
-    if (gateway) gateway->stop();
+    if (gateway) gateway->stop(flush);
     if (broker) broker->stop(flush);
   };
   // A rank that stops answering ends the job through the comm watchdog (MPI_Abort); before that,

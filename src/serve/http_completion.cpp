@@ -1,0 +1,43 @@
+#include "serve/http_completion.h"
+
+#include <chrono>
+
+#include "serve/http_body.h"
+#include "serve/protocol.h"
+
+namespace qmpi {
+namespace {
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+HttpCompletion parse_completion(std::string_view text, Endpoint endpoint, const BatchModel& model,
+                                const std::string& model_name, uint64_t seq) {
+  HttpCompletion c;
+  // The one body checker (serve/http_body.h), shared with the fuzz tests and its JSON number
+  // and depth policy.
+  HttpBody parsed = parse_http_body(text, endpoint, "http-" + std::to_string(seq));
+  c.include_usage = parsed.include_usage;
+  c.shape.token_ids = parsed.token_ids;
+  BatchRequest& r = parsed.request;
+  c.stream = r.stream;
+  c.choices = r.sampling.n;
+  c.shape.endpoint = endpoint;
+  c.shape.model = r.model.empty() ? model_name : r.model;
+  c.shape.created = unix_now();
+  c.request.client_id = r.custom_id;
+  c.request.prompt = request_prompt_ids(r, model);
+  c.request.req = std::move(r);
+  return c;
+}
+
+std::string completion_id(Endpoint endpoint, uint64_t ticket) {
+  return (endpoint == Endpoint::Chat ? "chatcmpl-" : "cmpl-") + std::to_string(ticket);
+}
+
+}  // namespace qmpi

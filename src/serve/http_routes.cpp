@@ -1,0 +1,65 @@
+#include "serve/http_routes.h"
+
+namespace qmpi {
+
+std::string_view target_path(std::string_view target) {
+  return target.substr(0, target.find('?'));
+}
+
+HttpRoute match_route(std::string_view method, std::string_view target) {
+  const std::string_view path = target_path(target);
+  if (method == "POST") {
+    if (path == "/v1/chat/completions") return HttpRoute::Chat;
+    if (path == "/v1/completions") return HttpRoute::Completion;
+  } else if (method == "GET") {
+    if (path == "/v1/models") return HttpRoute::Models;
+    if (path == "/health") return HttpRoute::Health;
+    if (path == "/metrics") return HttpRoute::Metrics;
+  }
+  return HttpRoute::NotFound;
+}
+
+bool needs_api_key(std::string_view path) {
+  return path.substr(0, 4) == "/v1/";
+}
+
+bool bearer_matches(std::string_view header, std::string_view key) {
+  constexpr std::string_view kScheme = "Bearer ";
+  if (header.size() != kScheme.size() + key.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < header.size(); ++i) {
+    const char want = i < kScheme.size() ? kScheme[i] : key[i - kScheme.size()];
+    diff |= static_cast<unsigned char>(header[i] ^ want);
+  }
+  return diff == 0;
+}
+
+Error not_found_error(std::string_view method, std::string_view target) {
+  return Error(Err::RequestField,
+               std::string(method.substr(0, 20)) + " " + std::string(target.substr(0, 200)) +
+                   " is not an endpoint of qmpi serve",
+               "Use POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET "
+               "/health or GET /metrics.");
+}
+
+Error unauthorized_error(bool has_authorization_header) {
+  return Error(Err::Unauthorized,
+               has_authorization_header
+                   ? "the Authorization header does not carry the server's API key"
+                   : "the request has no Authorization header and the server needs an API key",
+               "Send `Authorization: Bearer <key>` with the key given to --api-key.");
+}
+
+Error body_too_large_error(size_t limit) {
+  return Error(Err::BodyTooLarge,
+               "the request body is larger than --max-request-bytes " + std::to_string(limit),
+               "Send a shorter prompt, or raise --max-request-bytes.");
+}
+
+Error unreadable_request_error(std::string_view why) {
+  return Error(Err::RequestJson,
+               "the HTTP request could not be read (" + std::string(why.substr(0, 200)) + ")",
+               "Send an HTTP/1.1 request: a request line, headers, and a JSON body.");
+}
+
+}  // namespace qmpi
