@@ -67,7 +67,9 @@ TEST(WorldSize, StatesTheArithmeticAndALayoutThatFits) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Err::WorldSize);
     EXPECT_EQ(e.message(), "6 ranks cannot form --tp 4 --pp 2 (8 ranks)");
-    EXPECT_NE(e.fix().find("Use --tp 2 --pp 3 for 6 ranks"), std::string::npos) << e.fix();
+    // Any TP up to the head count runs (uneven TP), so the fix lists TP 6 first and TP 2 x PP 3.
+    EXPECT_NE(e.fix().find("Use --tp 6 --pp 1 for 6 ranks"), std::string::npos) << e.fix();
+    EXPECT_NE(e.fix().find("--tp 2 --pp 3"), std::string::npos) << e.fix();
     EXPECT_NE(e.fix().find("mpirun -np 8"), std::string::npos) << e.fix();
   }
   try {
@@ -75,7 +77,13 @@ TEST(WorldSize, StatesTheArithmeticAndALayoutThatFits) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.message(), "7 ranks cannot form --tp 2 --pp 1 (2 ranks)");
-    EXPECT_NE(e.fix().find("no --tp x --pp layout of 7 ranks"), std::string::npos) << e.fix();
+    EXPECT_NE(e.fix().find("Use --tp 7 --pp 1 for 7 ranks"), std::string::npos) << e.fix();
+  }
+  try {  // a prime above both the head and the layer count: no layout at all
+    check_world_size(model_fit(tiny()), {2, 1, {}}, 1009);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(e.fix().find("no --tp x --pp layout of 1009 ranks"), std::string::npos) << e.fix();
   }
 }
 
