@@ -1,18 +1,10 @@
 #include "requests/pipeline.h"
 
 #include <algorithm>
-#include <chrono>
+
+#include "core/unix_time.h"
 
 namespace qmpi {
-namespace {
-
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 RequestPipeline::RequestPipeline(Scheduler& sched, const BatchModel& model, PipelineOptions opts)
     : sched_(sched), model_(model), opts_(std::move(opts)) {}
@@ -104,7 +96,7 @@ void RequestPipeline::complete(Active& a) {
   out.prompt_tokens = int64_t(a.prompt.size());
   out.prompt_ids = std::move(a.prompt);
   out.logprobs = a.logprobs;
-  out.created = unix_now();
+  out.created = unix_seconds();
   for (Choice& c : a.choices) out.choices.push_back(std::move(c.out));
   const std::shared_ptr<RequestSink> sink = std::move(a.sink);
   active_.erase(a.key);  // `a` is gone from here on

@@ -1,20 +1,10 @@
 #include "serve/http_completion.h"
 
-#include <chrono>
-
+#include "core/unix_time.h"
 #include "serve/http_body.h"
 #include "serve/protocol.h"
 
 namespace qmpi {
-namespace {
-
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 HttpCompletion parse_completion(std::string_view text, Endpoint endpoint, const BatchModel& model,
                                 const std::string& model_name, uint64_t seq) {
@@ -29,7 +19,7 @@ HttpCompletion parse_completion(std::string_view text, Endpoint endpoint, const 
   c.choices = r.sampling.n;
   c.shape.endpoint = endpoint;
   c.shape.model = r.model.empty() ? model_name : r.model;
-  c.shape.created = unix_now();
+  c.shape.created = unix_seconds();
   c.request.client_id = r.custom_id;
   c.request.prompt = request_prompt_ids(r, model);
   c.request.req = std::move(r);

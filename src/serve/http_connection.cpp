@@ -17,6 +17,7 @@
 #include <boost/beast/http/write.hpp>
 #include <nlohmann/json.hpp>
 
+#include "core/unix_time.h"
 #include "requests/response_json.h"
 #include "serve/http_completion.h"
 #include "serve/http_request_sink.h"
@@ -40,12 +41,6 @@ constexpr size_t kDrainChunk = 16384;
 
 std::string_view sv(beast::string_view s) {
   return {s.data(), s.size()};
-}
-
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // Errors of the request's bytes (answered with 400/431), as opposed to the socket's.
@@ -188,7 +183,7 @@ void HttpConnection::dispatch() {
       const json j = {{"object", "list"},
                       {"data", json::array({{{"id", front_.opts.model_name},
                                              {"object", "model"},
-                                             {"created", unix_now()},
+                                             {"created", unix_seconds()},
                                              {"owned_by", "qmpi"}}})}};
       return respond(200, j.dump(), kJson);
     }
