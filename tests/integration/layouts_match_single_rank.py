@@ -43,23 +43,8 @@ def check_case(c: testlib.Checks, opts: dict, layouts) -> None:
     if base_logits is None or base_run is None:
         return
     base_logits = base_logits.astype("float64")
-    for tp, pp in layouts:
-        name = f"{label} {tp}x{pp}"
-        got = c.guard(name, testlib.qmpi_logits, model_dir, ids=ids, tp=tp, pp=pp, mpi=True,
-                      timeout=MPI_TIMEOUT)
-        if got is not None:
-            err = c.guard(name, testlib.rel_err, got, base_logits)
-            if err is not None:
-                c.check(err <= TOLERANCE, f"{name}: logits T={LOGITS_LEN} vs single rank rel err "
-                                          f"{err:.2e} (limit {TOLERANCE:g})")
-        result = c.guard(name, testlib.qmpi_greedy, model_dir, GREEDY_TOKENS, ids=prompt, tp=tp,
-                         pp=pp, mpi=True, timeout=MPI_TIMEOUT)
-        if result is not None:
-            got_ids, want = result["output_ids"], base_run["output_ids"]
-            first = next((i for i, (a, b) in enumerate(zip(got_ids, want)) if a != b), None)
-            where = "" if first is None else f"; first difference at step {first}"
-            c.check(got_ids == want and len(want) == GREEDY_TOKENS,
-                    f"{name}: {len(got_ids)} greedy ids == single rank's {len(want)}{where}")
+    testlib.check_layouts_match(c, label, model_dir, ids, prompt, base_logits, base_run, layouts,
+                                TOLERANCE, GREEDY_TOKENS, MPI_TIMEOUT)
 
 
 def body(c: testlib.Checks) -> None:

@@ -251,6 +251,29 @@ class Checks:
         return 0
 
 
+def check_layouts_match(c, label: str, model_dir: str, ids, prompt, base_logits, base_run,
+                        layouts, tolerance: float, greedy_tokens: int, timeout: float) -> None:
+    """Each (tp, pp) layout gives the single-rank logits of `ids` within `tolerance` (relative)
+    and the single-rank greedy continuation of `prompt` (`base_run`), token for token."""
+    for tp, pp in layouts:
+        name = f"{label} {tp}x{pp}"
+        got = c.guard(name, qmpi_logits, model_dir, ids=ids, tp=tp, pp=pp, mpi=True,
+                      timeout=timeout)
+        if got is not None:
+            err = c.guard(name, rel_err, got, base_logits)
+            if err is not None:
+                c.check(err <= tolerance, f"{name}: logits T={len(ids)} vs single rank rel err "
+                                          f"{err:.2e} (limit {tolerance:g})")
+        result = c.guard(name, qmpi_greedy, model_dir, greedy_tokens, ids=prompt, tp=tp, pp=pp,
+                         mpi=True, timeout=timeout)
+        if result is not None:
+            got_ids, want = result["output_ids"], base_run["output_ids"]
+            first = next((i for i, (a, b) in enumerate(zip(got_ids, want)) if a != b), None)
+            where = "" if first is None else f"; first difference at step {first}"
+            c.check(got_ids == want and len(want) == greedy_tokens,
+                    f"{name}: {len(got_ids)} greedy ids == single rank's {len(want)}{where}")
+
+
 def main(name: str, body) -> None:
     """Runs body(checks) and exits with the result; setup errors fail the test loudly."""
     checks = Checks(name)

@@ -72,22 +72,8 @@ def check_model(c: testlib.Checks, spec: dict) -> None:
     c.check(err <= REFERENCE_TOLERANCE,
             f"{label} 1x1: logits vs float64 reference rel err {err:.2e} "
             f"(limit {REFERENCE_TOLERANCE:g})")
-    for tp, pp in spec["layouts"]:
-        name = f"{label} {tp}x{pp}"
-        got = c.guard(name, testlib.qmpi_logits, model_dir, ids=ids, tp=tp, pp=pp, mpi=True,
-                      timeout=MPI_TIMEOUT)
-        if got is not None:
-            err = testlib.rel_err(got, base)
-            c.check(err <= TOLERANCE, f"{name}: logits T={LOGITS_LEN} vs 1x1 rel err {err:.2e} "
-                                      f"(limit {TOLERANCE:g})")
-        result = c.guard(name, testlib.qmpi_greedy, model_dir, GREEDY_TOKENS, ids=prompt, tp=tp,
-                         pp=pp, mpi=True, timeout=MPI_TIMEOUT)
-        if result is not None:
-            got_ids, want = result["output_ids"], base_run["output_ids"]
-            first = next((i for i, (a, b) in enumerate(zip(got_ids, want)) if a != b), None)
-            where = "" if first is None else f"; first difference at step {first}"
-            c.check(got_ids == want and len(want) == GREEDY_TOKENS,
-                    f"{name}: {len(got_ids)} greedy ids == 1x1's {len(want)}{where}")
+    testlib.check_layouts_match(c, label, model_dir, ids, prompt, base, base_run, spec["layouts"],
+                                TOLERANCE, GREEDY_TOKENS, MPI_TIMEOUT)
 
 
 def body(c: testlib.Checks) -> None:
