@@ -60,27 +60,26 @@ void Qwen2Model::run_layers(const BatchInput& batch, float* x, KvCache& cache) {
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     const Qwen2LayerWeights& L = w_.layers[l];
     const KvLayerView kv = cache.layer(int(l));
-    const WeightView qb = L.q_bias.view(), kb = L.k_bias.view(), vb = L.v_bias.view();
 
     // Attention block: x += o_proj(attention(rope(q), rope(k), v)), o_proj all-reduced over TP.
     be_.rmsnorm(x, T, L.input_norm.view(), eps, xn);
-    be_.matmul(xn, T, L.q.view(), L.q_bias ? &qb : nullptr, q);
-    be_.matmul(xn, T, L.k.view(), L.k_bias ? &kb : nullptr, k);
-    be_.matmul(xn, T, L.v.view(), L.v_bias ? &vb : nullptr, v);
+    L.q.forward(be_, xn, T, q);
+    L.k.forward(be_, xn, T, k);
+    L.v.forward(be_, xn, T, v);
     be_.rope(q, T, nq, int32_t(d), batch.positions.data(), cfg_.rope_theta);
     be_.rope(k, T, nkv, int32_t(d), batch.positions.data(), cfg_.rope_theta);
     be_.kv_store(k, v, T, batch.slots.data(), kv);
     be_.attention(q, ab, kv, attn);
-    be_.matmul(attn, T, L.o.view(), nullptr, proj);
+    L.o.forward(be_, attn, T, proj);
     all_reduce(proj, T * h);
     be_.add(x, proj, T * h);
 
     // MLP block: x += down(silu(gate(x)) * up(x)), down all-reduced over TP.
     be_.rmsnorm(x, T, L.post_norm.view(), eps, xn);
-    be_.matmul(xn, T, L.gate.view(), nullptr, gate);
-    be_.matmul(xn, T, L.up.view(), nullptr, up);
+    L.gate.forward(be_, xn, T, gate);
+    L.up.forward(be_, xn, T, up);
     be_.silu_mul(gate, up, T, im, gate);
-    be_.matmul(gate, T, L.down.view(), nullptr, proj);
+    L.down.forward(be_, gate, T, proj);
     all_reduce(proj, T * h);
     be_.add(x, proj, T * h);
   }

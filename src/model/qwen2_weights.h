@@ -5,24 +5,25 @@
 #include "backend/backend.h"
 #include "io/weight_source.h"
 #include "model/config.h"
+#include "model/linear.h"
 #include "model/shard_plan.h"
 
 namespace qmpi {
 
 struct Qwen2LayerWeights {
   Weight input_norm, post_norm;
-  Weight q, k, v, q_bias, k_bias, v_bias;  // column-parallel slices (this rank's heads)
-  Weight o;                                // row-parallel slice
-  Weight gate, up;                         // column-parallel slices
-  Weight down;                             // row-parallel slice
+  Linear q, k, v;   // column-parallel slices (this rank's heads), biased on Qwen2
+  Linear o;         // row-parallel slice
+  Linear gate, up;  // column-parallel slices
+  Linear down;      // row-parallel slice
 };
 
 struct Qwen2Weights {
-  Weight embedding;  // vocab slice, first stage only
+  Weight embedding;                       // vocab slice, first stage only
   std::vector<Qwen2LayerWeights> layers;  // this stage's layers, in order
-  Weight final_norm;  // last stage only
-  Weight lm_head;     // vocab slice, last stage only (embed_tokens rows on tied models),
-                      // empty when tied and this rank holds the embedding: head() shares it
+  Weight final_norm;                      // last stage only
+  Weight lm_head;      // vocab slice, last stage only (embed_tokens rows on tied models),
+                       // empty when tied and this rank holds the embedding: head() shares it
   uint64_t bytes = 0;  // weight bytes this rank holds
 
   const Weight& head() const { return lm_head ? lm_head : embedding; }

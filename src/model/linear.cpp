@@ -1,0 +1,10 @@
+#include "model/linear.h"
+
+namespace qmpi {
+
+void Linear::forward(Backend& be, const float* x, int64_t n, float* out) const {
+  const WeightView b = bias.view();
+  be.matmul(x, n, weight.view(), bias ? &b : nullptr, out);
+}
+
+}  // namespace qmpi

@@ -1,0 +1,24 @@
+// One nn.Linear of a decoder layer as this rank holds it: the weight slice the shard plan gives
+// it (column- or row-parallel) and, for column-parallel projections that have one, the bias
+// slice. Blocks call forward() and never look at the storage, so a dense checkpoint and a
+// quantized one (the int4 formats) are the same Linear to them.
+#pragma once
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace qmpi {
+
+struct Linear {
+  Weight weight;  // dense: [out_features, in_features] in the checkpoint dtype
+  Weight bias;    // [out_features] or empty
+
+  // out[n, out_features] = x[n, in_features] . W^T (+ bias), accumulated in float32.
+  void forward(Backend& be, const float* x, int64_t n, float* out) const;
+
+  int64_t out_features() const { return weight.rows; }
+  int64_t in_features() const { return weight.cols; }
+  explicit operator bool() const { return static_cast<bool>(weight); }
+};
+
+}  // namespace qmpi

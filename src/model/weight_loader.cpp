@@ -1,0 +1,47 @@
+#include "model/weight_loader.h"
+
+#include "core/errors.h"
+
+namespace qmpi {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+Weight WeightLoader::load(const std::string& name, const std::vector<int64_t>& shape) {
+  const TensorInfo& info = src_.info(name);
+  if (!is_float_weight(info.dtype))
+    raise(Err::DTypeUnsupported, "tensor " + name + " in " + info.file + " has dtype " +
+                                     std::string(dtype_name(info.dtype)) +
+                                     "; qmpi computes from F32, F16 or BF16 weights");
+  if (info.shape != shape)
+    raise(Err::TensorShapeMismatch, "tensor " + name + " in " + info.file + " has shape " +
+                                        shape_str(info.shape) + " but config.json implies " +
+                                        shape_str(shape));
+  auto slice = plan_.slice_for(cfg_, name);
+  if (!slice) raise(Err::Internal, "shard plan does not assign " + name + " to this rank");
+  int64_t rows = shape.size() == 2 ? shape[0] : 1;
+  int64_t cols = shape.size() == 2 ? shape[1] : shape[0];
+  if (slice->length >= 0) {
+    if (shape.size() == 1 || slice->dim == 1)
+      cols = slice->length;
+    else
+      rows = slice->length;
+  }
+  Weight w =
+      be_.make_weight(info.dtype, rows, cols, [&](void* dst) { src_.read(name, *slice, dst); });
+  bytes_ += uint64_t(rows * cols) * dtype_size(info.dtype);
+  return w;
+}
+
+Linear WeightLoader::load_linear(const std::string& prefix, int64_t out_features,
+                                 int64_t in_features, bool bias) {
+  Linear lin;
+  lin.weight = load(prefix + ".weight", {out_features, in_features});
+  if (bias) lin.bias = load(prefix + ".bias", {out_features});
+  return lin;
+}
+
+}  // namespace qmpi
