@@ -5,10 +5,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${QMPI_BUILD_DIR:-$here/build}"
 jobs="${QMPI_JOBS:-$(nproc)}"
-# ccache shares objects between checkouts (CI clones, worktrees, tests/install's fresh root):
-# paths relative to the checkout's parent, the compiler compared by content, not by mtime.
-export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$here")}"
-export CCACHE_COMPILERCHECK="${CCACHE_COMPILERCHECK:-content}"
+source "$here/scripts/ccache_env.sh"
 mkdir -p "$build"
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPython3_EXECUTABLE=/usr/bin/python3 "$@" >"$build/configure.log" 2>&1 ||

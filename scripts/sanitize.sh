@@ -8,6 +8,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${QMPI_ASAN_BUILD_DIR:-$here/build-asan}"
 jobs="${QMPI_JOBS:-$(nproc)}"
+source "$here/scripts/ccache_env.sh"
 mkdir -p "$build"
 # -O1: a quarter of -O3's compile time, and stacks that still read well; assertions stay on.
 cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1" -DQMPI_CUDA=OFF \

@@ -113,7 +113,8 @@ class Reader {
     (*this)(n);
     if (n > (b_.size() - at_) / sizeof(T)) garbled("a list of " + std::to_string(n) + " items");
     v.resize(n);
-    std::memcpy(v.data(), b_.data() + at_, n * sizeof(T));
+    // memcpy from or to an empty vector's null data() is undefined even for zero bytes.
+    if (n) std::memcpy(v.data(), b_.data() + at_, n * sizeof(T));
     at_ += n * sizeof(T);
   }
   void operator()(std::vector<StepSeq>& v) {
