@@ -15,8 +15,8 @@
 #include "engine/executor.h"
 #include "engine/timed_comm.h"
 #include "model/config.h"
-#include "model/kv_cache.h"
 #include "model/decoder.h"
+#include "model/kv_cache.h"
 #include "model/shard_plan.h"
 #include "parallel/comm.h"
 

@@ -19,8 +19,8 @@
 #include "engine/last_stage.h"
 #include "engine/stage_link.h"
 #include "engine/step_plan.h"
-#include "model/kv_cache.h"
 #include "model/decoder.h"
+#include "model/kv_cache.h"
 #include "parallel/comm.h"
 
 namespace qmpi {

@@ -12,8 +12,8 @@
 #include "backend/backend.h"
 #include "engine/kv_sizing.h"
 #include "model/batch.h"
-#include "model/kv_cache.h"
 #include "model/decoder.h"
+#include "model/kv_cache.h"
 
 namespace qmpi {
 

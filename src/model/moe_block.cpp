@@ -38,12 +38,13 @@ void MoeBlock::forward(const MoeWeights& w, const float* x, int64_t T, float* ou
 
   be_.fill_zero(out, size_t(T * h) * sizeof(float));
   const std::vector<ExpertTokens> groups = group_by_expert(routing, plan_.experts);
+  // Sized for an expert that every token picks, so no buffer is reallocated between experts.
+  float* rows = scratch_.get(kRows, size_t(T * h));
+  float* rows_out = scratch_.get(kRowsOut, size_t(T * h));
   for (size_t e = 0; e < groups.size(); ++e) {
     const ExpertTokens& g = groups[e];
     const int64_t n = int64_t(g.rows.size());
     if (n == 0) continue;
-    float* rows = scratch_.get(kRows, size_t(n * h));
-    float* rows_out = scratch_.get(kRowsOut, size_t(n * h));
     be_.gather_rows(x, g.rows.data(), n, h, rows);
     mlp_.forward(w.experts[e], rows, n, rows_out);
     be_.scatter_add_rows(rows_out, g.rows.data(), g.weights.data(), n, h, out);
