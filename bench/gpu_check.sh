@@ -2,8 +2,8 @@
 # One call on a GPU machine that checks the CUDA backend end to end and times it: build (or
 # unpack a prepared bundle), the CUDA unit tests (every kernel against the CPU backend on fresh
 # random data), `qmpi logits` with --backend cuda against --backend cpu on the tiny and the
-# qwen2.5-0.5b presets, the 6-rank --tp 2 --pp 3 --comm mpi layout on the one GPU (and every
-# rank's "memory predicted / actual" line, its KV cache sized from the device), the 3-rank
+# qwen2.5-0.5b presets and the tiny Qwen3, Qwen2-MoE and Qwen3-MoE ones, the 6-rank --tp 2
+# --pp 3 --comm mpi layout on the one GPU (and every rank's "memory predicted / actual" line, its KV cache sized from the device), the 3-rank
 # uneven --tp 3 (5,5,4 heads over 2 KV heads) on it too, and decode / prefill tokens/s next to the HBM roofline (weight bytes per token / measured copy bandwidth).
 # Finishes inside QMPI_CHECK_BUDGET_S seconds (default 450) and prints a short table last;
 # logs go to $OUT when set (the device tool brings them back), else /tmp/qmpi-gpu-check.
@@ -278,7 +278,13 @@ if [[ -n "$qmpi" ]]; then
     if run 60 env QMPI_TOKENIZER_DIR="$tok" "${qenv[@]}" "$qmpi" make-model --out "$work/tiny" \
          --preset tiny --dtype bf16 &&
        run 90 env QMPI_TOKENIZER_DIR="$tok" "${qenv[@]}" "$qmpi" make-model --out "$work/q05" \
-         --preset qwen2.5-0.5b --dtype bf16; then
+         --preset qwen2.5-0.5b --dtype bf16 &&
+       run 60 env QMPI_TOKENIZER_DIR="$tok" "${qenv[@]}" "$qmpi" make-model --out "$work/tiny-qwen3" \
+         --preset tiny-qwen3 --dtype bf16 &&
+       run 60 env QMPI_TOKENIZER_DIR="$tok" "${qenv[@]}" "$qmpi" make-model \
+         --out "$work/tiny-qwen2-moe" --preset tiny-qwen2-moe --dtype bf16 &&
+       run 60 env QMPI_TOKENIZER_DIR="$tok" "${qenv[@]}" "$qmpi" make-model \
+         --out "$work/tiny-qwen3-moe" --preset tiny-qwen3-moe --dtype bf16; then
       models_ok=1
     else
       row "make-model" FAIL "see log"
@@ -313,8 +319,10 @@ PY
 logits_tol=3e-2
 ids=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16
 if ((models_ok)) && [[ -n "$py" ]]; then
-  for m in tiny q05; do
-    name=$([[ $m == tiny ]] && echo tiny || echo qwen2.5-0.5b)
+  # The Qwen3 model adds the per-head q/k RMSNorm; the MoE models the router copy, gathered
+  # expert GEMMs and scatter_add_rows (experts and the shared expert).
+  for m in tiny q05 tiny-qwen3 tiny-qwen2-moe tiny-qwen3-moe; do
+    name=$([[ $m == q05 ]] && echo qwen2.5-0.5b || echo "$m")
     if run 90 env "${qenv[@]}" "$qmpi" logits --model "$work/$m" --ids "$ids" \
          --out "$work/$m.cpu.npy" --backend cpu &&
        run 90 env "${qenv[@]}" "$qmpi" logits --model "$work/$m" --ids "$ids" \

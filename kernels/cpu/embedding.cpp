@@ -30,4 +30,14 @@ void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t w
     std::memcpy(dst + i * width, src + int64_t(rows[i]) * width, size_t(width) * sizeof(float));
 }
 
+void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
+                      int64_t width, float* dst) {
+  for (int64_t i = 0; i < count; ++i) {
+    float* d = dst + int64_t(rows[i]) * width;
+    const float* s = src + i * width;
+    const float w = scales[i];
+    for (int64_t c = 0; c < width; ++c) d[c] += w * s[c];
+  }
+}
+
 }  // namespace qmpi::cpu

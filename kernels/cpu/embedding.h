@@ -1,4 +1,5 @@
-// Row lookups: the (vocab-parallel) embedding and gathering activation rows by index.
+// Row lookups: the (vocab-parallel) embedding, gathering activation rows by index and the
+// weighted scatter-add that returns them (MoE experts).
 #pragma once
 #include <cstdint>
 
@@ -12,5 +13,8 @@ void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t r
                float* out, int threads);
 // dst[i] = src[rows[i]] for rows of `width` floats.
 void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width, float* dst);
+// dst[rows[i]] += scales[i] * src[i] for rows of `width` floats.
+void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
+                      int64_t width, float* dst);
 
 }  // namespace qmpi::cpu

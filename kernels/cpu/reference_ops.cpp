@@ -82,6 +82,14 @@ void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t w
     for (int64_t c = 0; c < width; ++c) dst[i * width + c] = src[int64_t(rows[i]) * width + c];
 }
 
+void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
+                      int64_t width, float* dst) {
+  for (int64_t i = 0; i < count; ++i)
+    for (int64_t c = 0; c < width; ++c)
+      dst[int64_t(rows[i]) * width + c] =
+          float(double(dst[int64_t(rows[i]) * width + c]) + double(scales[i]) * src[i * width + c]);
+}
+
 void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
               const KvLayerView& kv) {
   const int64_t row = int64_t(kv.num_kv_heads) * kv.head_dim;

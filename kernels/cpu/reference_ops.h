@@ -17,6 +17,8 @@ void add(float* x, const float* y, int64_t count);
 void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
                float* out);
 void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width, float* dst);
+void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
+                      int64_t width, float* dst);
 void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
               const KvLayerView& kv);
 void attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv, float* out);

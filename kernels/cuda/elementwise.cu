@@ -1,4 +1,5 @@
-// The small element-wise kernels: SiLU-and-mul, residual add, row gather, bias add and the
+// The small element-wise kernels: SiLU-and-mul, residual add, row gather and weighted
+// scatter-add, bias add and the
 // float32 -> bf16/f16 conversion in front of 16-bit GEMMs.
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/launchers.h"
@@ -22,6 +23,16 @@ __global__ void gather_rows_kernel(const float* src, const int32_t* rows, int64_
   const int64_t total = count * width;
   for (int64_t i = global_thread(); i < total; i += grid_stride())
     dst[i] = src[int64_t(rows[i / width]) * width + i % width];
+}
+
+// Rows are distinct within a call, so no two threads add into the same element.
+__global__ void scatter_add_rows_kernel(const float* src, const int32_t* rows, const float* scales,
+                                        int64_t count, int64_t width, float* dst) {
+  const int64_t total = count * width;
+  for (int64_t i = global_thread(); i < total; i += grid_stride()) {
+    const int64_t r = i / width;
+    dst[int64_t(rows[r]) * width + i % width] += scales[r] * src[i];
+  }
 }
 
 template <class T>
@@ -69,6 +80,15 @@ cudaError_t launch_gather_rows(const float* src, const int32_t* rows, int64_t co
   const LaunchShape s = elementwise_shape(count * width);
   if (s.empty()) return cudaSuccess;
   gather_rows_kernel<<<grid_of(s), s.block, 0, stream>>>(src, rows, count, width, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_scatter_add_rows(const float* src, const int32_t* rows, const float* scales,
+                                    int64_t count, int64_t width, float* dst, cudaStream_t stream) {
+  const LaunchShape s = elementwise_shape(count * width);
+  if (s.empty()) return cudaSuccess;
+  scatter_add_rows_kernel<<<grid_of(s), s.block, 0, stream>>>(src, rows, scales, count, width,
+                                                             dst);
   return cudaGetLastError();
 }
 

@@ -70,6 +70,10 @@ cudaError_t launch_add(float* x, const float* y, int64_t count, cudaStream_t str
 cudaError_t launch_gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                                float* dst, cudaStream_t stream);
 
+// dst[rows[i], :] += scales[i] * src[i, :] for i < count; rows distinct.
+cudaError_t launch_scatter_add_rows(const float* src, const int32_t* rows, const float* scales,
+                                    int64_t count, int64_t width, float* dst, cudaStream_t stream);
+
 // out[i, :] += bias[:] for i < n (bias in its checkpoint dtype).
 cudaError_t launch_add_bias(float* out, int64_t n, int64_t width, const void* bias, DType dtype,
                             cudaStream_t stream);

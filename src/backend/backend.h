@@ -103,6 +103,11 @@ class Backend {
   // Copies rows (host indices) of src[*, width] into dst[count, width].
   virtual void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                            float* dst) = 0;
+  // dst[rows[i], :] += scales[i] * src[i, :] for i < count; rows and scales are host arrays and
+  // rows are distinct within one call (a token reaches an expert once): the weighted
+  // scatter-add that returns an expert's outputs to its tokens' rows.
+  virtual void scatter_add_rows(const float* src, const int32_t* rows, const float* scales,
+                                int64_t count, int64_t width, float* dst) = 0;
 
   friend class Buffer;
 

@@ -108,10 +108,13 @@ constexpr std::array kCatalogue{
                "model config."},
     ErrorEntry{
         Err::ArchUnsupported, "arch-unsupported", "The model's architecture is not supported yet.",
-        "qmpi runs Qwen2ForCausalLM (Qwen2 and Qwen2.5 dense models) today.",
-        "Use a Qwen2/Qwen2.5 checkpoint; other architectures are on the roadmap.", kExitModel,
-        "`Model architectures ['Qwen2MoeForCausalLM'] are not supported`, or an unknown "
-        "model_type in config.json."},
+        "qmpi runs Qwen2ForCausalLM (Qwen2, Qwen2.5), Qwen3ForCausalLM, Qwen2MoeForCausalLM and "
+        "Qwen3MoeForCausalLM; anything else (Llama, Qwen2-VL, Qwen2.5-Omni...), sliding-window "
+        "attention, rope_scaling and Qwen3's attention_bias are not supported yet.",
+        "Use a checkpoint of one of those architectures; other architectures are on the roadmap.",
+        kExitModel,
+        "`Model architectures ['Qwen2VLForConditionalGeneration'] are not supported`, or an "
+        "unknown model_type in config.json."},
     ErrorEntry{Err::DTypeUnsupported, "dtype-unsupported",
                "A tensor has a data type qmpi cannot compute with.",
                "Weights must be F32, F16 or BF16 (int4 AWQ/GPTQ comes later).",

@@ -1,6 +1,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include <spdlog/spdlog.h>
@@ -14,6 +15,14 @@
 
 namespace qmpi {
 namespace {
+
+// QMPI_DUMP / QMPI_DUMP_DIR: the debug hook of model/tensor_dump.h (nothing when unset).
+TensorDump tensor_dump_from_env(int rank) {
+  const char* spec = std::getenv("QMPI_DUMP");
+  if (!spec || !*spec) return {};
+  const char* dir = std::getenv("QMPI_DUMP_DIR");
+  return TensorDump(spec, dir && *dir ? dir : ".", rank);
+}
 
 ModelConfig load_config(const EngineOptions& o) {
   if (o.synthetic_weights) {
@@ -63,13 +72,14 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
     source = std::make_unique<SyntheticWeights>(cfg_, opts_.synthetic_seed, cfg_.torch_dtype);
   else
     source = open_weight_source(opts_.model_path, opts_.verify_checksums);
-  Qwen2Weights weights = load_qwen2_weights(cfg_, plan, *source, *backend_);
+  DecoderWeights weights = load_decoder_weights(cfg_, plan, *source, *backend_);
   weight_bytes_ = weights.bytes;
   bytes_read_ = source->bytes_read();
   spdlog::info("[rank {} {}] stage {} tp {}: layers {}-{}, {:.1f} MiB of weights ({} bytes read)",
                mesh_->rank(), mesh_->host(), plan.stage, plan.tp_rank, plan.layers.begin,
                plan.layers.end - 1, double(weight_bytes_) / (1 << 20), bytes_read_);
-  model_ = std::make_unique<Qwen2Model>(cfg_, plan, *backend_, *tp_, std::move(weights));
+  model_ = std::make_unique<DecoderModel>(cfg_, plan, *backend_, *tp_, std::move(weights),
+                                          tensor_dump_from_env(mesh_->rank()));
 
   KvCacheShape kv;
   kv.num_layers = int(plan.layers.size());

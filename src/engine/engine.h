@@ -15,8 +15,8 @@
 #include "engine/executor.h"
 #include "engine/timed_comm.h"
 #include "model/config.h"
+#include "model/decoder.h"
 #include "model/kv_cache.h"
-#include "model/qwen2.h"
 #include "model/shard_plan.h"
 #include "parallel/comm.h"
 
@@ -100,7 +100,7 @@ class Engine {
   ShardPlan shard_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<TimedComm> world_, tp_;
-  std::unique_ptr<Qwen2Model> model_;
+  std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<BlockManager> blocks_;

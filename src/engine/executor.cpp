@@ -22,7 +22,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Executor::Executor(const MeshPosition& pos, Comm& world, Comm& tp, Backend& backend,
-                   Qwen2Model& model, KvCache& cache)
+                   DecoderModel& model, KvCache& cache)
     : pos_(pos),
       world_(world),
       tp_(tp),

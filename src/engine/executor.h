@@ -19,8 +19,8 @@
 #include "engine/last_stage.h"
 #include "engine/stage_link.h"
 #include "engine/step_plan.h"
+#include "model/decoder.h"
 #include "model/kv_cache.h"
-#include "model/qwen2.h"
 #include "parallel/comm.h"
 
 namespace qmpi {
@@ -34,7 +34,7 @@ struct StepTimes {
 class Executor {
  public:
   // `world` and `tp` are the comms the model was built with (TimedComm wrappers).
-  Executor(const MeshPosition& pos, Comm& world, Comm& tp, Backend& backend, Qwen2Model& model,
+  Executor(const MeshPosition& pos, Comm& world, Comm& tp, Backend& backend, DecoderModel& model,
            KvCache& cache);
 
   // Rank 0 only. submit() starts a step (rank 0 runs its own stage's part before returning);
@@ -66,7 +66,7 @@ class Executor {
   Comm& world_;
   Comm& tp_;
   Backend& be_;
-  Qwen2Model& model_;
+  DecoderModel& model_;
   KvCache& cache_;
   StageLink link_;
   LastStage last_;  // used on TP rank 0 of the last stage

@@ -26,7 +26,7 @@ BatchInput profile_batch(const ProfileShape& shape, int block_size) {
   return b;
 }
 
-uint64_t run_profile_step(Qwen2Model& model, Backend& backend, KvCacheShape kv,
+uint64_t run_profile_step(DecoderModel& model, Backend& backend, KvCacheShape kv,
                           const ProfileShape& shape) {
   kv.num_blocks = 1;
   KvCache cache(backend, kv);

@@ -12,8 +12,8 @@
 #include "backend/backend.h"
 #include "engine/kv_sizing.h"
 #include "model/batch.h"
+#include "model/decoder.h"
 #include "model/kv_cache.h"
-#include "model/qwen2.h"
 
 namespace qmpi {
 
@@ -24,7 +24,7 @@ BatchInput profile_batch(const ProfileShape& shape, int block_size);
 // a one-block KV cache of `kv`'s shape and a hidden-state buffer as the Executor holds, both
 // freed on return; the model keeps its step-sized scratch. Waits for the backend. Returns the
 // bytes of the throwaway KV cache.
-uint64_t run_profile_step(Qwen2Model& model, Backend& backend, KvCacheShape kv,
+uint64_t run_profile_step(DecoderModel& model, Backend& backend, KvCacheShape kv,
                           const ProfileShape& shape);
 
 }  // namespace qmpi

@@ -12,7 +12,25 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kSupportedArch = "Qwen2ForCausalLM";
+// What each supported architecture adds to the Qwen2 decoder (facts §2b, §2c).
+struct ArchTraits {
+  const char* name;
+  bool qk_norm;
+  bool moe;
+  bool shared_expert;
+};
+constexpr ArchTraits kArchs[] = {
+    {"Qwen2ForCausalLM", false, false, false},
+    {"Qwen3ForCausalLM", true, false, false},
+    {"Qwen2MoeForCausalLM", false, true, true},
+    {"Qwen3MoeForCausalLM", true, true, false},
+};
+
+std::string supported_arch_list() {
+  std::string s;
+  for (const auto& a : kArchs) s += std::string(s.empty() ? "" : ", ") + a.name;
+  return s;
+}
 
 const json& require(const json& j, const char* key, const std::string& source) {
   auto it = j.find(key);
@@ -111,7 +129,39 @@ nlohmann::json read_h5_json(const std::string& path, const std::string& name, bo
   }
 }
 
+MoeConfig parse_moe(const json& j, int64_t num_layers, bool shared_expert,
+                    const std::string& source) {
+  MoeConfig m;
+  m.num_experts = positive_int(j, "num_experts", source);
+  m.experts_per_token = positive_int(j, "num_experts_per_tok", source);
+  m.intermediate_size = positive_int(j, "moe_intermediate_size", source);
+  if (shared_expert)
+    m.shared_intermediate_size = positive_int(j, "shared_expert_intermediate_size", source);
+  m.norm_topk_prob = optional<bool>(j, "norm_topk_prob", false, source);
+  m.decoder_sparse_step = optional<int64_t>(j, "decoder_sparse_step", 1, source);
+  m.mlp_only_layers = optional<std::vector<int64_t>>(j, "mlp_only_layers", {}, source);
+  if (m.experts_per_token > m.num_experts)
+    raise(Err::ConfigInvalid, source + ": num_experts_per_tok " +
+                                  std::to_string(m.experts_per_token) + " exceeds num_experts " +
+                                  std::to_string(m.num_experts));
+  if (m.decoder_sparse_step < 1)
+    raise(Err::ConfigInvalid, source + ": decoder_sparse_step must be at least 1, got " +
+                                  std::to_string(m.decoder_sparse_step));
+  for (int64_t l : m.mlp_only_layers)
+    if (l < 0 || l >= num_layers)
+      raise(Err::ConfigInvalid, source + ": mlp_only_layers lists layer " + std::to_string(l) +
+                                    " of a " + std::to_string(num_layers) + "-layer model");
+  return m;
+}
+
 }  // namespace
+
+bool ModelConfig::is_moe_layer(int64_t layer) const {
+  if (moe.num_experts == 0) return false;
+  for (int64_t l : moe.mlp_only_layers)
+    if (l == layer) return false;
+  return (layer + 1) % moe.decoder_sparse_step == 0;
+}
 
 ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (!j.is_object()) raise(Err::ConfigInvalid, source + " is not a JSON object");
@@ -121,9 +171,12 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
     raise(Err::ConfigInvalid,
           source + ": \"architectures\" must be a list of names, got " + archs.dump());
   c.architecture = archs[0].get<std::string>();
-  if (c.architecture != kSupportedArch)
+  const ArchTraits* traits = nullptr;
+  for (const auto& a : kArchs)
+    if (c.architecture == a.name) traits = &a;
+  if (!traits)
     raise(Err::ArchUnsupported, source + ": architecture not supported yet: " + c.architecture +
-                                    " (qmpi runs " + kSupportedArch + ")");
+                                    " (qmpi runs " + supported_arch_list() + ")");
   c.model_type = optional<std::string>(j, "model_type", "qwen2", source);
 
   c.hidden_size = positive_int(j, "hidden_size", source);
@@ -164,8 +217,17 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
           "Remove rope_scaling from config.json to run without long-context scaling.");
 
   c.tie_word_embeddings = optional<bool>(j, "tie_word_embeddings", false, source);
-  c.qkv_bias = true;  // Qwen2 always has q/k/v biases and never stores a flag for them
-  c.qk_norm = false;
+  // Qwen2 has q/k/v biases without a flag; Qwen2-MoE stores qkv_bias, Qwen3 attention_bias
+  // (which would also bias o_proj: no release sets it, so it is refused rather than half-done).
+  c.qk_norm = traits->qk_norm;
+  if (c.qk_norm) {
+    c.qkv_bias = false;
+    if (optional<bool>(j, "attention_bias", false, source))
+      raise(Err::ArchUnsupported, source + ": not supported yet: attention_bias true");
+  } else {
+    c.qkv_bias = traits->moe ? optional<bool>(j, "qkv_bias", true, source) : true;
+  }
+  if (traits->moe) c.moe = parse_moe(j, c.num_layers, traits->shared_expert, source);
   c.torch_dtype = parse_torch_dtype(j, source);
   c.bos_token_id = optional<int64_t>(j, "bos_token_id", -1, source);
   c.eos_token_ids = token_ids(j.value("eos_token_id", json()), "eos_token_id", source);
@@ -187,6 +249,28 @@ ModelConfig ModelConfig::load(const std::string& model_path) {
   return from_json(read_json_file(file), file.string());
 }
 
+namespace {
+
+// A sparse block's tensors under `p` ("model.layers.3.mlp."), facts §2d.
+void append_moe_tensors(const ModelConfig& cfg, const std::string& p, std::vector<TensorSpec>& t) {
+  const int64_t h = cfg.hidden_size, im = cfg.moe.intermediate_size;
+  t.push_back({p + "gate.weight", {cfg.moe.num_experts, h}});
+  for (int64_t e = 0; e < cfg.moe.num_experts; ++e) {
+    const std::string x = p + "experts." + std::to_string(e) + ".";
+    t.push_back({x + "gate_proj.weight", {im, h}});
+    t.push_back({x + "up_proj.weight", {im, h}});
+    t.push_back({x + "down_proj.weight", {h, im}});
+  }
+  if (const int64_t s = cfg.moe.shared_intermediate_size; s > 0) {
+    t.push_back({p + "shared_expert.gate_proj.weight", {s, h}});
+    t.push_back({p + "shared_expert.up_proj.weight", {s, h}});
+    t.push_back({p + "shared_expert.down_proj.weight", {h, s}});
+    t.push_back({p + "shared_expert_gate.weight", {1, h}});
+  }
+}
+
+}  // namespace
+
 std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg) {
   const int64_t h = cfg.hidden_size, q = cfg.q_width(), kv = cfg.kv_width();
   const int64_t inter = cfg.intermediate_size, d = cfg.head_dim;
@@ -205,9 +289,13 @@ std::vector<TensorSpec> expected_tensors(const ModelConfig& cfg) {
       t.push_back({p + "self_attn.q_norm.weight", {d}});
       t.push_back({p + "self_attn.k_norm.weight", {d}});
     }
-    t.push_back({p + "mlp.gate_proj.weight", {inter, h}});
-    t.push_back({p + "mlp.up_proj.weight", {inter, h}});
-    t.push_back({p + "mlp.down_proj.weight", {h, inter}});
+    if (cfg.is_moe_layer(i)) {
+      append_moe_tensors(cfg, p + "mlp.", t);
+    } else {
+      t.push_back({p + "mlp.gate_proj.weight", {inter, h}});
+      t.push_back({p + "mlp.up_proj.weight", {inter, h}});
+      t.push_back({p + "mlp.down_proj.weight", {h, inter}});
+    }
     t.push_back({p + "input_layernorm.weight", {h}});
     t.push_back({p + "post_attention_layernorm.weight", {h}});
   }

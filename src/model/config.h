@@ -10,8 +10,19 @@
 
 namespace qmpi {
 
+// The Mixture-of-Experts fields of Qwen2-MoE / Qwen3-MoE (facts §1b, §2c).
+struct MoeConfig {
+  int64_t num_experts = 0;  // 0: a dense model
+  int64_t experts_per_token = 0;
+  int64_t intermediate_size = 0;         // each expert's SwiGLU width (moe_intermediate_size)
+  int64_t shared_intermediate_size = 0;  // Qwen2-MoE's shared expert; 0: none
+  bool norm_topk_prob = false;           // renormalise the k routing weights to sum to 1
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;  // layers that keep the dense MLP
+};
+
 struct ModelConfig {
-  std::string architecture;  // "Qwen2ForCausalLM"
+  std::string architecture;  // "Qwen2ForCausalLM", "Qwen3ForCausalLM", "Qwen2MoeForCausalLM"...
   std::string model_type;    // "qwen2"
   int64_t hidden_size = 0;
   int64_t num_layers = 0;
@@ -24,14 +35,17 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
-  bool qkv_bias = true;
-  bool qk_norm = false;  // Qwen3 (later)
+  bool qkv_bias = true;  // Qwen2, Qwen2-MoE (Qwen3: attention_bias, false in every release)
+  bool qk_norm = false;  // Qwen3, Qwen3-MoE: RMSNorm per head on q and k before RoPE
+  MoeConfig moe;         // num_experts 0 on dense models
   DType torch_dtype = DType::BF16;
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
   nlohmann::json raw;
 
   int64_t q_width() const { return num_heads * head_dim; }
+  // True when decoder layer `layer` has a sparse MoE block instead of the dense MLP.
+  bool is_moe_layer(int64_t layer) const;
   int64_t kv_width() const { return num_kv_heads * head_dim; }
 
   // Throws Error(ConfigKeyMissing / ArchUnsupported / ConfigInvalid) naming `source`.

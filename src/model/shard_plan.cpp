@@ -171,6 +171,9 @@ ShardPlan make_shard_plan(const ModelConfig& cfg, const Layout& layout, int worl
     p.kv_head_of_q.push_back(int32_t(h / group - p.kv_heads.begin));
   p.intermediate = split_range(cfg.intermediate_size, layout.tp, p.tp_rank, split_unit);
   p.vocab = p.vocab_of(cfg, p.tp_rank);
+  p.experts = split_range(cfg.moe.num_experts, layout.tp, p.tp_rank, 1);
+  p.shared_intermediate =
+      split_range(cfg.moe.shared_intermediate_size, layout.tp, p.tp_rank, split_unit);
   if (p.intermediate.size() == 0 || p.vocab.size() == 0)
     raise(Err::Internal,
           "--tp " + std::to_string(layout.tp) + " leaves TP rank " + std::to_string(p.tp_rank) +
@@ -184,6 +187,26 @@ Range ShardPlan::vocab_of(const ModelConfig& cfg, int rank) const {
 
 int64_t ShardPlan::max_vocab_rows(const ModelConfig& cfg) const {
   return vocab_of(cfg, 0).size();  // the first ranks take the extra units
+}
+
+// `rest` is a sparse block's tensor name after "mlp." (facts §2d).
+std::optional<Slice> ShardPlan::moe_slice(std::string_view rest) const {
+  if (rest == "gate.weight" || rest == "shared_expert_gate.weight") return Slice::whole();
+  if (rest == "shared_expert.gate_proj.weight" || rest == "shared_expert.up_proj.weight")
+    return rows(shared_intermediate, 1);
+  if (rest == "shared_expert.down_proj.weight") return cols(shared_intermediate, 1);
+  constexpr std::string_view kExperts = "experts.";
+  if (!rest.starts_with(kExperts)) return std::nullopt;
+  rest.remove_prefix(kExperts.size());
+  int64_t expert = 0;
+  size_t digits = 0;
+  while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9')
+    expert = expert * 10 + (rest[digits++] - '0');
+  if (digits == 0 || expert < experts.begin || expert >= experts.end) return std::nullopt;
+  rest.remove_prefix(digits);
+  if (rest == ".gate_proj.weight" || rest == ".up_proj.weight" || rest == ".down_proj.weight")
+    return Slice::whole();
+  return std::nullopt;
 }
 
 std::optional<Slice> ShardPlan::slice_for(const ModelConfig& cfg, const std::string& tensor) const {
@@ -216,6 +239,7 @@ std::optional<Slice> ShardPlan::slice_for(const ModelConfig& cfg, const std::str
   if (rest == "self_attn.o_proj.weight") return cols(q_heads, hd);
   if (rest == "mlp.gate_proj.weight" || rest == "mlp.up_proj.weight") return rows(intermediate, 1);
   if (rest == "mlp.down_proj.weight") return cols(intermediate, 1);
+  if (rest.starts_with("mlp.")) return moe_slice(rest.substr(4));
   return std::nullopt;
 }
 

@@ -3,7 +3,10 @@
 // Column-parallel (split output rows, dim 0): q/k/v_proj weights and biases, gate/up_proj.
 // Row-parallel (split input columns, dim 1, all-reduce after): o_proj, down_proj.
 // Vocab-parallel (rows, dim 0): embed_tokens and lm_head.
-// Replicated: norms. Pipeline stages own contiguous layer ranges.
+// Replicated: norms, q/k norms, MoE routers and the shared-expert gate.
+// Expert-parallel (MoE): each TP rank holds whole experts, a contiguous range of them as even
+// as possible (128 on 6 ranks: 22,22,21,21,21,21); the shared expert is split like the dense
+// MLP. Pipeline stages own contiguous layer ranges.
 //
 // Any TP size up to num_attention_heads works, divisible or not:
 // - query heads are spread as evenly as possible (64 on 6 ranks: 11,11,11,11,10,10);
@@ -17,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "io/weight_source.h"
@@ -41,6 +45,8 @@ struct ShardPlan {
   Range kv_heads;      // KV heads those query heads read (a neighbour may hold one of them too)
   Range intermediate;  // MLP columns of this TP rank
   Range vocab;         // embedding / lm_head rows of this TP rank
+  Range experts;       // MoE: the whole experts of this TP rank (may be empty when tp > experts)
+  Range shared_intermediate;  // MoE: the shared expert's columns of this TP rank
   // [q_heads.size()]: the local KV head (index into kv_heads) each local query head reads.
   std::vector<int32_t> kv_head_of_q;
   bool first_stage = true;
@@ -55,6 +61,9 @@ struct ShardPlan {
   // (a layer of another stage, or the embedding off the first stage...). lm_head on tied
   // models is served by model.embed_tokens.weight on the last stage.
   std::optional<Slice> slice_for(const ModelConfig& cfg, const std::string& tensor) const;
+
+ private:
+  std::optional<Slice> moe_slice(std::string_view rest_after_mlp) const;
 };
 
 // Layers per stage: even, with the remainder spread over the first stages, or `override`.

@@ -30,6 +30,12 @@ uint64_t activation_bytes(const ModelConfig& cfg, const ShardPlan& plan, const P
   const uint64_t kv = uint64_t(plan.kv_heads.size() * cfg.head_dim);
   const uint64_t im = uint64_t(plan.intermediate.size());
   uint64_t floats = T * (3 * h + 2 * q + 2 * kv + 2 * im);
+  if (cfg.moe.num_experts > 0) {
+    const uint64_t moe_im = uint64_t(cfg.moe.intermediate_size);
+    const uint64_t shared = uint64_t(plan.shared_intermediate.size());
+    floats += T * (uint64_t(cfg.moe.num_experts) + 2 * h + 2 * moe_im);
+    if (shared > 0) floats += T * (h + 2 * shared);
+  }
   if (plan.last_stage) {
     const uint64_t R = uint64_t(step.logit_rows);
     const uint64_t per_rank = uint64_t(plan.max_vocab_rows(cfg));
@@ -103,7 +109,10 @@ RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const Plan
   m.kv_heads = plan.kv_heads.size();
   for (const auto& t : tensors) {
     const auto slice = plan.slice_for(cfg, t.name);
-    if (slice) m.weights += tensor_bytes(cfg, in, t.name, slice_numel(t.shape, *slice));
+    if (!slice) continue;
+    const uint64_t bytes = tensor_bytes(cfg, in, t.name, slice_numel(t.shape, *slice));
+    m.weights += bytes;
+    if (t.name.find(".mlp.experts.") != std::string::npos) m.expert_weights += bytes;
   }
   m.kv_per_token = 2ull * uint64_t(plan.layers.size()) * uint64_t(plan.kv_heads.size()) *
                    uint64_t(cfg.head_dim) * dtype_size(in.kv_dtype);

@@ -17,11 +17,14 @@
 //              the step the engine profiles on a device (engine/kv_sizing.h profile_shape):
 //              T x (3 h + 2 q_local + 2 kv_local + 2 im_local) floats — the step's hidden state,
 //              its normed copy, q, k, v, attention output, projection output, gate and up
-//              (model/qwen2.cpp's scratch slots). The last stage adds, per sampled sequence
-//              (min(T, max_num_seqs) rows), the logit row's hidden state, its vocab slice and
-//              the TP gather of the slices (h + per_rank x (1 + tp) floats) and the host
-//              copies (2 x vocab floats).
-//              Attention is computed without a T x T score matrix, so it adds nothing here.
+//              (the decoder's and its blocks' scratch slots). MoE layers add the router logits
+//              (T x experts), the gathered rows of one expert and its output (2 T h, when every
+//              token picks it), that expert's gate and up (2 T moe_im) and the shared expert's
+//              output, gate and up (T h + 2 T shared_local). The last stage adds, per sampled
+//              sequence (min(T, max_num_seqs) rows), the logit row's hidden state, its vocab slice
+//              and the TP gather of the slices (h + per_rank x (1 + tp) floats) and the host copies
+//              (2 x vocab floats). Attention is computed without a T x T score matrix, so it adds
+//              nothing here.
 // Overhead:    a constant per backend, kRuntimeOverheadCuda / kRuntimeOverheadCpu.
 #pragma once
 #include <cstdint>
@@ -93,8 +96,9 @@ uint64_t host_available_memory();
 struct RankMemory {
   int rank = 0, stage = 0, tp_rank = 0;
   Range layers;
-  int64_t kv_heads = 0;  // KV heads held (an uneven TP split gives some ranks one more)
-  uint64_t weights = 0;  // as they will be held (int4 estimate when in.int4_weights)
+  int64_t kv_heads = 0;         // KV heads held (an uneven TP split gives some ranks one more)
+  uint64_t weights = 0;         // as they will be held (int4 estimate when in.int4_weights)
+  uint64_t expert_weights = 0;  // the part of `weights` in this rank's routed experts (MoE)
   uint64_t kv_cache = 0;
   uint64_t kv_per_token = 0;  // this rank's share of one token's K and V
   uint64_t activations = 0;

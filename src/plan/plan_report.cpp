@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/byte_size.h"
+#include "plan/param_counts.h"
 
 namespace qmpi {
 namespace {
@@ -69,6 +70,14 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
        ", " + std::to_string(cfg.num_heads) + " heads, " + std::to_string(cfg.num_kv_heads) +
        " KV heads, head_dim " + std::to_string(cfg.head_dim) + ", intermediate " +
        std::to_string(cfg.intermediate_size) + ", vocab " + std::to_string(cfg.vocab_size) + "\n";
+  if (cfg.moe.num_experts > 0) {
+    const ParamCounts n = param_counts(cfg);
+    s += printf_string(
+        "params    %.3fB in all, %.2fB active per token (%lld experts, %lld per token, "
+        "split whole over the TP ranks)\n",
+        double(n.total) / 1e9, double(n.active) / 1e9, static_cast<long long>(cfg.moe.num_experts),
+        static_cast<long long>(cfg.moe.experts_per_token));
+  }
   s += "weights   " + format_gb(weights) + " (" + format_gib(weights) + " GiB) in " +
        dtype_summary(cfg, in);
   if (!in.int4_weights)
@@ -122,6 +131,7 @@ json rank_json(const RankMemory& m) {
           {"layers", {m.layers.begin, m.layers.end}},
           {"kv_heads", m.kv_heads},
           {"weights_bytes", m.weights},
+          {"expert_weights_bytes", m.expert_weights},
           {"kv_cache_bytes", m.kv_cache},
           {"kv_bytes_per_token", m.kv_per_token},
           {"activations_bytes", m.activations},
@@ -160,7 +170,12 @@ json verdict_json(const LayoutVerdict& v, bool all_ranks) {
 json model_json(const ModelConfig& cfg, const PlanInputs& in) {
   PlanInputs as_int4 = in;
   as_int4.int4_weights = true;
+  const ParamCounts n = param_counts(cfg);
   return {{"architecture", cfg.architecture},
+          {"params", n.total},
+          {"active_params", n.active},
+          {"experts", cfg.moe.num_experts},
+          {"experts_per_token", cfg.moe.experts_per_token},
           {"layers", cfg.num_layers},
           {"hidden_size", cfg.hidden_size},
           {"heads", cfg.num_heads},
@@ -248,6 +263,13 @@ std::string render_layout_text(const ModelConfig& cfg, const LayoutVerdict& v,
                        format_gib(m.total()).c_str(), format_gib(v.budget).c_str(),
                        m.total() <= v.budget ? "yes" : "no", static_cast<long long>(m.kv_heads));
   }
+  if (cfg.moe.num_experts > 0) {
+    const Range most = split_range(cfg.moe.num_experts, v.layout.tp, 0, 1);
+    s += "Routed experts: " + std::to_string(most.size()) + " of " +
+         std::to_string(cfg.moe.num_experts) + " per layer on the busiest TP rank, " +
+         format_gib(v.biggest_rank().expert_weights) +
+         " GiB of expert weights on the most loaded rank.\n";
+  }
   s += "\n";
   if (v.fits)
     s += "KV room: " + std::to_string(v.kv_room_tokens) + " tokens on the tightest rank.\n  " +
@@ -255,20 +277,6 @@ std::string render_layout_text(const ModelConfig& cfg, const LayoutVerdict& v,
   else
     s += "Does not fit: " + memory_sentence(v, in) + ".\n";
   return s;
-}
-
-std::string render_moe_text(const MoeModelSize& m, const PlanInputs& in) {
-  const uint64_t kv = m.kv_elements_per_token * dtype_size(in.kv_dtype);
-  return "model     " + in.model_source + ": " + m.architecture + ", " +
-         std::to_string(m.num_layers) + " layers, " + std::to_string(m.num_experts) + " experts (" +
-         std::to_string(m.experts_per_token) + " per token)\n" +
-         printf_string("params    %.3fB in all, %.2fB active per token\n", double(m.params) / 1e9,
-                       double(m.active_params) / 1e9) +
-         "weights   " + format_gb(m.bf16_bytes) + " (" + format_gib(m.bf16_bytes) +
-         " GiB) in BF16; an int4-g128 checkpoint would be about " + format_gb(m.int4_bytes) + "\n" +
-         "KV cache  " + format_bytes(kv) + " per token in " + std::string(dtype_name(in.kv_dtype)) +
-         "\n" +
-         "qmpi cannot run Mixture-of-Experts models yet, so it plans no layout for this one.\n";
 }
 
 json plan_json(const ModelConfig& cfg, const PlanResult& plan) {
@@ -299,23 +307,6 @@ json layout_json(const ModelConfig& cfg, const LayoutVerdict& v, const PlanInput
   if (v.valid && v.fits) j["command"] = launch_command(v.layout, in);
   if (v.valid && !v.fits) j["sentence"] = memory_sentence(v, in);
   return j;
-}
-
-json moe_json(const MoeModelSize& m, const PlanInputs& in) {
-  return {{"model",
-           {{"architecture", m.architecture},
-            {"layers", m.num_layers},
-            {"experts", m.num_experts},
-            {"experts_per_token", m.experts_per_token},
-            {"params", m.params},
-            {"active_params", m.active_params},
-            {"weights_bytes", m.bf16_bytes},
-            {"int4_weights_bytes", m.int4_bytes},
-            {"kv_bytes_per_token", m.kv_elements_per_token * dtype_size(in.kv_dtype)},
-            {"kv_dtype", std::string(dtype_name(in.kv_dtype))}}},
-          {"supported", false},
-          {"code", error_id(Err::ArchUnsupported)},
-          {"error", std::string(error_entry(Err::ArchUnsupported).name)}};
 }
 
 }  // namespace qmpi

@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
-#include "plan/moe_sizing.h"
 #include "plan/planner.h"
 
 namespace qmpi {
@@ -15,11 +14,8 @@ std::string render_plan_text(const ModelConfig& cfg, const PlanResult& plan);
 // --tp T --pp P: the verdict, its reason, and every rank.
 std::string render_layout_text(const ModelConfig& cfg, const LayoutVerdict& v,
                                const PlanInputs& in);
-// A model qmpi cannot run yet: its sizes, for planning elsewhere.
-std::string render_moe_text(const MoeModelSize& size, const PlanInputs& in);
 
 nlohmann::json plan_json(const ModelConfig& cfg, const PlanResult& plan);
 nlohmann::json layout_json(const ModelConfig& cfg, const LayoutVerdict& v, const PlanInputs& in);
-nlohmann::json moe_json(const MoeModelSize& size, const PlanInputs& in);
 
 }  // namespace qmpi

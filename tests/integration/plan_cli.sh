@@ -2,7 +2,9 @@
 # `qmpi plan` and `qmpi help errors` through the real binary: Qwen2.5-72B-Instruct's config on
 # 6 x 24 GiB (nothing fits in bf16, int4 suggested) and 6 x 80 GB (--tp 6 fits with 13 KV-head
 # copies, --tp 2 --pp 3 recommended for its KV room, the choice explained), one layout
-# explained, JSON for scripts, an MoE config sized but refused, and a generated model folder
+# explained, JSON for scripts, the MoE models (Qwen2-57B-A14B, Qwen3-30B-A3B, Qwen3-235B-A22B)
+# planned with their total and active parameters and experts split over TP, a refused
+# architecture, and a generated model folder
 # read through its safetensors headers.
 set -u
 : "${QMPI:?set QMPI to the qmpi binary}" "${QMPI_SOURCE_DIR:?}" "${QMPI_TEST_TMP:?}"
@@ -103,11 +105,33 @@ assert any(w.startswith("--tp 6 --pp 1: room for ") for w in d["recommended"]["w
 EOF
 
 run moe plan --model-config "$CFG/qwen2-57b-a14b.json" --gpus 6 --gpu-mem 80GB --kv-dtype bf16
-expect_rc 3 "Qwen2-57B-A14B"
+expect_rc 0 "Qwen2-57B-A14B"
 expect moe.out "weights   114.82 GB"
-expect moe.out "an int4-g128 checkpoint would be about 31.45 GB"
+expect moe.out "an int4-g128 AWQ/GPTQ checkpoint would be about 31.45 GB"
 expect moe.out "KV cache  56 KiB per token in BF16"
-expect moe.err "error QM203 (arch-unsupported)"
+expect moe.out "params    57.409B in all, 14.25B active per token (64 experts, 8 per token"
+
+run moe30 plan --model-config "$CFG/qwen3-30b-a3b.json" --gpus 2 --gpu-mem 80GB --tp 2 --pp 1
+expect_rc 0 "Qwen3-30B-A3B --tp 2"
+expect moe30.out "params    30.532B in all, 3.35B active per token (128 experts, 8 per token"
+expect moe30.out "Routed experts: 64 of 128 per layer on the busiest TP rank, 27.00 GiB of expert weights"
+
+run moe235 plan --model-config "$CFG/qwen3-235b-a22b.json" --gpus 8 --gpu-mem 141GB --json
+expect_rc 0 "Qwen3-235B-A22B on 8 x 141 GB"
+/usr/bin/python3 - "$TMP/moe235.out" <<'EOF' || fail "Qwen3-235B-A22B JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["fits"] is True, d["sentence"]
+assert d["model"]["params"] == 235093634560, d["model"]["params"]
+assert d["model"]["experts"] == 128 and d["model"]["experts_per_token"] == 8, d["model"]
+assert d["recommended"]["tp"] * d["recommended"]["pp"] == 8, d["recommended"]
+EOF
+
+printf '{"architectures": ["LlamaForCausalLM"]}' >"$TMP/llama.json"
+run llama plan --model-config "$TMP/llama.json" --gpus 2 --gpu-mem 80GB
+expect_rc 3 "LlamaForCausalLM"
+expect llama.err "error QM203 (arch-unsupported)"
+expect llama.err "Qwen3MoeForCausalLM"
 
 # A model folder: the planner reads the safetensors header (f32 weights), never the data.
 if "$QMPI" make-model --out "$TMP/tiny" --preset tiny --dtype f32 >"$TMP/make.log" 2>&1; then

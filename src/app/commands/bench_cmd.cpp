@@ -1,6 +1,7 @@
 // qmpi bench: prefill and decode throughput on the whole mesh, the share of step time spent
 // communicating, and decode as a fraction of the machine's read bandwidth (decode streams every
-// weight byte, plus the KV cache it attends over, once per step, so bandwidth is its roofline).
+// weight byte, plus the KV cache it attends over, once per step, so bandwidth is its roofline;
+// on an MoE model only the routed experts' bytes count, the active share of the weights).
 // With --batch B, B sequences decode together and the figure of merit is the step time.
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "app/commands/options.h"
 #include "core/errors.h"
 #include "kernels/cpu/membw.h"
+#include "plan/param_counts.h"
 #include "requests/generate.h"
 
 namespace qmpi {
@@ -144,7 +146,12 @@ int cmd_bench(const Args& args) {
     // also reads the sequence's K and V (float32) at its mean context over the run.
     const double kv_bytes_per_token = double(c.num_layers) * 2.0 * double(c.kv_width()) * 4.0 *
                                       (double(prompt_len) + double(gen_len) / 2.0);
-    const double bytes_per_token = double(engine.weight_bytes()) + kv_bytes_per_token;
+    // An MoE token reads k of the experts: scale the weights by the active share of the
+    // parameters (1 on dense models).
+    const ParamCounts params = param_counts(c);
+    const double active_share = double(params.active) / double(params.total);
+    const double active_weight_bytes = double(engine.weight_bytes()) * active_share;
+    const double bytes_per_token = active_weight_bytes + kv_bytes_per_token;
     const double decode_bw = bytes_per_token * decode_tps;
 
     // Batched decode: B sequences at the same context, one step per token of each.
@@ -155,13 +162,13 @@ int cmd_bench(const Args& args) {
         for (int64_t i = 0; i < prompt_len; ++i) p.push_back(tok(rng));
       stepB_s = batched_step_s(engine, prompts, gen_len - 1, repeats);
     }
-    // Prefill work: every layer's linear maps on every prompt token, plus lm_head on the last
-    // one (the logits of the other positions are not computed); attention is left out.
-    const double layer_params = double(c.hidden_size) * double(c.q_width() + 2 * c.kv_width()) +
-                                double(c.q_width()) * double(c.hidden_size) +
-                                3.0 * double(c.hidden_size) * double(c.intermediate_size);
-    const double prefill_flops = 2.0 * layer_params * double(c.num_layers) * double(prompt_len) +
-                                 2.0 * double(c.vocab_size) * double(c.hidden_size);
+    // Prefill work: every active parameter but the embedding and lm_head on every prompt token
+    // (the layers' linear maps, routed experts only), plus lm_head on the last one (the logits
+    // of the other positions are not computed); attention is left out.
+    const double vocab_params = double(c.vocab_size) * double(c.hidden_size);
+    const double layer_params =
+        double(params.active) - vocab_params * (c.tie_word_embeddings ? 1.0 : 2.0);
+    const double prefill_flops = 2.0 * layer_params * double(prompt_len) + 2.0 * vocab_params;
     const double prefill_gflops = prefill_flops / best_prefill / 1e9;
     const auto& m = engine.mesh_layout();
     if (json) {
@@ -176,6 +183,7 @@ int cmd_bench(const Args& args) {
                        {"decode_step_ms", 1e3 * step1_s},
                        {"comm_fraction_of_step", comm_share},
                        {"weight_bytes_rank0", engine.weight_bytes()},
+                       {"active_weight_bytes_rank0", active_weight_bytes},
                        {"kv_bytes_per_token", kv_bytes_per_token},
                        {"membw_bytes_per_s", membw},
                        {"membw_best_bytes_per_s", membw_stats.best},

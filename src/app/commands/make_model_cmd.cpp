@@ -1,5 +1,6 @@
-// qmpi make-model: a random-weight Qwen2 model in the exact Hugging Face layout, for tests,
-// benchmarks and planning. Its output text is meaningless by construction.
+// qmpi make-model: a random-weight Qwen model (Qwen2, Qwen3, Qwen2-MoE or Qwen3-MoE) in the exact
+// Hugging Face layout, for tests, benchmarks and planning. Its output text is meaningless by
+// construction.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -66,7 +67,9 @@ int cmd_make_model(const Args& args) {
   opts.add_options()
       ("help,h", "show this help")
       ("out", po::value(&out), "output folder (created; existing files are overwritten)")
-      ("preset", po::value(&preset)->default_value("tiny"), "model shape: tiny | qwen2.5-0.5b")
+      ("preset", po::value(&preset)->default_value("tiny"),
+       "model shape: tiny | qwen2.5-0.5b (Qwen2) | tiny-qwen3 | qwen3-0.6b (Qwen3) | "
+       "tiny-qwen2-moe (Qwen2-MoE) | tiny-qwen3-moe | qwen3-30b-a3b | qwen3-moe-bench (Qwen3-MoE)")
       ("like", po::value(&like),
        "copy the shape of a real model's config.json (overrides --preset)")
       ("seed", po::value(&seed)->default_value(0), "random seed of the weights")
@@ -88,7 +91,7 @@ int cmd_make_model(const Args& args) {
   }
   if (vm.count("help")) {
     std::cout << "usage: qmpi make-model --out DIR [options]\n"
-                 "Writes a random-weight Qwen2 model (config.json, generation_config.json, "
+                 "Writes a random-weight Qwen model (config.json, generation_config.json, "
                  "tokenizer files, safetensors).\nIts weights are random: generated text is "
                  "meaningless.\n\n"
               << opts << "\n";

@@ -2,22 +2,17 @@
 // layout to launch — from config.json (and the safetensors headers when present) alone: no
 // weights, no GPU, no MPI. Exits 0 when something fits; otherwise with the catalogue's code.
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include "app/commands/commands.h"
 #include "app/commands/options.h"
 #include "core/byte_size.h"
 #include "plan/checkpoint_dtypes.h"
-#include "plan/moe_sizing.h"
 #include "plan/plan_report.h"
 #include "plan/planner.h"
 
 namespace qmpi {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct PlanCli {
   std::string model, model_config;
@@ -83,12 +78,6 @@ PlanInputs to_inputs(const PlanCli& c) {
 }
 
 // The config.json a failed ModelConfig::load was reading, for sizing what qmpi cannot run.
-nlohmann::json raw_config(const std::string& path) {
-  const fs::path p = fs::is_directory(path) ? fs::path(path) / "config.json" : fs::path(path);
-  std::ifstream in(p);
-  return nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-}
-
 void print(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
@@ -137,15 +126,7 @@ int cmd_plan(const Args& args) {
   const std::string source = c.model.empty() ? c.model_config : c.model;
   in.model_source = source;
 
-  ModelConfig cfg;
-  try {
-    cfg = ModelConfig::load(source);
-  } catch (const Error& e) {
-    if (e.code() != Err::ArchUnsupported) throw;
-    const auto moe = moe_model_size(raw_config(source), source);
-    if (moe) print(c.json ? moe_json(*moe, in).dump(2) + "\n" : render_moe_text(*moe, in));
-    throw;
-  }
+  const ModelConfig cfg = ModelConfig::load(source);
   if (!c.model.empty()) in.tensor_dtypes = read_checkpoint_dtypes(c.model);
 
   if (c.tp || c.pp) {

@@ -102,6 +102,11 @@ void CpuBackend::gather_rows(const float* src, const int32_t* rows, int64_t coun
   cpu::gather_rows(src, rows, count, width, dst);
 }
 
+void CpuBackend::scatter_add_rows(const float* src, const int32_t* rows, const float* scales,
+                                  int64_t count, int64_t width, float* dst) {
+  cpu::scatter_add_rows(src, rows, scales, count, width, dst);
+}
+
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
   return std::make_unique<CpuBackend>(options);
 }

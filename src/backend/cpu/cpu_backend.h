@@ -52,6 +52,8 @@ class CpuBackend final : public Backend {
   void add(float* x, const float* y, int64_t count) override;
   void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                    float* dst) override;
+  void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
+                        int64_t width, float* dst) override;
 
  protected:
   void release(void* data, size_t bytes) override;

@@ -34,6 +34,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       tables_(allocator_, "block tables"),
       head_map_(allocator_, "query-to-KV head map"),
       rows_(allocator_, "gathered rows"),
+      scales_(allocator_, "row scales"),
       inv_freq_(allocator_, "RoPE frequencies") {
   spdlog::info("cuda: device {} {} (sm_{}{}, {} SMs, {:.1f} GiB), driver CUDA {}, runtime {}",
                device_.index, device_.name, device_.major, device_.minor, device_.multiprocessors,
@@ -186,6 +187,15 @@ void CudaBackend::gather_rows(const float* src, const int32_t* rows, int64_t cou
   const int32_t* d_rows = rows_.upload_i32(rows, count, stream_.get());
   check_cuda(launch_gather_rows(src, d_rows, count, width, dst, stream_.get()),
              "gather_rows kernel");
+}
+
+void CudaBackend::scatter_add_rows(const float* src, const int32_t* rows, const float* scales,
+                                   int64_t count, int64_t width, float* dst) {
+  const int32_t* d_rows = rows_.upload_i32(rows, count, stream_.get());
+  const auto* d_scales = static_cast<const float*>(
+      scales_.upload(scales, size_t(count) * sizeof(float), stream_.get()));
+  check_cuda(launch_scatter_add_rows(src, d_rows, d_scales, count, width, dst, stream_.get()),
+             "scatter_add_rows kernel");
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {

@@ -63,6 +63,8 @@ class CudaBackend final : public Backend {
   void add(float* x, const float* y, int64_t count) override;
   void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                    float* dst) override;
+  void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
+                        int64_t width, float* dst) override;
 
   const cuda::CudaDeviceInfo& device() const { return device_; }
   cudaStream_t stream() const { return stream_.get(); }
@@ -80,7 +82,7 @@ class CudaBackend final : public Backend {
   cuda::Gemm gemm_;
   cuda::PinnedBuffer weight_staging_;
   cuda::MetadataMirror ids_, positions_, slots_, seqs_, row_seq_, tables_, head_map_, rows_,
-      inv_freq_;
+      scales_, inv_freq_;
   // RoPE inverse frequencies of the (theta, head_dim) last used.
   double rope_theta_ = 0.0;
   int32_t rope_head_dim_ = 0;

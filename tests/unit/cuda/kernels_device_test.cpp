@@ -170,7 +170,7 @@ TEST_F(CudaAttention, PrefillDecodeAndChunkedSequencesInOneBatch) {
   }
 }
 
-TEST_F(CudaKernels, SiluMulAddAndGatherRows) {
+TEST_F(CudaKernels, SiluMulAddGatherAndScatterRows) {
   const int64_t n = 13, width = 4864;
   const std::vector<float> gate = random(size_t(n * width), -6.0f, 6.0f), up = random(gate.size());
   std::vector<float> want(gate.size());
@@ -190,6 +190,16 @@ TEST_F(CudaKernels, SiluMulAddAndGatherRows) {
   Buffer dgat = poisoned(gathered.size());
   gpu_->gather_rows(du.as<float>(), rows.data(), int64_t(rows.size()), width, dgat.as<float>());
   EXPECT_EQ(mismatches(from_gpu(dgat, gathered.size()), gathered), 0u);
+
+  // The MoE return path: distinct rows, scaled, added into what is there.
+  const std::vector<int32_t> distinct = {12, 0, 5, 7};
+  const std::vector<float> scales = {0.25f, -1.5f, 2.0f, 0.0f};
+  std::vector<float> acc = gate;
+  cpu_->scatter_add_rows(up.data(), distinct.data(), scales.data(), 4, width, acc.data());
+  Buffer dacc = to_gpu(gate);
+  gpu_->scatter_add_rows(du.as<float>(), distinct.data(), scales.data(), 4, width,
+                         dacc.as<float>());
+  expect_close(from_gpu(dacc, acc.size()), acc, kF32, "scatter_add_rows");
 }
 
 TEST_F(CudaKernels, MetadataUploadsFollowChangingHostArrays) {

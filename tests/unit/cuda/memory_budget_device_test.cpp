@@ -25,7 +25,7 @@ TEST_F(CudaMemoryBudget, ProfileStepMeasuresTheWorkspace) {
   const ShardPlan plan = make_shard_plan(cfg, Layout{1, 1, {}}, 0);
   SyntheticWeights src(cfg, 5, DType::BF16);
   testing::SoloComm tp;
-  Qwen2Model model(cfg, plan, *gpu_, tp, load_qwen2_weights(cfg, plan, src, *gpu_));
+  DecoderModel model(cfg, plan, *gpu_, tp, load_decoder_weights(cfg, plan, src, *gpu_));
   KvCacheShape kv;
   kv.num_layers = 2;
   kv.block_size = 16;

@@ -69,6 +69,10 @@ class CountingBackend final : public Backend {
                    float* dst) override {
     cpu_->gather_rows(src, rows, count, width, dst);
   }
+  void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
+                        int64_t width, float* dst) override {
+    cpu_->scatter_add_rows(src, rows, scales, count, width, dst);
+  }
 
   uint64_t in_use = 0, peak = 0;
 
@@ -114,7 +118,7 @@ std::pair<uint64_t, uint64_t> profile_stage(int pp, int stage, const ProfileShap
   CountingBackend be;
   SyntheticWeights src(cfg, 3, DType::F32);
   testing::SoloComm tp;
-  Qwen2Model model(cfg, plan, be, tp, load_qwen2_weights(cfg, plan, src, be));
+  DecoderModel model(cfg, plan, be, tp, load_decoder_weights(cfg, plan, src, be));
   KvCacheShape kv;
   kv.num_layers = int(plan.layers.size());
   kv.block_size = 16;

@@ -153,6 +153,25 @@ TEST(GatherRows, CopiesTheNamedRows) {
   EXPECT_EQ(got[0], src[25]);
 }
 
+TEST(ScatterAddRows, AddsScaledRowsIntoTheNamedRows) {
+  std::mt19937 rng(17);
+  const std::vector<float> src = test::random_floats(3 * 5, rng);
+  std::vector<float> want = test::random_floats(6 * 5, rng), got = want;
+  const std::vector<int32_t> rows{4, 0, 2};
+  const std::vector<float> scales{0.5f, -2.0f, 0.0f};
+  cpu::ref::scatter_add_rows(src.data(), rows.data(), scales.data(), 3, 5, want.data());
+  cpu::scatter_add_rows(src.data(), rows.data(), scales.data(), 3, 5, got.data());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6f) << i;
+  // Rows not named are untouched; a zero scale adds nothing.
+  std::vector<float> base(6 * 5, 1.0f), out = base;
+  cpu::scatter_add_rows(src.data(), rows.data(), scales.data(), 3, 5, out.data());
+  for (int c = 0; c < 5; ++c) {
+    EXPECT_EQ(out[size_t(5 + c)], 1.0f);                                 // row 1
+    EXPECT_EQ(out[size_t(10 + c)], 1.0f);                                // row 2, scale 0
+    EXPECT_FLOAT_EQ(out[size_t(20 + c)], 1.0f + 0.5f * src[size_t(c)]);  // row 4
+  }
+}
+
 TEST(KvStore, WritesSlotsAndRejectsSlotsOutsideThePool) {
   std::mt19937 rng(16);
   const int64_t blocks = 3;

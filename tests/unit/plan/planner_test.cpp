@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "core/byte_size.h"
-#include "plan/moe_sizing.h"
+#include "plan/param_counts.h"
 #include "plan/planner.h"
 
 namespace qmpi {
@@ -347,51 +347,63 @@ TEST(Preflight, PassesWhatFitsAndSkipsMemoryWithoutABudget) {
   EXPECT_THROW(preflight(cfg, {65, 1, {}}, unknown), Error);  // 64 heads
 }
 
-TEST(MoeSizing, Qwen2Moe57BIsSizedButNotSupported) {
-  EXPECT_THROW(
-      {
-        try {
-          fixture("qwen2-57b-a14b");
-        } catch (const Error& e) {
-          EXPECT_EQ(e.code(), Err::ArchUnsupported);
-          throw;
-        }
-      },
-      Error);
-  std::ifstream f(fixture_path("qwen2-57b-a14b"));
-  const auto size = moe_model_size(nlohmann::json::parse(f), "57b");
-  ASSERT_TRUE(size.has_value());
-  EXPECT_NEAR(double(size->params), 57.409e9, 0.001e9);
-  EXPECT_NEAR(double(size->active_params), 14.25e9, 0.01e9);
-  EXPECT_NEAR(double(size->bf16_bytes) / 1e9, 114.82, 0.0051);
-  EXPECT_NEAR(double(size->int4_bytes) / 1e9, 31.45, 0.0051);
-  EXPECT_EQ(size->kv_elements_per_token * 2, 57344u);  // 56 KiB per token in bf16
+TEST(MoePlan, Qwen2Moe57BCountsAndLayouts) {
+  const ModelConfig cfg = fixture("qwen2-57b-a14b");
+  const ParamCounts n = param_counts(cfg);
+  EXPECT_NEAR(double(n.total), 57.409e9, 0.001e9);  // facts §7
+  EXPECT_NEAR(double(n.active), 14.25e9, 0.01e9);
+  PlanInputs in = gpus(6, "80GB");
+  in.kv_dtype = DType::BF16;
+  EXPECT_NEAR(double(model_weight_bytes(cfg, in)) / 1e9, 114.82, 0.0051);
+  PlanInputs int4 = in;
+  int4.int4_weights = true;
+  EXPECT_NEAR(double(model_weight_bytes(cfg, int4)) / 1e9, 31.45, 0.0051);
+  EXPECT_EQ(kv_bytes_per_token(cfg, DType::BF16), 57344u);  // 56 KiB per token
+  const PlanResult r = plan_layouts(cfg, in);
+  ASSERT_GE(r.best, 0) << r.recommendation;
+  // TP 2 x PP 3: each TP rank holds 32 of the 64 experts of its stage's layers.
+  const LayoutVerdict& v = find(r, 2, 3);
+  ASSERT_TRUE(v.valid);
+  const uint64_t expert = 3ull * 3584 * 2560 * 2;  // one expert of one layer, bf16
+  for (const auto& m : v.ranks)
+    EXPECT_EQ(m.expert_weights, uint64_t(m.layers.size()) * 32 * expert) << m.rank;
 }
 
-TEST(MoeSizing, Qwen3Moe30BMatchesTheFactsTable) {
-  const nlohmann::json cfg = {{"architectures", {"Qwen3MoeForCausalLM"}},
-                              {"hidden_size", 2048},
-                              {"num_hidden_layers", 48},
-                              {"num_attention_heads", 32},
-                              {"num_key_value_heads", 4},
-                              {"head_dim", 128},
-                              {"intermediate_size", 6144},
-                              {"vocab_size", 151936},
-                              {"num_experts", 128},
-                              {"num_experts_per_tok", 8},
-                              {"moe_intermediate_size", 768},
-                              {"decoder_sparse_step", 1},
-                              {"mlp_only_layers", nlohmann::json::array()},
-                              {"tie_word_embeddings", false},
-                              {"attention_bias", false}};
-  const auto size = moe_model_size(cfg, "30b");
-  ASSERT_TRUE(size.has_value());
-  EXPECT_NEAR(double(size->params), 30.532e9, 0.001e9);
-  EXPECT_NEAR(double(size->active_params), 3.35e9, 0.01e9);
-  EXPECT_NEAR(double(size->bf16_bytes) / 1e9, 61.06, 0.0051);
-  EXPECT_NEAR(double(size->int4_bytes) / 1e9, 16.80, 0.0051);
-  EXPECT_EQ(size->kv_elements_per_token * 2, 98304u);
-  EXPECT_FALSE(moe_model_size(fixture("qwen2.5-7b-instruct").raw, "7b").has_value());
+TEST(MoePlan, Qwen3Moe30BCountsAndExpertBytesPerRank) {
+  const ModelConfig cfg = fixture("qwen3-30b-a3b");
+  const ParamCounts n = param_counts(cfg);
+  EXPECT_NEAR(double(n.total), 30.532e9, 0.001e9);
+  EXPECT_NEAR(double(n.active), 3.35e9, 0.01e9);
+  PlanInputs in = gpus(2, "80GB");
+  EXPECT_NEAR(double(model_weight_bytes(cfg, in)) / 1e9, 61.06, 0.0051);
+  EXPECT_EQ(kv_bytes_per_token(cfg, DType::BF16), 98304u);
+  const PlanResult r = plan_layouts(cfg, in);
+  ASSERT_GE(r.best, 0) << r.recommendation;
+  const LayoutVerdict& v = find(r, 2, 1);
+  ASSERT_TRUE(v.valid && v.fits);
+  const uint64_t all_experts = uint64_t(n.experts) * 2;
+  for (const auto& m : v.ranks) EXPECT_EQ(m.expert_weights, all_experts / 2);
+  // The experts are most of a rank's bytes: 57.98 of 61.06 GB in all.
+  EXPECT_NEAR(double(all_experts) / 1e9, 57.98, 0.01);
+}
+
+TEST(MoePlan, Qwen3Moe235BPlansOnEightH200s) {
+  const ModelConfig cfg = fixture("qwen3-235b-a22b");
+  const ParamCounts n = param_counts(cfg);
+  EXPECT_NEAR(double(n.total), 235.094e9, 0.001e9);
+  EXPECT_NEAR(double(n.active), 22.19e9, 0.01e9);
+  const PlanResult r = plan_layouts(cfg, gpus(8, "141GB"));
+  ASSERT_GE(r.best, 0) << r.recommendation;
+  EXPECT_EQ(r.layouts[size_t(r.best)].gpus(), 8);
+  // Uneven: 128 experts over TP 6 are 22, 22, 21, 21, 21, 21 per layer.
+  const PlanResult six = plan_layouts(cfg, gpus(6, "141GB"));
+  const LayoutVerdict& v = find(six, 6, 1);
+  ASSERT_TRUE(v.valid);
+  const uint64_t expert = 3ull * 4096 * 1536 * 2;
+  EXPECT_EQ(v.ranks[0].expert_weights, 94ull * 22 * expert);
+  EXPECT_EQ(v.ranks[5].expert_weights, 94ull * 21 * expert);
+  // 470 GB of bf16 weights do not fit on 2 of them, and the planner says so.
+  EXPECT_LT(plan_layouts(cfg, gpus(2, "141GB")).best, 0);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "model/qwen2_weights.h"
+#include "model/decoder_weights.h"
 
 #include <string>
 
@@ -6,25 +6,22 @@
 
 namespace qmpi {
 
-Qwen2Weights load_qwen2_weights(const ModelConfig& cfg, const ShardPlan& plan, WeightSource& source,
-                                Backend& backend) {
+DecoderWeights load_decoder_weights(const ModelConfig& cfg, const ShardPlan& plan,
+                                    WeightSource& source, Backend& backend) {
   WeightLoader ld(cfg, plan, source, backend);
-  Qwen2Weights w;
-  const int64_t h = cfg.hidden_size, q = cfg.q_width(), kv = cfg.kv_width(),
-                im = cfg.intermediate_size, V = cfg.vocab_size;
+  DecoderWeights w;
+  const int64_t h = cfg.hidden_size, V = cfg.vocab_size;
   if (plan.first_stage) w.embedding = ld.load("model.embed_tokens.weight", {V, h});
   for (int64_t i = plan.layers.begin; i < plan.layers.end; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    Qwen2LayerWeights L;
+    LayerWeights L;
     L.input_norm = ld.load(p + "input_layernorm.weight", {h});
-    L.q = ld.load_linear(p + "self_attn.q_proj", q, h, cfg.qkv_bias);
-    L.k = ld.load_linear(p + "self_attn.k_proj", kv, h, cfg.qkv_bias);
-    L.v = ld.load_linear(p + "self_attn.v_proj", kv, h, cfg.qkv_bias);
-    L.o = ld.load_linear(p + "self_attn.o_proj", h, q);
+    L.attn = load_attention(ld, cfg, p + "self_attn");
     L.post_norm = ld.load(p + "post_attention_layernorm.weight", {h});
-    L.gate = ld.load_linear(p + "mlp.gate_proj", im, h);
-    L.up = ld.load_linear(p + "mlp.up_proj", im, h);
-    L.down = ld.load_linear(p + "mlp.down_proj", h, im);
+    if (cfg.is_moe_layer(i))
+      L.moe = load_moe(ld, cfg, plan, p + "mlp");
+    else
+      L.mlp = load_mlp(ld, p + "mlp", cfg.intermediate_size, h);
     w.layers.push_back(std::move(L));
   }
   if (plan.last_stage) {

@@ -1,0 +1,105 @@
+#include "model/decoder.h"
+
+#include <cstring>
+#include <vector>
+
+namespace qmpi {
+
+DecoderModel::DecoderModel(const ModelConfig& cfg, const ShardPlan& plan, Backend& backend,
+                           Comm& tp, DecoderWeights weights, TensorDump dump)
+    : cfg_(cfg),
+      plan_(plan),
+      be_(backend),
+      tp_(tp),
+      w_(std::move(weights)),
+      dump_(std::move(dump)),
+      scratch_(backend, kSlots),
+      attention_(cfg_, plan_, backend),
+      mlp_(backend),
+      moe_(cfg_, plan_, backend) {}
+
+void DecoderModel::all_reduce(float* x, int64_t count) {
+  if (tp_.size() > 1) tp_.all_reduce_sum(x, size_t(count));
+}
+
+void DecoderModel::embed(const BatchInput& batch, float* hidden) {
+  const int64_t T = batch.num_tokens();
+  be_.embedding(batch.tokens.data(), T, w_.embedding.view(), plan_.vocab.begin, hidden);
+  all_reduce(hidden, T * cfg_.hidden_size);  // each TP rank filled only its vocab rows
+}
+
+void DecoderModel::run_layers(const BatchInput& batch, float* x, KvCache& cache) {
+  const int64_t T = batch.num_tokens(), h = cfg_.hidden_size;
+  const float eps = float(cfg_.rms_norm_eps);
+  float* xn = scratch_.get(kNormed, size_t(T * h));
+  float* proj = scratch_.get(kProj, size_t(T * h));
+  dump_.next_step();
+
+  for (size_t l = 0; l < w_.layers.size(); ++l) {
+    const LayerWeights& L = w_.layers[l];
+    const int64_t layer = plan_.layers.begin + int64_t(l);
+
+    // x += attention(norm(x)), the blocks' partial sums all-reduced over TP.
+    be_.rmsnorm(x, T, L.input_norm.view(), eps, xn);
+    dump_(be_, layer, "attn_norm", xn, T, h);
+    attention_.forward(L.attn, batch, xn, cache.layer(int(l)), proj, dump_, layer);
+    all_reduce(proj, T * h);
+    dump_(be_, layer, "attn_out", proj, T, h);
+    be_.add(x, proj, T * h);
+
+    // x += mlp(norm(x)), dense or sparse.
+    be_.rmsnorm(x, T, L.post_norm.view(), eps, xn);
+    dump_(be_, layer, "mlp_norm", xn, T, h);
+    if (L.moe)
+      moe_.forward(*L.moe, xn, T, proj, dump_, layer);
+    else
+      mlp_.forward(L.mlp, xn, T, proj);
+    all_reduce(proj, T * h);
+    dump_(be_, layer, "mlp_out", proj, T, h);
+    be_.add(x, proj, T * h);
+    dump_(be_, layer, "hidden", x, T, h);
+  }
+}
+
+void DecoderModel::logits(const BatchInput& batch, const float* hidden, float* host_logits) {
+  const int64_t R = int64_t(batch.logit_rows.size());
+  const int64_t h = cfg_.hidden_size, V = cfg_.vocab_size;
+  if (R == 0) return;
+  float* rows = scratch_.get(kRows, size_t(R * h));
+  be_.gather_rows(hidden, batch.logit_rows.data(), R, h, rows);
+  be_.rmsnorm(rows, R, w_.final_norm.view(), float(cfg_.rms_norm_eps), rows);
+
+  const int64_t local = plan_.vocab.size();
+  if (tp_.size() == 1) {
+    float* out = scratch_.get(kLogits, size_t(R * local));
+    be_.matmul(rows, R, w_.head().view(), nullptr, out);
+    be_.copy_to_host(host_logits, out, size_t(R * V) * sizeof(float));
+    return;
+  }
+  // Vocab slices may be uneven (the first ranks hold a split unit more): gather equal-sized,
+  // padded blocks [tp][R][per_rank] and reassemble [R][V] on the host.
+  const int64_t per_rank = plan_.max_vocab_rows(cfg_);
+  float* out = scratch_.get(kLogits, size_t(R * per_rank));
+  be_.matmul(rows, R, w_.head().view(), nullptr, out);
+  if (local < per_rank) {
+    // Pad each row of [R][local] to per_rank floats so every rank sends the same amount.
+    std::vector<float> tmp(size_t(R * local));
+    be_.copy_to_host(tmp.data(), out, tmp.size() * sizeof(float));
+    std::vector<float> padded(size_t(R * per_rank), 0.0f);
+    for (int64_t r = 0; r < R; ++r)
+      std::memcpy(&padded[size_t(r * per_rank)], &tmp[size_t(r * local)], size_t(local) * 4);
+    be_.copy_to_device(out, padded.data(), padded.size() * sizeof(float));
+  }
+  float* gathered = scratch_.get(kGathered, size_t(R * per_rank * tp_.size()));
+  tp_.all_gather(out, gathered, size_t(R * per_rank) * sizeof(float));
+  std::vector<float> all(size_t(R * per_rank * tp_.size()));
+  be_.copy_to_host(all.data(), gathered, all.size() * sizeof(float));
+  for (int t = 0; t < tp_.size(); ++t) {
+    const Range rows_of_t = plan_.vocab_of(cfg_, t);
+    for (int64_t r = 0; r < R; ++r)
+      std::memcpy(host_logits + r * V + rows_of_t.begin, &all[size_t((t * R + r) * per_rank)],
+                  size_t(rows_of_t.size()) * sizeof(float));
+  }
+}
+
+}  // namespace qmpi

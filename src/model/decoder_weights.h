@@ -1,0 +1,41 @@
+// The weights one rank holds for a Qwen decoder (any supported family): only its stage's
+// layers, only its TP slices, only its experts.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/weight_source.h"
+#include "model/attention_block.h"
+#include "model/config.h"
+#include "model/moe_block.h"
+#include "model/shard_plan.h"
+#include "model/swiglu_mlp.h"
+
+namespace qmpi {
+
+struct LayerWeights {
+  Weight input_norm, post_norm;
+  AttentionWeights attn;
+  MlpWeights mlp;                 // dense layers
+  std::optional<MoeWeights> moe;  // sparse layers (ModelConfig::is_moe_layer)
+};
+
+struct DecoderWeights {
+  Weight embedding;                  // vocab slice, first stage only
+  std::vector<LayerWeights> layers;  // this stage's layers, in order
+  Weight final_norm;                 // last stage only
+  Weight lm_head;      // vocab slice, last stage only (embed_tokens rows on tied models),
+                       // empty when tied and this rank holds the embedding: head() shares it
+  uint64_t bytes = 0;  // weight bytes this rank holds
+
+  const Weight& head() const { return lm_head ? lm_head : embedding; }
+};
+
+// Reads exactly this rank's slices from `source` into backend memory, checking every tensor's
+// presence, dtype and shape against the config (catalogue errors name the tensor).
+DecoderWeights load_decoder_weights(const ModelConfig& cfg, const ShardPlan& plan,
+                                    WeightSource& source, Backend& backend);
+
+}  // namespace qmpi

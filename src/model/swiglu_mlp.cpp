@@ -1,0 +1,23 @@
+#include "model/swiglu_mlp.h"
+
+namespace qmpi {
+
+MlpWeights load_mlp(WeightLoader& ld, const std::string& prefix, int64_t width, int64_t hidden) {
+  MlpWeights w;
+  w.gate = ld.load_linear(prefix + ".gate_proj", width, hidden);
+  w.up = ld.load_linear(prefix + ".up_proj", width, hidden);
+  w.down = ld.load_linear(prefix + ".down_proj", hidden, width);
+  return w;
+}
+
+void SwiGluMlp::forward(const MlpWeights& w, const float* x, int64_t n, float* out) {
+  const int64_t width = w.gate.out_features();
+  float* gate = scratch_.get(kGate, size_t(n * width));
+  float* up = scratch_.get(kUp, size_t(n * width));
+  w.gate.forward(be_, x, n, gate);
+  w.up.forward(be_, x, n, up);
+  be_.silu_mul(gate, up, n, width, gate);
+  w.down.forward(be_, gate, n, out);
+}
+
+}  // namespace qmpi
