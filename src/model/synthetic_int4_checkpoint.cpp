@@ -11,6 +11,7 @@
 #include "core/errors.h"
 #include "io/safetensors_writer.h"
 #include "model/config.h"
+#include "model/int4_tensors.h"
 #include "model/synthetic.h"
 
 namespace qmpi {
@@ -21,19 +22,6 @@ namespace {
 
 // AWQ packs output column 8c + kAwqOrder[i] into nibble i of word c (AutoAWQ's pack order).
 constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
-
-bool is_int4_projection(const std::string& name) {
-  static const char* const kProjections[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                                             "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                                             "mlp.gate_proj.weight",    "mlp.up_proj.weight",
-                                             "mlp.down_proj.weight"};
-  if (name.rfind("model.layers.", 0) != 0) return false;
-  for (const char* p : kProjections)
-    if (name.size() > std::strlen(p) &&
-        name.compare(name.size() - std::strlen(p), std::string::npos, p) == 0)
-      return true;
-  return false;
-}
 
 // splitmix64: a counter-free stream seeded per projection, enough for random test weights.
 struct Rng {

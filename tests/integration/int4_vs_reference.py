@@ -6,7 +6,7 @@ The reference unpacks the int4 files with its own code (tests/reference/int4_ref
 from the format description) and must get exactly the float twin's weights; then `qmpi logits`
 on the int4 model must match the reference's logits to 2e-3 of the largest |logit| at 1x1,
 TP 2, PP 3 and TP 2 x PP 3, and greedy tokens must equal the reference's where the top-2 margin
-is clear.
+is clear. `qmpi convert` carries the int4 tensors into a .h5 file unchanged: the same logits.
 """
 
 import json
@@ -38,7 +38,7 @@ MPI_TIMEOUT = 240
 
 def make_int4(label: str, args) -> tuple:
     """(int4 folder, float twin folder), made once per qmpi binary."""
-    key = label.replace(" ", "-")
+    key = key_of(label)
     root = testlib.test_tmp("models")
     dest, twin = os.path.join(root, "int4-" + key), os.path.join(root, "int4-" + key + "-float")
     stamp = os.path.join(dest, ".made-by")
@@ -66,7 +66,11 @@ def check_unpacking(c, label, model_dir, twin_dir) -> None:
     c.check(worst == 0.0, f"{label}: reference unpacking == float twin (max diff {worst:g})")
 
 
-def check_model(c: testlib.Checks, label: str, args) -> None:
+def key_of(label: str) -> str:
+    return label.replace(" ", "-")
+
+
+def check_model(c: testlib.Checks, label: str, args, convert: bool) -> None:
     made = c.guard(label, make_int4, label, args)
     if made is None:
         return
@@ -75,14 +79,25 @@ def check_model(c: testlib.Checks, label: str, args) -> None:
     ref = qwen2_ref.load_model(model_dir)
     ids = testlib.random_ids(31, LOGITS_LEN)
     want = ref.logits(ids)
+    single = None
     for tp, pp in LAYOUTS:
         name = f"{label} {tp}x{pp}"
         got = c.guard(name, testlib.qmpi_logits, model_dir, ids=ids, tp=tp, pp=pp,
                       mpi=tp * pp > 1, timeout=MPI_TIMEOUT)
+        if got is not None and tp * pp == 1:
+            single = got
         if got is not None:
             err = testlib.rel_err(got, want)
             c.check(err <= TOLERANCE, f"{name}: logits T={LOGITS_LEN} rel err {err:.2e} "
                                       f"(limit {TOLERANCE:g})")
+    if convert and single is not None:
+        h5 = os.path.join(testlib.test_tmp("int4"), key_of(label) + ".h5")
+        if c.guard(f"{label} convert", testlib.qmpi, ["convert", "--model", model_dir, "--out", h5],
+                   timeout=120) is not None:
+            got = c.guard(f"{label} .h5", testlib.qmpi_logits, h5, ids=ids)
+            if got is not None:
+                c.check(np.array_equal(got, single), f"{label}: .h5 from qmpi convert gives the "
+                                                     f"same logits as the safetensors folder")
     prompt = ids[:5]
     trace = ref.greedy_trace(prompt, GREEDY_TOKENS, testlib.tokenizer_size(model_dir))
     clear = next((i for i, (_, m) in enumerate(trace) if m < CLEAR_MARGIN), len(trace))
@@ -98,8 +113,8 @@ def check_model(c: testlib.Checks, label: str, args) -> None:
 
 
 def body(c: testlib.Checks) -> None:
-    for label, args in MODELS:
-        check_model(c, label, args)
+    for i, (label, args) in enumerate(MODELS):
+        check_model(c, label, args, convert=i == len(MODELS) - 1)
 
 
 if __name__ == "__main__":
