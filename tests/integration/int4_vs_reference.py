@@ -15,10 +15,10 @@ import shutil
 
 import numpy as np
 
+import testlib  # first: it puts tests/reference on the path
 import int4_ref
 import qwen2_ref
 import safetensors_ref
-import testlib
 
 MODELS = [
     ("awq g64", ["--quant", "awq", "--group-size", "64"]),
