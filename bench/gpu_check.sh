@@ -5,6 +5,8 @@
 # qwen2.5-0.5b presets and the tiny Qwen3, Qwen2-MoE and Qwen3-MoE ones, the 6-rank --tp 2
 # --pp 3 --comm mpi layout on the one GPU (and every rank's "memory predicted / actual" line, its KV cache sized from the device), the 3-rank
 # uneven --tp 3 (5,5,4 heads over 2 KV heads) on it too, and decode / prefill tokens/s next to the HBM roofline (weight bytes per token / measured copy bandwidth).
+# int4 rows: the int4 device test (in the CUDA unit tests), `qmpi logits` cuda vs cpu on a GPTQ
+# act-order tiny model and an AWQ g128 qwen2.5-0.5b, and that model's decode / prefill tokens/s.
 # Finishes inside QMPI_CHECK_BUDGET_S seconds (default 450) and prints a short table last;
 # logs go to $OUT when set (the device tool brings them back), else /tmp/qmpi-gpu-check.
 #
@@ -284,7 +286,11 @@ if [[ -n "$qmpi" ]]; then
        run 60 env QMPI_TOKENIZER_DIR="$tok" "${qenv[@]}" "$qmpi" make-model \
          --out "$work/tiny-qwen2-moe" --preset tiny-qwen2-moe --dtype bf16 &&
        run 60 env QMPI_TOKENIZER_DIR="$tok" "${qenv[@]}" "$qmpi" make-model \
-         --out "$work/tiny-qwen3-moe" --preset tiny-qwen3-moe --dtype bf16; then
+         --out "$work/tiny-qwen3-moe" --preset tiny-qwen3-moe --dtype bf16 &&
+       run 60 env QMPI_TOKENIZER_DIR="$tok" "${qenv[@]}" "$qmpi" make-model --out "$work/tiny-gptq" \
+         --preset tiny --quant gptq --group-size 64 --desc-act &&
+       run 90 env QMPI_TOKENIZER_DIR="$tok" "${qenv[@]}" "$qmpi" make-model --out "$work/q05-awq" \
+         --preset qwen2.5-0.5b --quant awq --group-size 128; then
       models_ok=1
     else
       row "make-model" FAIL "see log"
@@ -321,8 +327,13 @@ ids=1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16
 if ((models_ok)) && [[ -n "$py" ]]; then
   # The Qwen3 model adds the per-head q/k RMSNorm; the MoE models the router copy, gathered
   # expert GEMMs and scatter_add_rows (experts and the shared expert).
-  for m in tiny q05 tiny-qwen3 tiny-qwen2-moe tiny-qwen3-moe; do
-    name=$([[ $m == q05 ]] && echo qwen2.5-0.5b || echo "$m")
+  for m in tiny q05 tiny-qwen3 tiny-qwen2-moe tiny-qwen3-moe tiny-gptq q05-awq; do
+    case $m in
+      q05) name=qwen2.5-0.5b ;;
+      tiny-gptq) name="tiny int4 gptq act-order g64" ;;
+      q05-awq) name="qwen2.5-0.5b int4 awq g128" ;;
+      *) name=$m ;;
+    esac
     if run 90 env "${qenv[@]}" "$qmpi" logits --model "$work/$m" --ids "$ids" \
          --out "$work/$m.cpu.npy" --backend cpu &&
        run 90 env "${qenv[@]}" "$qmpi" logits --model "$work/$m" --ids "$ids" \
@@ -395,6 +406,21 @@ print(j["decode_tokens_per_s"], j["prefill_tokens_per_s"], j["weight_bytes_rank0
     row "prefill qwen2.5-0.5b $backend, 128 tok" ok "$(printf '%.0f' "$prefill") tok/s"
   else
     row "bench qwen2.5-0.5b" FAIL "qmpi bench failed: see log"
+  fi
+
+  # int4 (AWQ g128) decode and prefill on the same shape: the int4 GEMV streams ~0.52 bytes
+  # per weight instead of 2.
+  if run_to "$work/bench-awq.out" 150 env "${qenv[@]}" "$qmpi" bench --model "$work/q05-awq" \
+       --backend "$backend" --prompt-len 128 --gen-len 64 --json --no-membw &&
+     grep '^{' "$work/bench-awq.out" | tail -1 >"$out/bench-awq.json" && [[ -s "$out/bench-awq.json" ]]; then
+    read -r decode prefill wbytes < <("$py" -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+print(j["decode_tokens_per_s"], j["prefill_tokens_per_s"], j["weight_bytes_rank0"])' "$out/bench-awq.json")
+    row "decode qwen2.5-0.5b int4 awq $backend" ok "$(printf '%.0f' "$decode") tok/s ($((wbytes / 1000000)) MB/token)"
+    row "prefill qwen2.5-0.5b int4 awq $backend, 128 tok" ok "$(printf '%.0f' "$prefill") tok/s"
+  else
+    row "bench qwen2.5-0.5b int4 awq" FAIL "qmpi bench failed: see log"
   fi
 fi
 

@@ -18,6 +18,29 @@ struct WeightView {
   const void* prepared = nullptr;
 };
 
+// An int4 (AWQ / GPTQ) projection as the kernels take it: the loader repacks either checkpoint
+// format into this one layout, so each backend has one int4 matmul.
+// - qweight [rows, words] uint32: word w of output row n holds the 4-bit values of packed
+//   inputs 8w..8w+7, input 8w+j in bits 4j..4j+3 (GPTQ's order, along K instead of across it).
+// - scales [rows, groups] F16 and zeros [rows, groups] uint8 (the true zero point, 0..16):
+//   W[n][k] = (q - zeros[n][g]) * scales[n][g] for packed input k of group g.
+// - group_words [groups + 1] int32: group g covers words [group_words[g], group_words[g + 1]).
+// - x_index [words * 8] int32 or null: packed input k multiplies x[x_index[k]] (-1: nothing).
+//   GPTQ act-order rows are sorted by group at load time and each group padded to whole words,
+//   so groups are contiguous runs; null means packed input k is x[k].
+// All arrays live in backend memory.
+struct Int4WeightView {
+  const uint32_t* qweight = nullptr;
+  const uint16_t* scales = nullptr;
+  const uint8_t* zeros = nullptr;
+  const int32_t* group_words = nullptr;
+  const int32_t* x_index = nullptr;
+  int64_t rows = 0;         // output features
+  int64_t words = 0;        // packed input words per row
+  int64_t groups = 0;       // scale/zero groups per row
+  int64_t in_features = 0;  // columns of x
+};
+
 // One sequence of a batched attention call. Rows of q/out for this sequence are
 // [q_begin, q_begin + q_len); its keys are the first ctx_len cache positions (past + new), and
 // new token i sits at position ctx_len - q_len + i (causal: it sees keys 0..that position).

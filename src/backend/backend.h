@@ -86,6 +86,10 @@ class Backend {
   // out[n, w.rows] = x[n, w.cols] . w^T (+ bias). bias may be null.
   virtual void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
                       float* out) = 0;
+  // out[n, w.rows] = x[n, w.in_features] . W^T (+ bias) for an int4 weight (see
+  // Int4WeightView), accumulated in float32.
+  virtual void matmul_int4(const float* x, int64_t n, const Int4WeightView& w,
+                           const WeightView* bias, float* out) = 0;
   // Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim] at positions[n] (host).
   virtual void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
                     double theta) = 0;

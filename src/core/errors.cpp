@@ -117,7 +117,8 @@ constexpr std::array kCatalogue{
         "unknown model_type in config.json."},
     ErrorEntry{Err::DTypeUnsupported, "dtype-unsupported",
                "A tensor has a data type qmpi cannot compute with.",
-               "Weights must be F32, F16 or BF16 (int4 AWQ/GPTQ comes later).",
+               "Weights must be F32, F16 or BF16; int4 AWQ/GPTQ projections are read only when "
+               "config.json has a quantization_config that says so.",
                "Convert the checkpoint to bf16 or f32.", kExitModel,
                "`qweight`/`scales` tensors the loader does not expect (an AWQ/GPTQ or FP8 "
                "checkpoint loaded as bf16), or a dtype error at load time."},
@@ -185,6 +186,30 @@ constexpr std::array kCatalogue{
                kExitModel,
                "`Some weights of the model checkpoint at ... were not used when initializing "
                "Qwen2ForCausalLM`, followed by output that makes no sense."},
+    ErrorEntry{Err::QuantUnsupported, "quant-unsupported",
+               "config.json's quantization_config names a format qmpi does not run.",
+               "qmpi runs int4 AWQ (quant_method awq, version gemm, zero_point true) and GPTQ "
+               "(quant_method gptq, checkpoint_format gptq, sym or asym, with or without desc_act) "
+               "checkpoints with group sizes that are multiples of 8 (or -1) and every decoder "
+               "projection quantized. Other bit widths, AWQ gemv/marlin/exllama packings, "
+               "gptq_v2 or marlin GPTQ, quantized lm_heads and modules_to_not_convert are refused "
+               "before any weight is read.",
+               "Use the model's AWQ or GPTQ-Int4 release (Qwen publishes both), or its bf16 "
+               "release.",
+               kExitModel,
+               "`ValueError: Unknown quantization type`, `bits 8 not supported`, or a marlin / "
+               "exllama kernel error when loading a quantized checkpoint elsewhere."},
+    ErrorEntry{Err::QuantTensorInvalid, "quant-tensor-invalid",
+               "An int4 tensor (qweight, qzeros, scales, g_idx) disagrees with config.json.",
+               "Each quantized projection's packed weights, zero points, scales and group index "
+               "have shapes fixed by its in/out widths and the group size, and g_idx may name "
+               "only existing groups; a mismatch means damaged files, a config from another "
+               "model, or another packing than quantization_config says.",
+               "Download the named shard and config.json again from the same repository; check "
+               "quantization_config's group_size and version against the model card.",
+               kExitModel,
+               "`size mismatch for model.layers.0.mlp.down_proj.qweight`, or a CUDA illegal "
+               "memory access in a dequantization kernel."},
     ErrorEntry{Err::TokenizerMissing, "tokenizer-missing", "The model has no tokenizer.json.",
                "qmpi reads the Hugging Face tokenizer.json next to config.json.",
                "Copy tokenizer.json and tokenizer_config.json from the model's repository into "

@@ -39,6 +39,9 @@ enum class Err : uint16_t {
   H5Format = 212,
   IndexInvalid = 213,
   TensorUnexpected = 214,
+  // int4 checkpoints (QM22x)
+  QuantUnsupported = 220,
+  QuantTensorInvalid = 221,
   // tokenizer (QM3xx)
   TokenizerMissing = 300,
   TokenizerInvalid = 301,

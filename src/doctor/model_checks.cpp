@@ -10,6 +10,7 @@
 #include "io/h5_checkpoint.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "model/int4_tensors.h"
 #include "text/tokenizer.h"
 
 namespace qmpi::doctor {
@@ -227,7 +228,7 @@ ModelCheck check_model(const std::string& model_dir) {
     Problems problems(out);
     std::set<std::string> expected;
     std::map<DType, size_t> dtypes;
-    for (const TensorSpec& spec : expected_tensors(*r.config)) {
+    for (const CheckpointTensorSpec& spec : checkpoint_tensors(*r.config)) {
       expected.insert(spec.name);
       if (!weight_map.count(spec.name)) {
         problems.add(fail(kSection, Err::TensorMissing,
@@ -241,11 +242,16 @@ ModelCheck check_model(const std::string& model_dir) {
       const TensorInfo& t = it->second;
       const std::string file = fs::path(t.file).filename().string();
       if (t.shape != spec.shape)
-        problems.add(fail(kSection, Err::TensorShapeMismatch,
+        problems.add(fail(kSection, spec.dtype ? Err::QuantTensorInvalid : Err::TensorShapeMismatch,
                           "tensor '" + spec.name + "' in " + file + " has shape " +
                               shape_string(t.shape) + " but config.json implies " +
                               shape_string(spec.shape)));
-      if (!is_float_weight(t.dtype))
+      if (spec.dtype && t.dtype != *spec.dtype)  // an int4 part (quantization_config)
+        problems.add(fail(kSection, Err::QuantTensorInvalid,
+                          "tensor '" + spec.name + "' in " + file + " is " +
+                              std::string(dtype_name(t.dtype)) + " but the int4 format stores " +
+                              std::string(dtype_name(*spec.dtype))));
+      if (!spec.dtype && !is_float_weight(t.dtype))
         problems.add(fail(kSection, Err::DTypeUnsupported,
                           "tensor '" + spec.name + "' in " + file + " is " +
                               std::string(dtype_name(t.dtype)) +
@@ -267,7 +273,7 @@ ModelCheck check_model(const std::string& model_dir) {
                             list));
     }
     if (!problems.any(Err::TensorMissing) && !problems.any(Err::TensorShapeMismatch) &&
-        !problems.any(Err::DTypeUnsupported)) {
+        !problems.any(Err::DTypeUnsupported) && !problems.any(Err::QuantTensorInvalid)) {
       std::string kinds;
       size_t checked = 0;
       for (const auto& [dt, n] : dtypes) {

@@ -231,6 +231,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   c.torch_dtype = parse_torch_dtype(j, source);
   c.bos_token_id = optional<int64_t>(j, "bos_token_id", -1, source);
   c.eos_token_ids = token_ids(j.value("eos_token_id", json()), "eos_token_id", source);
+  c.quant = parse_quant_config(j, source);
+  check_quant_widths(c.quant, c.hidden_size, c.q_width(), c.kv_width(), c.intermediate_size,
+                     source);
   c.raw = j;
   return c;
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "model/quant_config.h"
 
 namespace qmpi {
 
@@ -41,6 +42,7 @@ struct ModelConfig {
   DType torch_dtype = DType::BF16;
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
+  QuantConfig quant;  // int4 AWQ/GPTQ decoder linears, or none
   nlohmann::json raw;
 
   int64_t q_width() const { return num_heads * head_dim; }

@@ -4,7 +4,10 @@ namespace qmpi {
 
 void Linear::forward(Backend& be, const float* x, int64_t n, float* out) const {
   const WeightView b = bias.view();
-  be.matmul(x, n, weight.view(), bias ? &b : nullptr, out);
+  if (int4)
+    be.matmul_int4(x, n, int4.view(), bias ? &b : nullptr, out);
+  else
+    be.matmul(x, n, weight.view(), bias ? &b : nullptr, out);
 }
 
 }  // namespace qmpi

@@ -6,19 +6,21 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "model/int4_weight.h"
 
 namespace qmpi {
 
 struct Linear {
-  Weight weight;  // dense: [out_features, in_features] in the checkpoint dtype
-  Weight bias;    // [out_features] or empty
+  Weight weight;    // dense: [out_features, in_features] in the checkpoint dtype
+  Int4Weight int4;  // int4 (AWQ / GPTQ) checkpoints instead of `weight`
+  Weight bias;      // [out_features] or empty
 
   // out[n, out_features] = x[n, in_features] . W^T (+ bias), accumulated in float32.
   void forward(Backend& be, const float* x, int64_t n, float* out) const;
 
-  int64_t out_features() const { return weight.rows; }
-  int64_t in_features() const { return weight.cols; }
-  explicit operator bool() const { return static_cast<bool>(weight); }
+  int64_t out_features() const { return int4 ? int4.rows() : weight.rows; }
+  int64_t in_features() const { return int4 ? int4.in_features : weight.cols; }
+  explicit operator bool() const { return weight || int4; }
 };
 
 }  // namespace qmpi

@@ -151,6 +151,9 @@ ShardPlan make_shard_plan(const ModelConfig& cfg, const Layout& layout, int worl
                              " of a " + std::to_string(ranks) + "-rank layout");
   if (split_unit < 1)
     raise(Err::Internal, "shard plan asked for split unit " + std::to_string(split_unit));
+  // int4 checkpoints: MLP columns in whole groups (whole int32 words too), so gate/up split on
+  // packed output columns and down_proj on whole groups of input rows.
+  split_unit = std::lcm(split_unit, cfg.quant.split_unit());
   ShardPlan p;
   p.tp = layout.tp;
   p.pp = layout.pp;

@@ -79,7 +79,8 @@ void check_layout(const ModelConfig& cfg, const Layout& layout);
 std::vector<Layout> valid_layouts(const ModelConfig& cfg, int ranks);
 
 // world_rank = stage * tp + tp_rank (pp-major, TP groups contiguous so they stay on one host).
-// `split_unit`: see kDenseSplitUnit.
+// `split_unit`: see kDenseSplitUnit; an int4 config raises it to whole groups
+// (QuantConfig::split_unit).
 ShardPlan make_shard_plan(const ModelConfig& cfg, const Layout& layout, int world_rank,
                           int64_t split_unit = kDenseSplitUnit);
 

@@ -1,6 +1,7 @@
 #include "model/weight_loader.h"
 
 #include "core/errors.h"
+#include "model/int4_loader.h"
 
 namespace qmpi {
 
@@ -39,7 +40,15 @@ Weight WeightLoader::load(const std::string& name, const std::vector<int64_t>& s
 Linear WeightLoader::load_linear(const std::string& prefix, int64_t out_features,
                                  int64_t in_features, bool bias) {
   Linear lin;
-  lin.weight = load(prefix + ".weight", {out_features, in_features});
+  if (cfg_.quant) {
+    auto slice = plan_.slice_for(cfg_, prefix + ".weight");
+    if (!slice) raise(Err::Internal, "shard plan does not assign " + prefix + " to this rank");
+    lin.int4 = upload_int4(
+        be_, repack_int4(read_int4_linear(cfg_, src_, prefix, out_features, in_features, *slice)));
+    bytes_ += lin.int4.bytes();
+  } else {
+    lin.weight = load(prefix + ".weight", {out_features, in_features});
+  }
   if (bias) lin.bias = load(prefix + ".bias", {out_features});
   return lin;
 }

@@ -94,6 +94,12 @@ uint64_t host_available_memory() {
 uint64_t tensor_bytes(const ModelConfig& cfg, const PlanInputs& in, const std::string& tensor,
                       int64_t numel) {
   const uint64_t n = uint64_t(numel);
+  if (cfg.quant && is_quantized_linear(tensor)) {
+    // An int4 checkpoint as the engine holds it (model/int4_weight.h): half a byte per weight,
+    // and per group of inputs an fp16 scale and a one-byte zero point per output.
+    const uint64_t gs = cfg.quant.group_size > 0 ? uint64_t(cfg.quant.group_size) : 0;
+    return n / 2 + (gs ? n * 3 / gs : 0);
+  }
   if (!in.int4_weights) return n * dtype_size(tensor_dtype(cfg, in, tensor));
   if (is_quantized_linear(tensor)) return n * kInt4BytesNum / kInt4BytesDen;
   return n * 2;

@@ -5,7 +5,11 @@
 // Weights:     sum over expected_tensors(cfg) of the slice this rank owns (ShardPlan::slice_for)
 //              x the tensor's dtype size (safetensors header, else config torch_dtype). Tied
 //              models hold the embedding on the first and the last stage.
-// Int4 weights: the same slices, decoder linears (*_proj.weight) at 133/256 bytes per weight
+// Int4 checkpoints (config.json has a quantization_config): decoder linears at what the engine
+//              holds, 1/2 + 3/group bytes per weight (packed values, fp16 scale and 1-byte zero
+//              per group and output); everything else at its checkpoint dtype.
+// Int4 weights (estimate for a bf16 config): the same slices, decoder linears (*_proj.weight) at
+// 133/256 bytes per weight
 //              (4-bit value + fp16 scale and 4-bit zero per group of 128: facts §7), every other
 //              tensor at 2 bytes (fp16).
 // KV cache:    2 (K, V) x layers on the stage x KV heads on the rank x head_dim x KV dtype size

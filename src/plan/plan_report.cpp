@@ -40,7 +40,11 @@ std::string dtype_summary(const ModelConfig& cfg, const PlanInputs& in) {
   }
   std::string s;
   for (const auto& n : names) s += (s.empty() ? "" : "+") + n;
-  return s + (in.tensor_dtypes.empty() ? " (config torch_dtype)" : " (safetensors headers)");
+  s += in.tensor_dtypes.empty() ? " (config torch_dtype)" : " (safetensors headers)";
+  if (cfg.quant)  // the decoder projections are int4 whatever the float tensors are
+    s = "int4 " + cfg.quant.method_name() + " group " + std::to_string(cfg.quant.group_size) +
+        " projections, other tensors " + s;
+  return s;
 }
 
 std::string budget_line(const PlanInputs& in) {
@@ -80,7 +84,7 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
   }
   s += "weights   " + format_gb(weights) + " (" + format_gib(weights) + " GiB) in " +
        dtype_summary(cfg, in);
-  if (!in.int4_weights)
+  if (!in.int4_weights && !cfg.quant)
     s += "; an int4-g128 AWQ/GPTQ checkpoint would be about " +
          format_gb(model_weight_bytes(cfg, as_int4));
   s += "\n";

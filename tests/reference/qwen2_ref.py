@@ -20,6 +20,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import int4_ref  # noqa: E402
 import safetensors_ref  # noqa: E402
 
 
@@ -180,8 +181,11 @@ class Qwen2Reference:
 
 def load_model(model_dir: str) -> Qwen2Reference:
     with open(os.path.join(model_dir, "config.json")) as f:
-        config = Qwen2Config(json.load(f))
-    return Qwen2Reference(config, safetensors_ref.read_model_dir(model_dir))
+        raw = json.load(f)
+    tensors = safetensors_ref.read_model_dir(model_dir)
+    if raw.get("quantization_config"):  # int4: the reference's own unpacking, then float math
+        tensors = int4_ref.dequantize_tensors(tensors, raw["quantization_config"])
+    return Qwen2Reference(Qwen2Config(raw), tensors)
 
 
 def main(argv=None) -> int:

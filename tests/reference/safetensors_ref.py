@@ -14,6 +14,8 @@ import numpy as np
 
 # Bytes per element of the dtypes the reference can turn into float64.
 _FLOAT_DTYPES = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8}
+# Integer dtypes it reads as int64 (the packed words and group indices of int4 checkpoints).
+_INT_DTYPES = {"I32": 4}
 _MAX_HEADER = 100_000_000
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
@@ -35,7 +37,9 @@ def _decode(raw: bytes, dtype: str) -> np.ndarray:
         return np.frombuffer(raw, dtype="<f4").astype(np.float64)
     if dtype == "F64":
         return np.frombuffer(raw, dtype="<f8").astype(np.float64)
-    raise SafetensorsError(f"dtype {dtype} is not a float type the reference reads")
+    if dtype == "I32":
+        return np.frombuffer(raw, dtype="<i4").astype(np.int64)
+    raise SafetensorsError(f"dtype {dtype} is not a type the reference reads")
 
 
 def read_header(path: str):
@@ -54,8 +58,8 @@ def read_header(path: str):
     spans = []
     for name, entry in header.items():
         dtype, shape, (begin, end) = entry["dtype"], entry["shape"], entry["data_offsets"]
-        if dtype in _FLOAT_DTYPES:
-            want = int(np.prod(shape, dtype=np.int64)) * _FLOAT_DTYPES[dtype]
+        if dtype in _FLOAT_DTYPES or dtype in _INT_DTYPES:
+            want = int(np.prod(shape, dtype=np.int64)) * {**_FLOAT_DTYPES, **_INT_DTYPES}[dtype]
             if end - begin != want:
                 raise SafetensorsError(
                     f"{path}: {name} has {end - begin} bytes, shape {shape} {dtype} needs {want}")
@@ -71,7 +75,7 @@ def read_header(path: str):
 
 
 def read_file(path: str) -> dict:
-    """All float tensors of one .safetensors file as float64 arrays of their shapes."""
+    """All tensors of one .safetensors file: float ones as float64, I32 as int64 arrays."""
     header, data_start, _ = read_header(path)
     out = {}
     with open(path, "rb") as f:

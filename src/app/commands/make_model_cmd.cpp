@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "model/presets.h"
 #include "model/synthetic_checkpoint.h"
+#include "model/synthetic_int4_checkpoint.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;
@@ -59,7 +60,8 @@ std::string human_bytes(double n) {
 }  // namespace
 
 int cmd_make_model(const Args& args) {
-  std::string out, preset, like, dtype_s, tok_dir;
+  std::string out, preset, like, dtype_s, tok_dir, quant, float_out;
+  int64_t group_size = 128;
   uint64_t seed = 0;
   int shards = 1;
   po::options_description opts("qmpi make-model options");
@@ -78,6 +80,14 @@ int cmd_make_model(const Args& args) {
        "number of safetensors files (K > 1 adds model.safetensors.index.json)")
       ("tied", "tie lm_head to the embedding (omit lm_head.weight)")
       ("untied", "write a separate lm_head.weight")
+      ("quant", po::value(&quant),
+       "int4 checkpoint: awq (AutoAWQ GEMM) | gptq (AutoGPTQ); other tensors are f16")
+      ("group-size", po::value(&group_size)->default_value(128),
+       "int4 inputs per scale/zero group (a multiple of 8, or -1 for one group)")
+      ("desc-act", "gptq: act-order (a random g_idx permutation of the input rows' groups)")
+      ("sym", "gptq: symmetric (every zero point 8)")
+      ("float-out", po::value(&float_out),
+       "with --quant: also write the float model the int4 one dequantizes to into this folder")
       ("tokenizer-dir", po::value(&tok_dir),
        "folder with tokenizer.json + tokenizer_config.json (default: $QMPI_TOKENIZER_DIR, else "
        "the cache scripts/setup.sh fills)");
@@ -101,6 +111,21 @@ int cmd_make_model(const Args& args) {
   if (vm.count("tied") && vm.count("untied"))
     raise(Err::Usage, "make-model: --tied and --untied exclude each other");
   const DType dtype = parse_weight_dtype(dtype_s);
+  Int4ModelOptions int4;
+  if (!quant.empty()) {
+    if (quant != "awq" && quant != "gptq")
+      raise(Err::Usage, "--quant " + quant + " is not one of awq, gptq");
+    int4.method = quant == "awq" ? QuantMethod::Awq : QuantMethod::Gptq;
+    int4.group_size = group_size;
+    int4.desc_act = vm.count("desc-act") > 0;
+    int4.sym = vm.count("sym") > 0;
+    if (!vm["dtype"].defaulted())
+      raise(Err::Usage,
+            "make-model: --quant writes f16 tensors beside the int4 ones; drop --dtype");
+  } else if (vm.count("desc-act") || vm.count("sym") || !float_out.empty() ||
+             !vm["group-size"].defaulted()) {
+    raise(Err::Usage, "make-model: --group-size, --desc-act, --sym and --float-out need --quant");
+  }
 
   const ModelConfig base = like.empty() ? preset_config(preset) : config_like(like);
   nlohmann::json config = base.raw;
@@ -109,7 +134,9 @@ int cmd_make_model(const Args& args) {
 
   const fs::path tok = tokenizer_dir(tok_dir);
   check_tokenizer(tok);  // before the weights, so a missing tokenizer fails fast
-  CheckpointSummary summary = write_synthetic_checkpoint(out, config, seed, dtype, shards);
+  CheckpointSummary summary =
+      quant.empty() ? write_synthetic_checkpoint(out, config, seed, dtype, shards)
+                    : write_synthetic_int4_checkpoint(out, config, seed, int4, shards, float_out);
   for (const char* f : kTokenizerFiles) {
     std::error_code ec;
     fs::copy_file(tok / f, fs::path(out) / f, fs::copy_options::overwrite_existing, ec);
@@ -117,12 +144,19 @@ int cmd_make_model(const Args& args) {
       raise(Err::OutputFile,
             "cannot copy " + (tok / f).string() + " to " + out + ": " + ec.message());
     summary.files.push_back(f);
+    if (!float_out.empty())
+      fs::copy_file(tok / f, fs::path(float_out) / f, fs::copy_options::overwrite_existing, ec);
+    if (ec)
+      raise(Err::OutputFile,
+            "cannot copy " + (tok / f).string() + " to " + float_out + ": " + ec.message());
   }
   std::printf(
       "make-model: %s params (%s, %s, seed %llu) in %s: %s of safetensors in %d file%s, "
       "%zu files in all; the weights are random\n",
       human_params(double(summary.params)).c_str(),
-      like.empty() ? preset.c_str() : ("like " + like).c_str(), dtype_s.c_str(),
+      like.empty() ? preset.c_str() : ("like " + like).c_str(),
+      quant.empty() ? dtype_s.c_str()
+                    : ("int4 " + quant + " g" + std::to_string(group_size)).c_str(),
       static_cast<unsigned long long>(seed), out.c_str(),
       human_bytes(double(summary.file_bytes)).c_str(), shards, shards == 1 ? "" : "s",
       summary.files.size());

@@ -12,6 +12,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/kv_store.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/norm.h"
 
 namespace qmpi {
@@ -70,6 +71,11 @@ void CpuBackend::rmsnorm(const float* x, int64_t n, const WeightView& w, float e
 void CpuBackend::matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
                         float* out) {
   cpu::matmul(x, n, w, bias, out, {options_.threads, options_.bf16_activations});
+}
+
+void CpuBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w,
+                             const WeightView* bias, float* out) {
+  cpu::matmul_int4(x, n, w, bias, out, {options_.threads, options_.bf16_activations});
 }
 
 void CpuBackend::rope(float* x, int64_t n, int32_t heads, int32_t head_dim,

@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_errors.h"
 #include "backend/cuda/rope_freq.h"
 #include "core/errors.h"
+#include "kernels/cuda/int4_launchers.h"
 #include "kernels/cuda/launchers.h"
 
 namespace qmpi {
@@ -35,7 +36,9 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       head_map_(allocator_, "query-to-KV head map"),
       rows_(allocator_, "gathered rows"),
       scales_(allocator_, "row scales"),
-      inv_freq_(allocator_, "RoPE frequencies") {
+      inv_freq_(allocator_, "RoPE frequencies"),
+      int4_x_(allocator_, cuda::MemPurpose::Scratch, "int4 matmul inputs"),
+      int4_w_(allocator_, cuda::MemPurpose::Scratch, "int4 weights dequantized to bf16") {
   spdlog::info("cuda: device {} {} (sm_{}{}, {} SMs, {:.1f} GiB), driver CUDA {}, runtime {}",
                device_.index, device_.name, device_.major, device_.minor, device_.multiprocessors,
                double(device_.total_bytes) / double(1ull << 30),
@@ -116,6 +119,31 @@ void CudaBackend::matmul(const float* x, int64_t n, const WeightView& w, const W
                                         std::to_string(w.rows) + " output rows");
   check_cuda(launch_add_bias(out, n, w.rows, bias->data, bias->dtype, stream_.get()),
              "add_bias kernel");
+}
+
+void CudaBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w,
+                              const WeightView* bias, float* out) {
+  if (bias && bias->rows * bias->cols != w.rows)
+    raise(Err::TensorShapeMismatch,
+          "int4 matmul bias has " + std::to_string(bias->rows * bias->cols) +
+              " elements for a weight with " + std::to_string(w.rows) + " output rows");
+  if (n <= 0 || w.rows == 0) return;
+  const int64_t kp = w.words * 8;
+  auto* xg = static_cast<float*>(int4_x_.reserve(size_t(n * kp) * sizeof(float)));
+  check_cuda(cuda::launch_int4_gather(x, n, w.in_features, kp, w.x_index, xg, stream_.get()),
+             "int4 gather kernel");
+  const cuda::Int4Device d{w.qweight, w.scales, w.zeros, w.group_words, w.rows, w.words, w.groups};
+  if (n <= cuda::kInt4GemvMaxRows) {
+    check_cuda(cuda::launch_int4_gemv(xg, n, d, out, stream_.get()), "int4 gemv kernel");
+  } else {
+    // Prefill: the whole weight as bf16 once per call, then the tensor-core GEMM.
+    void* wb = int4_w_.reserve(size_t(w.rows * kp) * 2);
+    check_cuda(cuda::launch_int4_dequant_bf16(d, wb, stream_.get()), "int4 dequantize kernel");
+    gemm_.run(xg, n, WeightView{wb, DType::BF16, w.rows, kp, nullptr}, out);
+  }
+  if (bias)
+    check_cuda(launch_add_bias(out, n, w.rows, bias->data, bias->dtype, stream_.get()),
+               "add_bias kernel");
 }
 
 void CudaBackend::rope(float* x, int64_t n, int32_t heads, int32_t head_dim,

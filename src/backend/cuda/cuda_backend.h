@@ -53,6 +53,8 @@ class CudaBackend final : public Backend {
   void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) override;
   void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
               float* out) override;
+  void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
+                   float* out) override;
   void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
             double theta) override;
   void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
@@ -83,6 +85,8 @@ class CudaBackend final : public Backend {
   cuda::PinnedBuffer weight_staging_;
   cuda::MetadataMirror ids_, positions_, slots_, seqs_, row_seq_, tables_, head_map_, rows_,
       scales_, inv_freq_;
+  // int4 matmul scratch: x in packed-input order, and the bf16 weight of the cuBLAS path.
+  cuda::DeviceArray int4_x_, int4_w_;
   // RoPE inverse frequencies of the (theta, head_dim) last used.
   double rope_theta_ = 0.0;
   int32_t rope_head_dim_ = 0;

@@ -1,0 +1,109 @@
+#include "kernels/cpu/matmul_int4.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/errors.h"
+#include "kernels/cpu/aligned.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/parallel.h"
+
+namespace qmpi::cpu {
+namespace {
+
+// Weight rows dequantized per block on the prefill path: 96 rows of float32 at K = 4864 are
+// 1.8 MB, about what the float GEMM's row tiles stream through L2 per block anyway.
+constexpr int64_t kDequantRows = 96;
+
+}  // namespace
+
+void dequantize_int4_rows(const Int4WeightView& w, int64_t r0, int64_t r1, float* dst) {
+  const int64_t kp = w.words * 8;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint32_t* q = w.qweight + r * w.words;
+    float* d = dst + (r - r0) * kp;
+    for (int64_t g = 0; g < w.groups; ++g) {
+      const float s = f16_to_f32(w.scales[r * w.groups + g]);
+      const float z = float(w.zeros[r * w.groups + g]);
+      for (int64_t i = w.group_words[g]; i < w.group_words[g + 1]; ++i)
+        for (int j = 0; j < 8; ++j) d[i * 8 + j] = (float((q[i] >> (4 * j)) & 15u) - z) * s;
+    }
+  }
+}
+
+void gather_int4_input(const float* x, int64_t n, const Int4WeightView& w, float* dst) {
+  const int64_t kp = w.words * 8, K = w.in_features;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * K;
+    float* d = dst + i * kp;
+    if (!w.x_index) {
+      std::copy(xi, xi + K, d);
+      std::fill(d + K, d + kp, 0.0f);
+      continue;
+    }
+    for (int64_t k = 0; k < kp; ++k) d[k] = w.x_index[k] < 0 ? 0.0f : xi[w.x_index[k]];
+  }
+}
+
+void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
+                 float* out, const MatmulOptions& opt) {
+  if (!w.qweight || !w.scales || !w.zeros || !w.group_words || w.groups < 1 ||
+      (!w.x_index && w.words * 8 != w.in_features) || w.words * 8 < w.in_features)
+    raise(Err::Internal, "int4 matmul weight of " + std::to_string(w.rows) + " rows, " +
+                             std::to_string(w.words) + " words, " + std::to_string(w.groups) +
+                             " groups does not describe " + std::to_string(w.in_features) +
+                             " inputs");
+  if (bias && (!is_float_weight(bias->dtype) || bias->rows * bias->cols != w.rows))
+    raise(Err::TensorShapeMismatch,
+          "int4 matmul bias has " + std::to_string(bias->rows * bias->cols) +
+              " elements for a weight with " + std::to_string(w.rows) + " output rows");
+  if (n <= 0 || w.rows == 0) return;
+  if (n <= kGemvMaxRows)
+    matmul_int4_gemv(x, n, w, bias, out, opt);
+  else
+    matmul_int4_blocked(x, n, w, bias, out, opt);
+}
+
+void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
+                         float* out, const MatmulOptions& opt) {
+  const int64_t kp = w.words * 8;
+  AlignedArray<float> xg = make_aligned<float>(size_t(n * kp));
+  gather_int4_input(x, n, w, xg.get());
+  AlignedArray<float> b = widen(bias);
+  AlignedArray<float> wf = make_aligned<float>(size_t(kDequantRows * kp));
+  AlignedArray<float> part = make_aligned<float>(size_t(n * kDequantRows));
+  const int nt = resolve_threads(opt.threads);
+  MatmulOptions exact = opt;
+  exact.bf16_activations = false;  // the dequantized block is float32
+  for (int64_t r0 = 0; r0 < w.rows; r0 += kDequantRows) {
+    const int64_t rb = std::min(kDequantRows, w.rows - r0);
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int64_t r = 0; r < rb; ++r) dequantize_int4_rows(w, r0 + r, r0 + r + 1, wf.get() + r * kp);
+    const WeightView block{wf.get(), DType::F32, rb, kp, nullptr};
+    matmul_blocked(xg.get(), n, block, nullptr, part.get(), exact);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t r = 0; r < rb; ++r)
+        out[i * w.rows + r0 + r] = part[i * rb + r] + (b ? b[r0 + r] : 0.0f);
+  }
+}
+
+void matmul_int4_reference(const float* x, int64_t n, const Int4WeightView& w,
+                           const WeightView* bias, float* out) {
+  const int64_t kp = w.words * 8;
+  AlignedArray<float> xg = make_aligned<float>(size_t(n * kp));
+  gather_int4_input(x, n, w, xg.get());
+  AlignedArray<float> b = widen(bias);
+  AlignedArray<float> row = make_aligned<float>(size_t(kp));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_int4_rows(w, r, r + 1, row.get());
+    for (int64_t i = 0; i < n; ++i) {
+      double s = 0.0;
+      for (int64_t k = 0; k < kp; ++k) s += double(row[k]) * double(xg[i * kp + k]);
+      out[i * w.rows + r] = float(s + (b ? b[r] : 0.0f));
+    }
+  }
+}
+
+}  // namespace qmpi::cpu

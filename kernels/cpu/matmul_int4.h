@@ -1,0 +1,36 @@
+// out[n, N] = x[n, K] . W^T (+ bias) for an int4 weight (Int4WeightView: AWQ and GPTQ
+// checkpoints both arrive in its layout), x and out float32, accumulated in float32.
+//
+// Two paths, as for the float matmul: a GEMV that unpacks each weight word in registers and
+// multiplies it with all n rows of x (decode), and a blocked path that dequantizes a block of
+// weight rows to float32 and hands it to the float blocked GEMM (prefill). A plain reference
+// sits beside them for the tests.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/kernel_types.h"
+
+namespace qmpi::cpu {
+
+// Checks the view and bias (raising a qmpi::Error) and runs the path that suits n.
+void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
+                 float* out, const MatmulOptions& opt);
+
+// The two paths, for tests and benchmarks; both assume matmul_int4()'s checks passed.
+void matmul_int4_gemv(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
+                      float* out, const MatmulOptions& opt);
+void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
+                         float* out, const MatmulOptions& opt);
+
+// The plain reference: every weight dequantized, products summed in float64.
+void matmul_int4_reference(const float* x, int64_t n, const Int4WeightView& w,
+                           const WeightView* bias, float* out);
+
+// Rows [r0, r1) of W as float32, in packed-input order: dst[(r - r0) * words * 8 + k].
+void dequantize_int4_rows(const Int4WeightView& w, int64_t r0, int64_t r1, float* dst);
+
+// x in packed-input order: dst[i * words * 8 + k] = x[i][x_index[k]] (0 where x_index is -1).
+void gather_int4_input(const float* x, int64_t n, const Int4WeightView& w, float* dst);
+
+}  // namespace qmpi::cpu

@@ -1,0 +1,38 @@
+#include "model/int4_tensors.h"
+
+#include <string_view>
+
+namespace qmpi {
+
+bool is_int4_projection(const std::string& name) {
+  static constexpr std::string_view kProjections[] = {
+      "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
+      "self_attn.o_proj.weight", "mlp.gate_proj.weight",    "mlp.up_proj.weight",
+      "mlp.down_proj.weight"};
+  if (!std::string_view(name).starts_with("model.layers.")) return false;
+  for (std::string_view p : kProjections)
+    if (std::string_view(name).ends_with("." + std::string(p))) return true;
+  return false;
+}
+
+std::vector<CheckpointTensorSpec> checkpoint_tensors(const ModelConfig& cfg) {
+  std::vector<CheckpointTensorSpec> out;
+  const bool awq = cfg.quant.method == QuantMethod::Awq;
+  for (const TensorSpec& t : expected_tensors(cfg)) {
+    if (!cfg.quant || !is_int4_projection(t.name)) {
+      out.push_back({t.name, t.shape, std::nullopt});
+      continue;
+    }
+    const std::string p = t.name.substr(0, t.name.size() - std::string_view("weight").size());
+    const int64_t N = t.shape[0], K = t.shape[1], G = cfg.quant.groups(K);
+    out.push_back({p + "qweight",
+                   awq ? std::vector<int64_t>{K, N / 8} : std::vector<int64_t>{K / 8, N},
+                   DType::I32});
+    out.push_back({p + "qzeros", {G, N / 8}, DType::I32});
+    out.push_back({p + "scales", {G, N}, DType::F16});
+    if (!awq) out.push_back({p + "g_idx", {K}, DType::I32});
+  }
+  return out;
+}
+
+}  // namespace qmpi

@@ -1,0 +1,121 @@
+#!/usr/bin/python3
+"""int4 checkpoints (AWQ, GPTQ sym / asym / act-order) against the float64 reference.
+
+`qmpi make-model --quant` writes each random int4 model and the float model it dequantizes to.
+The reference unpacks the int4 files with its own code (tests/reference/int4_ref.py, written
+from the format description) and must get exactly the float twin's weights; then `qmpi logits`
+on the int4 model must match the reference's logits to 2e-3 of the largest |logit| at 1x1,
+TP 2, PP 3 and TP 2 x PP 3, and greedy tokens must equal the reference's where the top-2 margin
+is clear. `qmpi convert` carries the int4 tensors into a .h5 file unchanged: the same logits.
+"""
+
+import json
+import os
+import shutil
+
+import numpy as np
+
+import testlib  # first: it puts tests/reference on the path
+import int4_ref
+import qwen2_ref
+import safetensors_ref
+
+MODELS = [
+    ("awq g64", ["--quant", "awq", "--group-size", "64"]),
+    ("gptq sym g64", ["--quant", "gptq", "--group-size", "64", "--sym"]),
+    ("gptq asym g32", ["--quant", "gptq", "--group-size", "32", "--shards", "3"]),
+    ("gptq act-order g64", ["--quant", "gptq", "--group-size", "64", "--desc-act"]),
+]
+LAYOUTS = [(1, 1), (2, 1), (1, 3), (2, 3)]
+GREEDY_LAYOUTS = [(1, 1), (2, 3)]
+TOLERANCE = 2e-3
+LOGITS_LEN = 16
+GREEDY_TOKENS = 8
+# A greedy step whose top-2 margin is below this may flip on rounding alone.
+CLEAR_MARGIN = 0.05
+MPI_TIMEOUT = 240
+
+
+def make_int4(label: str, args) -> tuple:
+    """(int4 folder, float twin folder), made once per qmpi binary."""
+    key = key_of(label)
+    root = testlib.test_tmp("models")
+    dest, twin = os.path.join(root, "int4-" + key), os.path.join(root, "int4-" + key + "-float")
+    stamp = os.path.join(dest, ".made-by")
+    st = os.stat(testlib.qmpi_binary())
+    identity = f"{st.st_size}:{st.st_mtime_ns}"
+    if os.path.exists(stamp) and open(stamp).read() == identity and os.path.isdir(twin):
+        return dest, twin
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.rmtree(twin, ignore_errors=True)
+    testlib.qmpi(["make-model", "--out", dest, "--float-out", twin, "--preset", "tiny",
+                  "--seed", "21"] + args, timeout=300)
+    with open(stamp, "w") as f:
+        f.write(identity)
+    return dest, twin
+
+
+def check_unpacking(c, label, model_dir, twin_dir) -> None:
+    """The reference's unpacking of the int4 files == the float twin's weights, exactly."""
+    with open(os.path.join(model_dir, "config.json")) as f:
+        quant = json.load(f)["quantization_config"]
+    mine = int4_ref.dequantize_tensors(safetensors_ref.read_model_dir(model_dir), quant)
+    twin = safetensors_ref.read_model_dir(twin_dir)
+    c.check(sorted(mine) == sorted(twin), f"{label}: reference unpacking names the twin's tensors")
+    worst = max(float(np.max(np.abs(mine[n] - twin[n]))) for n in twin if n in mine)
+    c.check(worst == 0.0, f"{label}: reference unpacking == float twin (max diff {worst:g})")
+
+
+def key_of(label: str) -> str:
+    return label.replace(" ", "-")
+
+
+def check_model(c: testlib.Checks, label: str, args, convert: bool) -> None:
+    made = c.guard(label, make_int4, label, args)
+    if made is None:
+        return
+    model_dir, twin_dir = made
+    check_unpacking(c, label, model_dir, twin_dir)
+    ref = qwen2_ref.load_model(model_dir)
+    ids = testlib.random_ids(31, LOGITS_LEN)
+    want = ref.logits(ids)
+    single = None
+    for tp, pp in LAYOUTS:
+        name = f"{label} {tp}x{pp}"
+        got = c.guard(name, testlib.qmpi_logits, model_dir, ids=ids, tp=tp, pp=pp,
+                      mpi=tp * pp > 1, timeout=MPI_TIMEOUT)
+        if got is not None and tp * pp == 1:
+            single = got
+        if got is not None:
+            err = testlib.rel_err(got, want)
+            c.check(err <= TOLERANCE, f"{name}: logits T={LOGITS_LEN} rel err {err:.2e} "
+                                      f"(limit {TOLERANCE:g})")
+    if convert and single is not None:
+        h5 = os.path.join(testlib.test_tmp("int4"), key_of(label) + ".h5")
+        if c.guard(f"{label} convert", testlib.qmpi, ["convert", "--model", model_dir, "--out", h5],
+                   timeout=120) is not None:
+            got = c.guard(f"{label} .h5", testlib.qmpi_logits, h5, ids=ids)
+            if got is not None:
+                c.check(np.array_equal(got, single), f"{label}: .h5 from qmpi convert gives the "
+                                                     f"same logits as the safetensors folder")
+    prompt = ids[:5]
+    trace = ref.greedy_trace(prompt, GREEDY_TOKENS, testlib.tokenizer_size(model_dir))
+    clear = next((i for i, (_, m) in enumerate(trace) if m < CLEAR_MARGIN), len(trace))
+    expect = [t for t, _ in trace][:clear]
+    for tp, pp in GREEDY_LAYOUTS:
+        name = f"{label} {tp}x{pp}"
+        result = c.guard(name, testlib.qmpi_greedy, model_dir, GREEDY_TOKENS, ids=prompt, tp=tp,
+                         pp=pp, mpi=tp * pp > 1, timeout=MPI_TIMEOUT)
+        if result is not None:
+            got = result["output_ids"][:clear]
+            c.check(got == expect, f"{name}: first {clear} greedy ids (margins >= {CLEAR_MARGIN}) "
+                                   f"== reference")
+
+
+def body(c: testlib.Checks) -> None:
+    for i, (label, args) in enumerate(MODELS):
+        check_model(c, label, args, convert=i == len(MODELS) - 1)
+
+
+if __name__ == "__main__":
+    testlib.main("int4_vs_reference", body)

@@ -1,0 +1,168 @@
+// The int4 GEMV and blocked paths against the plain reference, and the reference against a
+// dequantization written out by hand, on layouts with uniform groups, a short last group, and
+// act-order runs of uneven length padded with x_index -1.
+#include "kernels/cpu/matmul_int4.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <random>
+
+#include "core/errors.h"
+#include "kernel_test_util.h"
+
+namespace qmpi {
+namespace {
+
+using test::max_rel_err;
+using test::random_floats;
+
+// An Int4WeightView's arrays in host memory.
+struct HostInt4 {
+  std::vector<uint32_t> qweight;
+  std::vector<uint16_t> scales;
+  std::vector<uint8_t> zeros;
+  std::vector<int32_t> group_words;
+  std::vector<int32_t> x_index;
+  int64_t rows = 0, words = 0, in_features = 0;
+  Int4WeightView view() const {
+    return {qweight.data(),
+            scales.data(),
+            zeros.data(),
+            group_words.data(),
+            x_index.empty() ? nullptr : x_index.data(),
+            rows,
+            words,
+            int64_t(group_words.size()) - 1,
+            in_features};
+  }
+};
+
+// `group_words_of` gives each group's word count. With `shuffle`, x_index is a permutation of
+// [0, in_features) with a -1 in every word's last slot of an odd group (act-order padding).
+HostInt4 random_int4(int64_t rows, const std::vector<int32_t>& group_words_of, bool shuffle,
+                     std::mt19937& rng) {
+  HostInt4 h;
+  h.rows = rows;
+  h.group_words.push_back(0);
+  for (int32_t w : group_words_of) h.group_words.push_back(h.group_words.back() + w);
+  h.words = h.group_words.back();
+  const int64_t groups = int64_t(group_words_of.size());
+  std::uniform_int_distribution<uint32_t> word;
+  std::uniform_int_distribution<int> zero(0, 16);
+  std::uniform_real_distribution<float> scale(0.005f, 0.02f);
+  h.qweight.resize(size_t(rows * h.words));
+  for (auto& q : h.qweight) q = word(rng);
+  h.scales.resize(size_t(rows * groups));
+  for (auto& s : h.scales) s = f32_to_f16(scale(rng));
+  h.zeros.resize(size_t(rows * groups));
+  for (auto& z : h.zeros) z = uint8_t(zero(rng));
+  const int64_t kp = h.words * 8;
+  if (!shuffle) {
+    h.in_features = kp;
+    return h;
+  }
+  std::vector<int32_t> slots;  // packed positions that carry an input
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t k = h.group_words[g] * 8; k < h.group_words[g + 1] * 8; ++k)
+      if (g % 2 == 0 || k % 8 != 7) slots.push_back(int32_t(k));
+  h.in_features = int64_t(slots.size());
+  std::vector<int32_t> inputs(slots.size());
+  std::iota(inputs.begin(), inputs.end(), 0);
+  std::shuffle(inputs.begin(), inputs.end(), rng);
+  h.x_index.assign(size_t(kp), -1);
+  for (size_t i = 0; i < slots.size(); ++i) h.x_index[slots[i]] = inputs[i];
+  return h;
+}
+
+std::vector<float> run(void (*path)(const float*, int64_t, const Int4WeightView&, const WeightView*,
+                                    float*, const cpu::MatmulOptions&),
+                       const HostInt4& h, const std::vector<float>& x, int64_t n,
+                       const WeightView* bias, int threads = 2) {
+  std::vector<float> out(size_t(n * h.rows), -1.0f);
+  path(x.data(), n, h.view(), bias, out.data(), {threads, false});
+  return out;
+}
+
+std::vector<float> reference(const HostInt4& h, const std::vector<float>& x, int64_t n,
+                             const WeightView* bias) {
+  std::vector<float> out(size_t(n * h.rows));
+  cpu::matmul_int4_reference(x.data(), n, h.view(), bias, out.data());
+  return out;
+}
+
+TEST(MatmulInt4, ReferenceDequantizesAsTheLayoutSays) {
+  std::mt19937 rng(1);
+  // Two rows, two groups of one word each: input k of group g is nibble k % 8 of word g.
+  HostInt4 h = random_int4(2, {1, 1}, false, rng);
+  h.qweight = {0x76543210u, 0xfedcba98u, 0x00000000u, 0xffffffffu};
+  h.zeros = {8, 0, 16, 15};
+  h.scales = {f32_to_f16(0.5f), f32_to_f16(2.0f), f32_to_f16(1.0f), f32_to_f16(0.25f)};
+  std::vector<float> x(16, 0.0f);
+  x[3] = 1.0f;   // row 0: (3 - 8) * 0.5; row 1: (0 - 16) * 1
+  x[12] = 1.0f;  // row 0: (12 - 0) * 2;  row 1: (15 - 15) * 0.25
+  std::vector<float> out = reference(h, x, 1, nullptr);
+  EXPECT_FLOAT_EQ(out[0], -2.5f + 24.0f);
+  EXPECT_FLOAT_EQ(out[1], -16.0f);
+}
+
+TEST(MatmulInt4, PathsMatchReference) {
+  std::mt19937 rng(7);
+  struct Case {
+    int64_t rows;
+    std::vector<int32_t> groups;
+    bool shuffle;
+  };
+  const std::vector<Case> cases = {
+      {37, {16, 16, 16}, false},        // group 128
+      {24, {4, 4, 4, 4, 4, 4}, false},  // group 32: several groups per vector
+      {13, {16, 16, 5}, false},         // a short last group (GPTQ's ceil(K / g))
+      {29, {3, 17, 1, 9, 0, 6}, true},  // act-order runs, an empty group, padding
+      {8, {112}, false},                // group -1: one group of 896 inputs
+  };
+  for (const Case& c : cases) {
+    const HostInt4 h = random_int4(c.rows, c.groups, c.shuffle, rng);
+    const std::vector<float> bias_v = random_floats(size_t(c.rows), rng);
+    const WeightView bias{bias_v.data(), DType::F32, 1, c.rows, nullptr};
+    for (int64_t n : {1, 3, 4, 5, 16, 17, 40}) {
+      const std::vector<float> x = random_floats(size_t(n * h.in_features), rng);
+      for (const WeightView* b : {static_cast<const WeightView*>(nullptr), &bias}) {
+        const std::vector<float> want = reference(h, x, n, b);
+        const std::string what = "rows " + std::to_string(c.rows) + " words " +
+                                 std::to_string(h.words) + " n " + std::to_string(n) +
+                                 (b ? " bias" : "") + (c.shuffle ? " act-order" : "");
+        EXPECT_LT(max_rel_err(run(cpu::matmul_int4_gemv, h, x, n, b), want), 2e-6) << what;
+        EXPECT_LT(max_rel_err(run(cpu::matmul_int4_blocked, h, x, n, b), want), 2e-6) << what;
+        EXPECT_LT(max_rel_err(run(cpu::matmul_int4, h, x, n, b), want), 2e-6) << what;
+      }
+    }
+  }
+}
+
+TEST(MatmulInt4, ModelWidthAndThreadCount) {
+  std::mt19937 rng(3);
+  // qwen2.5-0.5b's down_proj at group 128: 896 outputs, 4864 inputs.
+  const HostInt4 h = random_int4(896, std::vector<int32_t>(38, 16), false, rng);
+  for (int64_t n : {1, 2, 33}) {
+    const std::vector<float> x = random_floats(size_t(n * h.in_features), rng);
+    const std::vector<float> want = reference(h, x, n, nullptr);
+    const std::vector<float> one = run(cpu::matmul_int4, h, x, n, nullptr, 1);
+    EXPECT_LT(max_rel_err(one, want), 1e-5) << n;  // float32 sums over 4864 inputs
+    EXPECT_EQ(one, run(cpu::matmul_int4, h, x, n, nullptr, 2)) << n;
+  }
+}
+
+TEST(MatmulInt4, RejectsViewsThatDoNotDescribeTheInput) {
+  std::mt19937 rng(5);
+  HostInt4 h = random_int4(8, {2}, false, rng);
+  h.in_features = 15;  // 16 packed inputs without an x_index
+  std::vector<float> x(15), out(8);
+  EXPECT_THROW(cpu::matmul_int4(x.data(), 1, h.view(), nullptr, out.data(), {}), Error);
+  h.in_features = 16;
+  const std::vector<float> short_bias(7);
+  const WeightView b{short_bias.data(), DType::F32, 1, 7, nullptr};
+  EXPECT_THROW(cpu::matmul_int4(x.data(), 1, h.view(), &b, out.data(), {}), Error);
+}
+
+}  // namespace
+}  // namespace qmpi
