@@ -13,9 +13,12 @@
 namespace qmpi::cpu {
 namespace {
 
-// Weight rows dequantized per block on the prefill path: 96 rows of float32 at K = 4864 are
-// 1.8 MB, about what the float GEMM's row tiles stream through L2 per block anyway.
-constexpr int64_t kDequantRows = 96;
+// Float32 bytes of weight rows dequantized per block on the prefill path. Each block is one
+// call of the float blocked GEMM, which repacks all of x into token panels first; that costs
+// about as much as 30 rows of multiply-adds, so blocks must be large (the whole of a
+// qwen2.5-0.5b projection fits). 96-row blocks ran prefill 5x slower than bf16.
+constexpr int64_t kDequantBytes = int64_t(32) << 20;
+constexpr int64_t kMinDequantRows = 96;
 
 }  // namespace
 
@@ -72,13 +75,15 @@ void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, con
   AlignedArray<float> xg = make_aligned<float>(size_t(n * kp));
   gather_int4_input(x, n, w, xg.get());
   AlignedArray<float> b = widen(bias);
-  AlignedArray<float> wf = make_aligned<float>(size_t(kDequantRows * kp));
-  AlignedArray<float> part = make_aligned<float>(size_t(n * kDequantRows));
+  const int64_t block_rows =
+      std::min(w.rows, std::max(kMinDequantRows, kDequantBytes / int64_t(sizeof(float) * kp)));
+  AlignedArray<float> wf = make_aligned<float>(size_t(block_rows * kp));
+  AlignedArray<float> part = make_aligned<float>(size_t(n * block_rows));
   const int nt = resolve_threads(opt.threads);
   MatmulOptions exact = opt;
   exact.bf16_activations = false;  // the dequantized block is float32
-  for (int64_t r0 = 0; r0 < w.rows; r0 += kDequantRows) {
-    const int64_t rb = std::min(kDequantRows, w.rows - r0);
+  for (int64_t r0 = 0; r0 < w.rows; r0 += block_rows) {
+    const int64_t rb = std::min(block_rows, w.rows - r0);
 #pragma omp parallel for num_threads(nt) schedule(static)
     for (int64_t r = 0; r < rb; ++r) dequantize_int4_rows(w, r0 + r, r0 + r + 1, wf.get() + r * kp);
     const WeightView block{wf.get(), DType::F32, rb, kp, nullptr};

@@ -7,6 +7,7 @@ from the format description) and must get exactly the float twin's weights; then
 on the int4 model must match the reference's logits to 2e-3 of the largest |logit| at 1x1,
 TP 2, PP 3 and TP 2 x PP 3, and greedy tokens must equal the reference's where the top-2 margin
 is clear. `qmpi convert` carries the int4 tensors into a .h5 file unchanged: the same logits.
+`qmpi batch` on the act-order model gives the same completions at 2x3 as at 1x1.
 """
 
 import json
@@ -66,6 +67,24 @@ def check_unpacking(c, label, model_dir, twin_dir) -> None:
     c.check(worst == 0.0, f"{label}: reference unpacking == float twin (max diff {worst:g})")
 
 
+def batch_texts(model_dir: str, tp: int, pp: int) -> dict:
+    """{custom_id: text} of a two-request greedy `qmpi batch` run."""
+    work = testlib.test_tmp("int4")
+    src, out = os.path.join(work, "batch.jsonl"), os.path.join(work, f"batch-{tp}x{pp}.jsonl")
+    with open(src, "w") as f:
+        for cid, prompt in (("a", "Hello world"), ("b", "The quick brown fox")):
+            f.write(json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/completions",
+                                "body": {"prompt": prompt, "max_tokens": 12,
+                                         "temperature": 0}}) + "\n")
+    if os.path.exists(out):
+        os.remove(out)
+    testlib.qmpi(["batch", "--model", model_dir, "--input", src, "--output", out], tp=tp, pp=pp,
+                 mpi=tp * pp > 1, timeout=MPI_TIMEOUT)
+    with open(out) as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return {r["custom_id"]: r["response"]["body"]["choices"][0]["text"] for r in rows}
+
+
 def key_of(label: str) -> str:
     return label.replace(" ", "-")
 
@@ -98,6 +117,12 @@ def check_model(c: testlib.Checks, label: str, args, convert: bool) -> None:
             if got is not None:
                 c.check(np.array_equal(got, single), f"{label}: .h5 from qmpi convert gives the "
                                                      f"same logits as the safetensors folder")
+    if convert:
+        one = c.guard(f"{label} batch 1x1", batch_texts, model_dir, 1, 1)
+        six = c.guard(f"{label} batch 2x3", batch_texts, model_dir, 2, 3)
+        if one is not None and six is not None:
+            c.check(len(one) == 2 and one == six,
+                    f"{label}: qmpi batch completions at 2x3 == 1x1 ({len(one)} requests)")
     prompt = ids[:5]
     trace = ref.greedy_trace(prompt, GREEDY_TOKENS, testlib.tokenizer_size(model_dir))
     clear = next((i for i, (_, m) in enumerate(trace) if m < CLEAR_MARGIN), len(trace))
