@@ -21,9 +21,10 @@ namespace {
 // What the planner is told about this launch: the same for the check and for the report.
 PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineOptions& o) {
   PlanInputs in;
-  in.gpus = mesh.size();
+  in.gpus = mesh.size() / mesh.dp();  // one replica: every replica's ranks hold the same
   std::set<std::string> hosts;
-  for (const auto& p : mesh.placements()) hosts.insert(p.host);
+  for (const auto& p : mesh.placements())
+    if (p.replica == mesh.replica()) hosts.insert(p.host);
   in.nodes = int(hosts.size());
   in.backend = o.cuda ? BackendKind::Cuda : BackendKind::Cpu;
   in.gpu_util = o.gpu_memory_utilization;
@@ -62,7 +63,7 @@ std::string launch_memory_report(const ModelConfig& cfg, const Mesh& mesh, const
   PlanInputs in = launch_plan_inputs(mesh, o);
   if (measured.device) in.gpu_mem = measured.total_bytes;
   const PredictedMemory p =
-      predict_rank_memory(cfg, make_shard_plan(cfg, mesh.layout(), mesh.rank()), in,
+      predict_rank_memory(cfg, make_shard_plan(cfg, mesh.layout(), mesh.replica_rank()), in,
                           ranks_sharing_device(mesh.placements(), mesh.rank()));
   return memory_report_line(p, measured);
 }
