@@ -13,6 +13,7 @@ ReplicaScheduler::ReplicaScheduler(const std::vector<StepRunner*>& runners,
                                    const std::vector<BlockManager*>& blocks,
                                    const SchedulerConfig& cfg, double keep_alive_s)
     : cfg_(cfg),
+      keep_alive_on_(keep_alive_s > 0),
       keep_alive_(std::chrono::duration_cast<Clock::duration>(
           std::chrono::duration<double>(std::max(keep_alive_s, 0.0)))) {
   if (runners.empty() || runners.size() != blocks.size())
@@ -75,7 +76,7 @@ std::vector<TokenEvent> ReplicaScheduler::step() {
 }
 
 void ReplicaScheduler::keep_idle_replicas_alive() {
-  if (keep_alive_ <= Clock::duration::zero()) return;
+  if (!keep_alive_on_) return;
   const Clock::time_point now = Clock::now();
   for (int r = 0; r < replicas(); ++r) {
     Scheduler& s = *scheds_[size_t(r)];
