@@ -21,10 +21,9 @@ namespace {
 // What the planner is told about this launch: the same for the check and for the report.
 PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineOptions& o) {
   PlanInputs in;
-  in.gpus = mesh.size() / mesh.dp();  // one replica: every replica's ranks hold the same
+  in.gpus = mesh.size();
   std::set<std::string> hosts;
-  for (const auto& p : mesh.placements())
-    if (p.replica == mesh.replica()) hosts.insert(p.host);
+  for (const auto& p : mesh.placements()) hosts.insert(p.host);
   in.nodes = int(hosts.size());
   in.backend = o.cuda ? BackendKind::Cuda : BackendKind::Cpu;
   in.gpu_util = o.gpu_memory_utilization;
@@ -55,7 +54,9 @@ void launch_preflight(const ModelConfig& cfg, const Mesh& mesh, const EngineOpti
                  uint64_t(ranks_sharing_device(mesh.placements(), mesh.rank()));
 #endif
   }
-  preflight(cfg, Layout{mesh.tp(), mesh.pp(), o.layout.pp_layers}, in);
+  Layout layout{mesh.tp(), mesh.pp(), o.layout.pp_layers};
+  layout.dp = mesh.dp();  // the planner costs the replicas' ranks together on a shared host
+  preflight(cfg, layout, in);
 }
 
 std::string launch_memory_report(const ModelConfig& cfg, const Mesh& mesh, const EngineOptions& o,
