@@ -14,6 +14,7 @@ import json
 import os
 import random
 import re
+import subprocess
 
 import testlib as t
 
@@ -86,6 +87,10 @@ def body(c: t.Checks) -> None:
     model = t.make_model()
     inp = os.path.join(t.test_tmp("dp_batch"), "input.jsonl")
     make_input(inp)
+    proc = subprocess.run([t.qmpi_binary(), "run", "--model", model, "--dp", "2", "--prompt", "x"],
+                          capture_output=True, text=True, timeout=60)
+    c.check(proc.returncode == 2 and "QM100" in proc.stderr and "--dp is for batch and serve"
+            in proc.stderr, f"qmpi run --dp 2 is refused: {proc.stderr.strip()[:160]!r}")
     ref, _ = run_batch(model, inp, "1x1", [], 1)
     c.check(len(ref) == 48, f"1x1: {len(ref)} results")
     for label, layout in (("dp2-tp3", ["--dp", "2", "--tp", "3"]),
