@@ -61,7 +61,7 @@ class ReplicaScheduler final : public SequenceScheduler {
   std::vector<std::unique_ptr<Scheduler>> scheds_;
   std::vector<Clock::time_point> last_step_;  // per replica: when it last ran a step
   bool keep_alive_on_;
-  Clock::duration keep_alive_;  // may round to zero: then every step pings the idle replicas
+  Clock::duration keep_alive_;    // may round to zero: then every step pings the idle replicas
   mutable SchedulerStats stats_;  // the replicas' summed, refreshed by stats()
 };
 
