@@ -4,8 +4,8 @@
 32 ZeroMQ and 32 HTTP clients at once (chat and completions, streamed and not, greedy and
 seeded) each get exactly the tokens and text that `qmpi batch` at 1x1 gives the same request;
 both replicas did part of the work (the server's per-replica summary at exit), and SIGTERM stops
-every rank cleanly. Then the same 64 clients against `--tp 6` (one uneven TP group over all six
-ranks) get the same answers.
+every rank cleanly. Then the same 64 clients against `--dp 2 --pp 3` (two pipelined replicas)
+and `--tp 6` (one uneven TP group over all six ranks) get the same answers.
 """
 
 import threading
@@ -71,6 +71,8 @@ def body(c: t.Checks) -> None:
     c.check(len(per) == 2 and all(v > 0 for v in per.values()),
             f"--dp 2 --tp 3: both replicas generated tokens {per}")
 
+    # Pipelined replicas: micro-batches in flight on both, drained before every stop poll.
+    serve_and_compare(c, model, "--dp 2 --pp 3", zreqs, hreqs, ref, dp=2, tp=1, pp=3)
     serve_and_compare(c, model, "--tp 6", zreqs, hreqs, ref, tp=6, pp=1)
 
 
