@@ -3,8 +3,10 @@
 # unpack a prepared bundle), the CUDA unit tests (every kernel against the CPU backend on fresh
 # random data), `qmpi logits` with --backend cuda against --backend cpu on the tiny and the
 # qwen2.5-0.5b presets and the tiny Qwen3, Qwen2-MoE and Qwen3-MoE ones, the 6-rank --tp 2
-# --pp 3 --comm mpi layout on the one GPU (and every rank's "memory predicted / actual" line, its KV cache sized from the device), the 3-rank
-# uneven --tp 3 (5,5,4 heads over 2 KV heads) on it too, and decode / prefill tokens/s next to the HBM roofline (weight bytes per token / measured copy bandwidth).
+# --pp 3 --comm mpi layout on the one GPU (and every rank's "memory predicted / actual" line, its
+# KV cache sized from the device), the 3-rank uneven --tp 3 (5,5,4 heads over 2 KV heads) on it
+# too, a --dp 2 --tp 3 batch against one rank's, and decode / prefill tokens/s next to the HBM
+# roofline (weight bytes per token / measured copy bandwidth).
 # int4 rows: the int4 device test (in the CUDA unit tests), `qmpi logits` cuda vs cpu on a GPTQ
 # act-order tiny model and an AWQ g128 qwen2.5-0.5b, and that model's decode / prefill tokens/s.
 # Finishes inside QMPI_CHECK_BUDGET_S seconds (default 450) and prints a short table last;
@@ -386,6 +388,37 @@ if ((models_ok)) && [[ -n "$py" ]]; then
     fi
   else
     row "3 ranks tp3 (uneven heads) --comm mpi vs cpu" FAIL "mpirun failed: see log"
+  fi
+
+  # Two TP 3 replicas (--dp 2) on 6 ranks sharing the GPU: every request of a small batch gets
+  # the tokens of the same batch on one rank (the replica changes no token).
+  "$py" -c '
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(8):
+        f.write(json.dumps({"id": f"r{i}", "prompt": [1 + i, 2, 3, 4, 5 + i], "max_tokens": 8,
+                            "temperature": 0, "ignore_eos": True}) + "\n")' "$work/dp.jsonl"
+  if run 120 env "${qenv[@]}" "$qmpi" batch --model "$work/q05" --input "$work/dp.jsonl" \
+       --output "$work/dp.1x1.jsonl" --overwrite --token-ids --backend "$backend" &&
+     run 180 env "${qenv[@]}" OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}" \
+       "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 6 "$qmpi" batch --model "$work/q05" \
+       --input "$work/dp.jsonl" --output "$work/dp.dp2tp3.jsonl" --overwrite --token-ids --dp 2 --tp 3 \
+       --backend "$backend" --comm mpi; then
+    if value="$("$py" -c '
+import json, sys
+def ids(p):
+    return {json.loads(l)["custom_id"]: json.loads(l)["response"]["body"]["choices"][0]["token_ids"]
+            for l in open(p)}
+a, b = ids(sys.argv[1]), ids(sys.argv[2])
+same = sum(a[k] == b.get(k) for k in a)
+print(f"{same}/{len(a)} requests with the 1-rank tokens")
+sys.exit(0 if same == len(a) == 8 else 1)' "$work/dp.dp2tp3.jsonl" "$work/dp.1x1.jsonl")"; then
+      row "6 ranks dp2 tp3 --comm mpi batch vs 1 rank" ok "$value"
+    else
+      row "6 ranks dp2 tp3 --comm mpi batch vs 1 rank" FAIL "$value"
+    fi
+  else
+    row "6 ranks dp2 tp3 --comm mpi batch vs 1 rank" FAIL "a batch run failed: see log"
   fi
 
   # Speed: one sequence, 128-token prompt, 64 generated tokens.

@@ -5,6 +5,7 @@
 # Environment (all optional except MODEL or SYNTHETIC_CONFIG):
 #   MODEL / SYNTHETIC_CONFIG  model folder, or a config.json for --synthetic-weights
 #   TP, PP                    layout (each script sets its default)
+#   DP                        data-parallel replicas of the TP x PP mesh (batch, serve; default 1)
 #   BACKEND                   cuda (default) or cpu
 #   HOSTFILE                  Open MPI hostfile (default: this host only, TP x PP slots)
 #   RANKS_PER_HOST            ranks on each host (default: the first host's slots=, or TP x PP)
@@ -37,8 +38,10 @@ qmpi_mpirun() {  # qmpi_mpirun COMMAND [qmpi options...]
     echo "error: set MODEL to the model folder (or SYNTHETIC_CONFIG to a config.json)" >&2
     return 2
   fi
-  local tp="${TP:?}" pp="${PP:?}" np
-  np=$((tp * pp))
+  local tp="${TP:?}" pp="${PP:?}" dp="${DP:-1}" np
+  np=$((dp * tp * pp))
+  local replicas=()
+  ((dp > 1)) && replicas=(--dp "$dp")
 
   local hosts=() per_host
   if [[ -n "${HOSTFILE:-}" ]]; then
@@ -94,7 +97,7 @@ qmpi_mpirun() {  # qmpi_mpirun COMMAND [qmpi options...]
 
   local cmd=("${MPIRUN:-mpirun}" -np "$np" "${hosts[@]}" --map-by "$map_by" --bind-to "$bind_to"
     "${forward[@]}" "${logs[@]}" "${extra[@]}"
-    "$qmpi" "$sub" "${model_args[@]}" --tp "$tp" --pp "$pp" --backend "${BACKEND:-cuda}" "$@")
+    "$qmpi" "$sub" "${model_args[@]}" "${replicas[@]}" --tp "$tp" --pp "$pp" --backend "${BACKEND:-cuda}" "$@")
   if [[ "${DRY_RUN:-0}" == 1 ]]; then
     printf '%q ' "${cmd[@]}"
     echo

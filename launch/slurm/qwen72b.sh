@@ -4,8 +4,10 @@
 # Default: 1 node x 8 GPUs, --tp 8 (every layer split over 8 GPUs of one NVLink/PCIe domain).
 #   sbatch launch/slurm/qwen72b.sh
 #
-# Variant A: 6 GPUs on one node, --tp 2 --pp 3 (TP 6 is impossible: 8 KV heads do not split
-# over 6 ranks). Each pipeline stage is a GPU pair, so put pairs on shared PCIe switches/NVLink.
+# Variant A: 6 GPUs on one node, --tp 2 --pp 3 (`qmpi plan`'s pick: the most KV room). Each
+# pipeline stage is a GPU pair, so put pairs on shared PCIe switches/NVLink. TP=6 PP=1 also runs
+# (uneven heads: fastest per token, about half the KV room), and so do two TP 3 replicas behind
+# one endpoint (DP=2 TP=3 PP=1; docs/choosing-layouts.md compares the three).
 #   TP=2 PP=3 sbatch --ntasks-per-node=6 --gpus-per-node=6 launch/slurm/qwen72b.sh
 #
 # Variant B: 2 nodes x 4 GPUs, --tp 4 --pp 2: tensor parallel inside each node, one pipeline
@@ -35,6 +37,7 @@ export MODEL="${MODEL-models/Qwen2.5-72B-Instruct}"
 export MODE="${MODE:-serve}"
 export TP="${TP:-8}"
 export PP="${PP:-1}"
+export DP="${DP:-1}"
 # MAX_NUM_SEQS and MAX_MODEL_LEN (unset: qmpi's defaults) go to both `qmpi plan` and qmpi, so
 # the plan checks the KV cache the job will really allocate; e.g. MAX_NUM_SEQS=32 for serving.
 

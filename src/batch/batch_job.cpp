@@ -45,7 +45,7 @@ int64_t count_requests(const std::string& path) {
 
 class BatchJob {
  public:
-  BatchJob(const BatchJobOptions& opts, const BatchModel& model, Scheduler& sched)
+  BatchJob(const BatchJobOptions& opts, const BatchModel& model, SequenceScheduler& sched)
       : opts_(opts),
         model_(model),
         sched_(sched),
@@ -68,7 +68,7 @@ class BatchJob {
 
   const BatchJobOptions& opts_;
   const BatchModel& model_;
-  Scheduler& sched_;
+  SequenceScheduler& sched_;
   RequestPipeline pipeline_;
   Progress progress_;
   std::ifstream input_;
@@ -227,8 +227,8 @@ ProgressCounts BatchJob::counts() const {
   ProgressCounts c = summary_.counts;
   c.running = int64_t(sched_.num_running());
   c.waiting = int64_t(sched_.num_waiting());
-  c.kv_blocks_used = sched_.pool().in_use();
-  c.kv_blocks = sched_.pool().num_blocks();
+  c.kv_blocks_used = sched_.kv_blocks_in_use();
+  c.kv_blocks = sched_.kv_blocks_total();
   return c;
 }
 
@@ -277,8 +277,8 @@ BatchSummary BatchJob::run(const std::function<bool()>& stop_requested) {
 
 }  // namespace
 
-BatchSummary run_batch_job(const BatchJobOptions& opts, const BatchModel& model, Scheduler& sched,
-                           const std::function<bool()>& stop_requested) {
+BatchSummary run_batch_job(const BatchJobOptions& opts, const BatchModel& model,
+                           SequenceScheduler& sched, const std::function<bool()>& stop_requested) {
   BatchJob job(opts, model, sched);
   return job.run(stop_requested);
 }

@@ -47,18 +47,24 @@ Decision decide(const DoctorOptions& o, const Job& job, const ModelConfig* cfg) 
   nlohmann::json j;
   if (job.rank == 0) {
     Decision d;
-    if (o.tp || o.pp) {
+    if (o.tp || o.pp || o.dp > 1) {
       d.layout = Layout{std::max(o.tp, 1), std::max(o.pp, 1), o.pp_layers};
+      d.layout.dp = o.dp;
     } else {
       d.layout = default_layout(job.slots, cfg);
       d.by_default = true;
     }
     d.cuda = o.backend == "cuda" || (o.backend == "auto" && cuda_built() && cuda_usable());
-    j = {{"tp", d.layout.tp}, {"pp", d.layout.pp}, {"default", d.by_default}, {"cuda", d.cuda}};
+    j = {{"dp", d.layout.dp},
+         {"tp", d.layout.tp},
+         {"pp", d.layout.pp},
+         {"default", d.by_default},
+         {"cuda", d.cuda}};
   }
   j = nlohmann::json::parse(broadcast_string(MPI_COMM_WORLD, j.dump(), 0));
   Decision d;
   d.layout = Layout{j["tp"].get<int>(), j["pp"].get<int>(), o.pp_layers};
+  d.layout.dp = j["dp"].get<int>();
   d.by_default = j["default"].get<bool>();
   d.cuda = j["cuda"].get<bool>();
   return d;
@@ -67,7 +73,7 @@ Decision decide(const DoctorOptions& o, const Job& job, const ModelConfig* cfg) 
 PlanInputs plan_inputs(const DoctorOptions& o, const Job& job, const Decision& d,
                        const std::map<std::string, DType>& dtypes) {
   PlanInputs in;
-  in.gpus = d.layout.tp * d.layout.pp;
+  in.gpus = d.layout.world_ranks();
   // Under the job's own mpirun the ranks sit on its hosts; alone, doctor plans for this host.
   in.nodes = job.world == in.gpus && in.gpus % job.hosts == 0 ? job.hosts : 1;
   in.backend = d.cuda ? BackendKind::Cuda : BackendKind::Cpu;
@@ -84,11 +90,11 @@ PlanInputs plan_inputs(const DoctorOptions& o, const Job& job, const Decision& d
 // The TP groups' local ranks on this host (groups of two or more there).
 std::vector<std::vector<int>> tp_groups_on_host(const Job& job, const Layout& l) {
   std::vector<std::vector<int>> out;
-  if (job.world != l.tp * l.pp) return out;
-  for (int s = 0; s < l.pp; ++s) {
+  if (job.world != l.world_ranks()) return out;
+  for (int g = 0; g < l.dp * l.pp; ++g) {  // g = replica * pp + stage: consecutive ranks
     std::vector<int> locals;
     for (int t = 0; t < l.tp; ++t) {
-      const HostSlot& slot = job.slots[size_t(s * l.tp + t)];
+      const HostSlot& slot = job.slots[size_t(g * l.tp + t)];
       if (slot.host_index == job.me().host_index) locals.push_back(slot.local_rank);
     }
     if (locals.size() > 1) out.push_back(locals);
@@ -230,9 +236,11 @@ DoctorReport run_doctor(const DoctorOptions& o) {
   std::vector<CommMeasurement> measured;
   if (job.world > 1 && !o.comm_sizes.empty()) {
     SelfTestSetup s;
-    const bool matches = job.world == layout.tp * layout.pp;
+    // Replicas' TP groups are consecutive ranks too: they are tested as more stages (the
+    // sends between the last stage of one replica and the next one are extra, and harmless).
+    const bool matches = job.world == layout.world_ranks();
     s.tp = matches ? layout.tp : job.world;
-    s.pp = matches ? layout.pp : 1;
+    s.pp = matches ? layout.dp * layout.pp : 1;
     s.sizes = o.comm_sizes;
     s.timeout_s = o.comm_timeout_s;
     for (const HostSlot& slot : job.slots) s.host_of_rank.push_back(slot.host);

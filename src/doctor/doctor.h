@@ -19,6 +19,7 @@ struct DoctorOptions {
   std::string model_config;     // --model-config FILE: the layout and memory checks only
   std::string sha256_manifest;  // --verify-sha256 MANIFEST
   int tp = 0, pp = 0;           // 0 and 0: default_layout()
+  int dp = 1;                   // data-parallel replicas of the tp x pp mesh
   std::vector<int> pp_layers;
   std::string backend = "auto";  // auto (cuda when built and a GPU is present), cpu, cuda
   bool share_devices = false;    // --comm mpi

@@ -72,7 +72,7 @@ std::vector<Finding> layout_findings(const Layout& layout, bool chosen_by_defaul
                                      const std::vector<HostSlot>& slots, const ModelConfig* cfg) {
   std::vector<Finding> out;
   const int world = int(slots.size());
-  const int ranks = layout.tp * layout.pp;
+  const int ranks = layout.world_ranks();
   const std::string lt = layout_flags(layout);
   if (chosen_by_default)
     out.push_back(ok("mpi", "no --tp/--pp given: checking " + lt +
@@ -128,7 +128,7 @@ std::vector<Finding> layout_findings(const Layout& layout, bool chosen_by_defaul
   }
   if (world > 1 && world == ranks) {
     std::vector<std::string> spanning;
-    for (int s = 0; s < layout.pp; ++s) {
+    for (int s = 0; s < layout.dp * layout.pp; ++s) {  // replica * pp + stage
       std::set<std::string> hosts;
       for (int t = 0; t < layout.tp; ++t) hosts.insert(slots[size_t(s * layout.tp + t)].host);
       if (hosts.size() > 1) {

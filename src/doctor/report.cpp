@@ -17,9 +17,8 @@ std::string indent(const std::string& text, const std::string& pad) {
 
 std::string render_text(const DoctorReport& r) {
   std::string out = "qmpi doctor " + std::string(QMPI_VERSION) + ": " + std::to_string(r.ranks) +
-                    " rank(s) on " + std::to_string(r.hosts) + " host(s), checking --tp " +
-                    std::to_string(r.layout.tp) + " --pp " + std::to_string(r.layout.pp) +
-                    " on the " + r.backend + " backend\n";
+                    " rank(s) on " + std::to_string(r.hosts) + " host(s), checking " +
+                    layout_flags(r.layout) + " on the " + r.backend + " backend\n";
   const std::string pad(8, ' ');
   int counts[3] = {0, 0, 0};
   std::string section;
@@ -64,7 +63,7 @@ nlohmann::json render_json(const DoctorReport& r) {
   j["qmpi"] = QMPI_VERSION;
   j["ranks"] = r.ranks;
   j["hosts"] = r.hosts;
-  j["layout"] = {{"tp", r.layout.tp}, {"pp", r.layout.pp}};
+  j["layout"] = {{"dp", r.layout.dp}, {"tp", r.layout.tp}, {"pp", r.layout.pp}};
   j["backend"] = r.backend;
   j["findings"] = nlohmann::json::array();
   int counts[3] = {0, 0, 0};

@@ -49,7 +49,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   mo.comm_timeout_s = opts_.comm_timeout_s;
   mo.allow_tp_across_hosts = opts_.allow_tp_across_hosts;
   mesh_ = std::make_unique<Mesh>(mpi, model_fit(cfg_), mo);  // rank 0 logs the mapping table
-  shard_ = make_shard_plan(cfg_, opts_.layout, mesh_->rank());
+  shard_ = make_shard_plan(cfg_, opts_.layout, mesh_->replica_rank());  // every replica the same
   const ShardPlan& plan = shard_;
 
   // generation_config.json sits beside config.json (synthetic runs) or in the model folder.
@@ -105,9 +105,30 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   pos.tp = mesh_->tp();
   pos.prev_stage_rank = mesh_->prev_stage_rank();
   pos.next_stage_rank = mesh_->next_stage_rank();
-  pos.result_rank = (mesh_->pp() - 1) * mesh_->tp();
+  pos.dp = mesh_->dp();
+  pos.result_rank = pos.replica_result_rank(mesh_->replica());
   executor_ = std::make_unique<Executor>(pos, *world_, *tp_, *backend_, *model_, *cache_);
-  if (is_driver()) blocks_ = std::make_unique<BlockManager>(kv.num_blocks, kv.block_size);
+  if (is_driver()) {
+    // Every rank of every replica has the same number of blocks (agreed over the world), so each
+    // replica's block table on rank 0 has that many.
+    for (int r = 0; r < mesh_->dp(); ++r)
+      blocks_.push_back(std::make_unique<BlockManager>(kv.num_blocks, kv.block_size));
+    own_runner_ = std::make_unique<ExecutorRunner>(*executor_);
+    for (int r = 1; r < mesh_->dp(); ++r)
+      other_runners_.push_back(std::make_unique<ReplicaRunner>(*executor_, *world_, *backend_, r));
+  }
+}
+
+std::vector<StepRunner*> Engine::replica_runners() {
+  std::vector<StepRunner*> out{own_runner_.get()};
+  for (auto& r : other_runners_) out.push_back(r.get());
+  return out;
+}
+
+std::vector<BlockManager*> Engine::replica_blocks() {
+  std::vector<BlockManager*> out;
+  for (auto& b : blocks_) out.push_back(b.get());
+  return out;
 }
 
 void Engine::size_kv_cache(KvCacheShape& kv) {
@@ -150,7 +171,10 @@ void Engine::serve() {
 }
 
 void Engine::shutdown() {
-  if (is_driver() && !shut_down_) executor_->shutdown();
+  if (is_driver() && !shut_down_) {
+    for (auto& r : other_runners_) r->drop_in_flight();
+    executor_->shutdown();
+  }
   shut_down_ = true;
 }
 

@@ -13,6 +13,8 @@
 #include "engine/block_manager.h"
 #include "engine/device_memory.h"
 #include "engine/executor.h"
+#include "engine/replica_runner.h"
+#include "engine/scheduler.h"
 #include "engine/timed_comm.h"
 #include "model/config.h"
 #include "model/decoder.h"
@@ -83,7 +85,12 @@ class Engine {
   const Layout& mesh_layout() const { return opts_.layout; }
   Backend& backend() { return *backend_; }
   Executor& executor() { return *executor_; }
-  BlockManager& blocks() { return *blocks_; }  // driver only
+  BlockManager& blocks() { return *blocks_[0]; }  // driver only: rank 0's own replica
+  // Driver only, one per data-parallel replica (--dp), replica 0 first: the runner that steps
+  // it (rank 0's Executor, or a ReplicaRunner for the others) and its KV block table.
+  int replicas() const { return opts_.layout.dp; }
+  std::vector<StepRunner*> replica_runners();
+  std::vector<BlockManager*> replica_blocks();
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t bytes_read() const { return bytes_read_; }
   const MeasuredMemory& measured_memory() const { return measured_; }
@@ -103,7 +110,9 @@ class Engine {
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Executor> executor_;
-  std::unique_ptr<BlockManager> blocks_;
+  std::vector<std::unique_ptr<BlockManager>> blocks_;          // driver: one per replica
+  std::unique_ptr<ExecutorRunner> own_runner_;                 // driver: replica 0
+  std::vector<std::unique_ptr<ReplicaRunner>> other_runners_;  // driver: replicas 1..dp-1
   uint64_t weight_bytes_ = 0, bytes_read_ = 0;
   MeasuredMemory measured_;
   int64_t max_model_len_ = 0;

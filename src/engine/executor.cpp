@@ -68,7 +68,7 @@ void Executor::shutdown() {
   while (!in_flight_.empty()) collect();
   StepPlan p;
   p.shutdown = true;
-  link_.send_plan(encode_step_plan(p));
+  link_.send_control(encode_step_plan(p));
   link_.flush();
 }
 
@@ -78,7 +78,7 @@ bool Executor::poll_stop() {
           "poll_stop with " + std::to_string(in_flight_.size()) + " steps still in flight");
   StepPlan p;
   p.poll_stop = true;
-  link_.send_plan(encode_step_plan(p));
+  link_.send_control(encode_step_plan(p));
   return stop_requested_anywhere(world_);
 }
 

@@ -45,9 +45,11 @@ class Executor {
   int depth() const { return pos_.pp; }   // plans worth having in flight at once
   size_t in_flight() const { return in_flight_.size(); }
 
-  void serve();     // ranks other than 0
-  void shutdown();  // rank 0: drops the results of steps in flight, then ends every serve()
-  // Rank 0, nothing in flight: asks every rank whether it saw SIGINT/SIGTERM
+  void serve();  // ranks other than 0
+  // Rank 0: drops the results of its own steps in flight, then ends every serve() of every
+  // replica (the other replicas' steps must be collected first: ReplicaRunner::drop_in_flight).
+  void shutdown();
+  // Rank 0, nothing in flight on any replica: asks every rank whether it saw SIGINT/SIGTERM
   // (stop_requested_anywhere, joined by every serve()), so that all ranks agree at the same
   // point. A server polls it between steps.
   bool poll_stop();
@@ -55,6 +57,8 @@ class Executor {
   // Rank 0: token ids the sampler may pick (the tokenizer's size; embedding rows past it have
   // no text). Sent with every step. 0 = every row.
   void set_valid_vocab(int64_t n) { valid_vocab_ = n; }
+  int64_t valid_vocab() const { return valid_vocab_; }
+  const MeshPosition& position() const { return pos_; }
   const StepTimes& times() const { return times_; }
   void reset_times() { times_ = {}; }
   int64_t vocab_size() const;

@@ -66,7 +66,8 @@ int64_t Scheduler::add(SequenceSpec spec) {
               " KV blocks, but the whole cache has " + std::to_string(pool_.num_blocks()),
           "Lower max_tokens or raise --kv-blocks.");
   auto seq = std::make_unique<Sequence>();
-  seq->id = next_id_++;
+  seq->id = next_id_;
+  next_id_ += id_stride_;
   seq->spec = std::move(spec);
   waiting_.push_back(seq.get());
   const int64_t id = seq->id;
@@ -237,17 +238,56 @@ void Scheduler::retire(Sequence& s) {
 
 std::vector<TokenEvent> Scheduler::step() {
   if (idle()) return {};
-  while (in_flight_.size() < size_t(depth())) {
-    std::vector<uint64_t> computing;
-    std::vector<Scheduled> planned = schedule(computing);
-    if (planned.empty()) break;  // everything that can run is in flight
-    submit(std::move(planned), std::move(computing));
-  }
+  fill();
   if (in_flight_.empty())
     raise(Err::Internal, "the scheduler found nothing to run with " +
                              std::to_string(running_.size()) + " running and " +
                              std::to_string(waiting_.size()) + " waiting sequences");
   return complete_oldest();
+}
+
+void Scheduler::fill() {
+  while (!idle() && in_flight_.size() < size_t(depth())) {
+    std::vector<uint64_t> computing;
+    std::vector<Scheduled> planned = schedule(computing);
+    if (planned.empty()) break;  // everything that can run is in flight
+    submit(std::move(planned), std::move(computing));
+  }
+}
+
+void Scheduler::number_ids(int64_t first, int64_t stride) {
+  if (!seqs_.empty() || next_id_ != 1)
+    raise(Err::Internal, "number_ids after sequences were added");
+  next_id_ = first;
+  id_stride_ = stride;
+}
+
+int64_t Scheduler::load_tokens() const {
+  int64_t load = 0;
+  for (const auto& [id, s] : seqs_)
+    load += (s->total() - s->computed) + (s->spec.max_tokens - int64_t(s->output.size()));
+  return load;
+}
+
+bool Scheduler::holds_prefix(const std::vector<int32_t>& prompt) const {
+  const auto bs = size_t(pool_.block_size());
+  if (prompt.size() <= bs) return false;  // no full first block to share
+  for (const auto& [id, s] : seqs_)
+    if (s->spec.prompt.size() > bs &&
+        std::equal(prompt.begin(), prompt.begin() + long(bs), s->spec.prompt.begin()))
+      return true;
+  return false;
+}
+
+void Scheduler::keep_alive() {
+  if (!in_flight_.empty())
+    raise(Err::Internal,
+          "keep_alive with " + std::to_string(in_flight_.size()) + " steps in flight");
+  StepPlan plan;
+  plan.finished = std::move(finished_);
+  finished_.clear();
+  runner_.submit(plan);
+  runner_.collect();
 }
 
 std::vector<TokenEvent> Scheduler::drain() {

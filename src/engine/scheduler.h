@@ -25,6 +25,7 @@
 #include "engine/block_pool.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
+#include "engine/sequence_scheduler.h"
 #include "engine/step_plan.h"
 
 namespace qmpi {
@@ -60,59 +61,51 @@ class ExecutorRunner final : public StepRunner {
   Executor& ex_;
 };
 
-struct SchedulerConfig {
-  int64_t max_num_seqs = 16;
-  int64_t max_batched_tokens = 2048;  // tokens per step, prompt chunks and decodes together
-  int64_t max_model_len = 4096;
-  bool prefix_caching = true;
-  int64_t micro_batches = 0;  // steps in flight at most (0: the runner's depth, one per stage)
-};
-
-// One sampled token of one sequence.
-struct TokenEvent {
-  int64_t seq = 0;
-  int32_t token = 0;
-  float logprob = 0.0f;
-  std::vector<TokenLogprob> top;  // spec.sampling.top_logprobs alternatives
-  FinishReason finish = FinishReason::None;
-};
-
-struct SchedulerStats {
-  int64_t steps = 0;
-  int64_t computed_tokens = 0;  // tokens run through the model (recomputed ones included)
-  int64_t cached_tokens = 0;    // tokens served from the prefix cache instead
-  int64_t generated = 0;        // tokens sampled
-  int64_t preemptions = 0;
-  int64_t peak_blocks = 0;  // most KV blocks in use by running sequences at once
-  int64_t peak_running = 0;
-  int64_t peak_in_flight = 0;  // most steps in flight at once (pipeline micro-batches)
-};
-
-class Scheduler {
+class Scheduler final : public SequenceScheduler {
  public:
   Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg);
 
   // Queues a sequence and returns its id. Raises PromptTooLong when its prompt plus max_tokens
   // cannot fit max_model_len or the whole KV cache, SamplingInvalid for max_tokens < 1.
-  int64_t add(SequenceSpec spec);
+  int64_t add(SequenceSpec spec) override;
   // Fills the pipeline with steps, then completes the oldest one in flight and returns the
   // tokens it sampled, in plan order (nothing when idle).
-  std::vector<TokenEvent> step();
+  std::vector<TokenEvent> step() override;
+  // The two halves of step(), for a driver of several schedulers (ReplicaScheduler): fill()
+  // submits steps until depth() are in flight or nothing more can run; complete_oldest()
+  // completes the oldest step in flight (there must be one).
+  void fill();
+  std::vector<TokenEvent> complete_oldest();
   // Completes every step in flight without starting new ones (before a mesh-wide collective).
-  std::vector<TokenEvent> drain();
+  std::vector<TokenEvent> drain() override;
   // Ends a sequence, whatever its state (a stop string matched, its request was dropped): at
   // once, or when its step in flight comes back, which then gives no token for it.
-  void finish(int64_t id);
+  void finish(int64_t id) override;
   // Lets the last stage drop the state of sequences finished since the last step. Idle only.
-  void flush_finished();
+  void flush_finished() override;
+  // Idle only: one empty step (carrying the finished list), so that a mesh that has had no work
+  // for a while hears from rank 0 before its --comm-timeout.
+  void keep_alive();
 
-  bool idle() const { return waiting_.empty() && running_.empty(); }
-  size_t num_waiting() const { return waiting_.size(); }
-  size_t num_running() const { return running_.size(); }
-  const Sequence* find(int64_t id) const;
-  const SchedulerStats& stats() const { return stats_; }
+  // Ids first, first + stride, first + 2 stride, ...: schedulers side by side (one per
+  // replica) number their sequences apart. Before the first add().
+  void number_ids(int64_t first, int64_t stride);
+  // Work queued and running, in tokens: what is left to compute of each sequence's prompt and
+  // output so far, plus the outputs still to come (max_tokens). A replica's load.
+  int64_t load_tokens() const;
+  // Whether a live sequence starts with the same first KV block as `prompt` (a shared system
+  // prompt, the other choices of a request): sharing its blocks saves computing them.
+  bool holds_prefix(const std::vector<int32_t>& prompt) const;
+
+  bool idle() const override { return waiting_.empty() && running_.empty(); }
+  size_t num_waiting() const override { return waiting_.size(); }
+  size_t num_running() const override { return running_.size(); }
+  const Sequence* find(int64_t id) const override;
+  const SchedulerStats& stats() const override { return stats_; }
   const BlockPool& pool() const { return pool_; }
-  const SchedulerConfig& config() const { return cfg_; }
+  const SchedulerConfig& config() const override { return cfg_; }
+  int64_t kv_blocks_in_use() const override { return pool_.in_use(); }
+  int64_t kv_blocks_total() const override { return pool_.num_blocks(); }
   size_t in_flight() const { return in_flight_.size(); }
 
  private:
@@ -129,7 +122,6 @@ class Scheduler {
 
   std::vector<Scheduled> schedule(std::vector<uint64_t>& computing);
   void submit(std::vector<Scheduled> planned, std::vector<uint64_t> computing);
-  std::vector<TokenEvent> complete_oldest();
   bool grow(Sequence& s, int64_t tokens, std::vector<Scheduled>& planned);
   void preempt(Sequence& s, std::vector<Scheduled>& planned);
   bool admit(std::vector<Scheduled>& planned, int64_t budget, std::vector<uint64_t>& computing);
@@ -149,6 +141,7 @@ class Scheduler {
   std::deque<InFlightStep> in_flight_;
   std::unordered_set<uint64_t> computing_;  // first-block keys of steps in flight or planned
   int64_t next_id_ = 1;
+  int64_t id_stride_ = 1;
   uint64_t admissions_ = 0;
   SchedulerStats stats_;
 };

@@ -67,4 +67,19 @@ std::vector<uint8_t> StageLink::recv_result() {
   return recv_message(pos_.result_rank);
 }
 
+void StageLink::send_plan_to_replica(std::vector<uint8_t> bytes, int replica) {
+  std::vector<int> to;
+  for (int t = 0; t < pos_.tp; ++t) to.push_back(pos_.replica_base(replica) + t);
+  send_message(std::move(bytes), to);
+}
+
+std::vector<uint8_t> StageLink::recv_result_from_replica(int replica) {
+  return recv_message(pos_.replica_result_rank(replica));
+}
+
+void StageLink::send_control(std::vector<uint8_t> bytes) {
+  for (int r = 1; r < pos_.dp; ++r) send_plan_to_replica(bytes, r);
+  send_plan(std::move(bytes));
+}
+
 }  // namespace qmpi

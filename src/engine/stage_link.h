@@ -1,8 +1,10 @@
 // The pipeline's transport: what travels between ranks in a step, and nothing else. Plans go
 // point to point (rank 0 -> the first stage's other TP ranks, each rank -> the same TP rank of
 // the next stage), hidden states from a stage to the next, and the last stage's result back to
-// rank 0. Plans and results are sent without waiting; hidden states with a blocking send, which
-// is the pipeline's back-pressure. Every message is a byte string whose 8-byte length goes first.
+// rank 0. With data-parallel replicas rank 0 drives every replica: it sends each replica's plans
+// to that replica's first stage and gets its results from that replica's last stage. Plans and
+// results are sent without waiting; hidden states with a blocking send, which is the pipeline's
+// back-pressure. Every message is a byte string whose 8-byte length goes first.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -20,9 +22,12 @@ struct MeshPosition {
   int tp = 1;
   int prev_stage_rank = -1;  // world rank of the same TP rank on the previous stage
   int next_stage_rank = -1;
-  int result_rank = 0;  // world rank of TP rank 0 on the last stage
+  int result_rank = 0;  // world rank of TP rank 0 on the last stage of this rank's replica
+  int dp = 1;           // data-parallel replicas, each of pp * tp ranks (replica-major)
 
   bool last_stage() const { return stage + 1 == pp; }
+  int replica_base(int replica) const { return replica * pp * tp; }
+  int replica_result_rank(int replica) const { return replica_base(replica) + (pp - 1) * tp; }
 };
 
 class StageLink {
@@ -41,6 +46,13 @@ class StageLink {
 
   void send_result(std::vector<uint8_t> bytes);  // the result rank, to rank 0
   std::vector<uint8_t> recv_result();            // rank 0, from the result rank
+
+  // Rank 0: a plan for replica `replica`'s first stage (every TP rank of it), and that replica's
+  // result. Replica 0 is rank 0's own and goes through send_plan / recv_result.
+  void send_plan_to_replica(std::vector<uint8_t> bytes, int replica);
+  std::vector<uint8_t> recv_result_from_replica(int replica);
+  // Rank 0: a control plan (shutdown, stop poll) to every replica.
+  void send_control(std::vector<uint8_t> bytes);
 
   void flush() { world_.flush_sends(); }
 

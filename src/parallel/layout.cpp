@@ -3,7 +3,8 @@
 namespace qmpi {
 
 std::string layout_flags(const Layout& l) {
-  return "--tp " + std::to_string(l.tp) + " --pp " + std::to_string(l.pp);
+  return (l.dp > 1 ? "--dp " + std::to_string(l.dp) + " " : std::string()) + "--tp " +
+         std::to_string(l.tp) + " --pp " + std::to_string(l.pp);
 }
 
 }  // namespace qmpi

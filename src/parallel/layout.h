@@ -19,9 +19,15 @@ struct Layout {
   int tp = 1;
   int pp = 1;
   std::vector<int> pp_layers;  // optional override: layers per stage, sums to num_layers
+  // Data-parallel replicas: dp copies of the tp x pp mesh in one job, replica-major
+  // (world_rank = replica * tp * pp + stage * tp + tp_rank). The model rules see one replica.
+  int dp = 1;
+
+  int replica_ranks() const { return tp * pp; }
+  int world_ranks() const { return dp * tp * pp; }
 };
 
-// "--tp 2 --pp 3", as a user types it.
+// "--tp 2 --pp 3" (with "--dp 2 " in front when dp > 1), as a user types it.
 std::string layout_flags(const Layout& l);
 
 struct ModelFit {

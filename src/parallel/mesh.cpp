@@ -36,9 +36,12 @@ std::vector<DeviceChoice> gather_devices(const HostSlot& me, const MeshOptions& 
   return out;
 }
 
-std::vector<std::string> host_names(const std::vector<Placement>& placements) {
+// Each world rank's host as timeout messages name it; with replicas, its replica too, so that a
+// replica that stops answering is named ("rank 4 (host h1, replica 1)").
+std::vector<std::string> host_names(const std::vector<Placement>& placements, int dp) {
   std::vector<std::string> out;
-  for (const Placement& p : placements) out.push_back(p.host);
+  for (const Placement& p : placements)
+    out.push_back(dp > 1 ? p.host + ", replica " + std::to_string(p.replica) : p.host);
   return out;
 }
 
@@ -56,10 +59,11 @@ Mesh::Mesh(MpiRuntime& mpi, const ModelFit& fit, const MeshOptions& options,
   std::vector<std::string> warnings =
       check_placement(fit, layout_, placements_, options.allow_tp_across_hosts);
 
-  const std::vector<std::string> names = host_names(placements_);
+  const std::vector<std::string> names = host_names(placements_, layout_.dp);
   world_ = std::make_unique<MpiComm>(MPI_COMM_WORLD, "world", names, options.comm_timeout_s);
   MPI_Comm split = MPI_COMM_NULL;
-  MPI_Comm_split(MPI_COMM_WORLD, stage(), tp_rank(), &split);
+  // One TP group per stage of every replica; NCCL communicators are built from this split too.
+  MPI_Comm_split(MPI_COMM_WORLD, replica() * pp() + stage(), tp_rank(), &split);
   tp_split_ = MpiCommHandle(split);
   if (tp_comm_factory)
     tp_ = tp_comm_factory(tp_split_.get(), tp_label());
@@ -67,7 +71,7 @@ Mesh::Mesh(MpiRuntime& mpi, const ModelFit& fit, const MeshOptions& options,
     tp_ = std::make_unique<MpiComm>(tp_split_.get(), tp_label(), names, options.comm_timeout_s);
 
   if (rank_ == 0) {
-    spdlog::info("mesh (--tp {} --pp {}):\n{}", tp(), pp(), mapping_table());
+    spdlog::info("mesh ({}):\n{}", layout_flags(layout_), mapping_table());
     for (const std::string& w : warnings) spdlog::warn("WARNING mesh: {}", w);
   }
 }
@@ -78,14 +82,17 @@ void Mesh::replace_tp_comm(const CommFactory& factory) {
 }
 
 std::string Mesh::tp_label() const {
-  const int first = stage() * tp();
-  return "tp group " + std::to_string(stage()) + " (world ranks " + std::to_string(first) + "-" +
-         std::to_string(first + tp() - 1) + ")";
+  const int first = replica_base(replica()) + stage() * tp();
+  const std::string replica_words =
+      dp() > 1 ? "replica " + std::to_string(replica()) + " " : std::string();
+  return "tp group " + replica_words + std::to_string(stage()) + " (world ranks " +
+         std::to_string(first) + "-" + std::to_string(first + tp() - 1) + ")";
 }
 
 std::string Mesh::log_tag() const {
   const int d = device_index();
-  return "rank " + std::to_string(rank_) + " " + host() + ":" +
+  return "rank " + std::to_string(rank_) + " " +
+         (dp() > 1 ? "replica " + std::to_string(replica()) + " " : std::string()) + host() + ":" +
          (d < 0 ? std::string("cpu") : "cuda:" + std::to_string(d));
 }
 

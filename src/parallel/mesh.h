@@ -1,8 +1,9 @@
 // The one mapping object of a run: every rank builds it once, right after MPI starts, and knows
 // from it its host, device, pipeline stage, TP rank, shard and communicators.
 //
-// Rank order is pp-major (world_rank = stage * tp + tp_rank), so with hosts filled in rank order a
-// TP group (two all-reduces per layer) stays on one host and only pipeline sends cross hosts.
+// Rank order is replica-major, then pp-major (world_rank = replica * tp * pp + stage * tp +
+// tp_rank), so with hosts filled in rank order a TP group (two all-reduces per layer) stays on one
+// host, only pipeline sends cross hosts, and a data-parallel replica spans the fewest hosts.
 #pragma once
 #include <mpi.h>
 
@@ -33,7 +34,7 @@ using CommFactory = std::function<std::unique_ptr<Comm>(MPI_Comm group, const st
 
 class Mesh {
  public:
-  // Collective over MPI_COMM_WORLD. Checks, in order: world size == tp * pp (Err::WorldSize),
+  // Collective over MPI_COMM_WORLD. Checks, in order: world size == dp * tp * pp (Err::WorldSize),
   // the model's layout rules (fit.check_layout), device visibility, TP groups inside hosts
   // (Err::TpSpansHosts). Every rank raises the same error, so none is left waiting. Rank 0 logs the
   // mapping table. `mpi` must outlive the Mesh.
@@ -47,16 +48,24 @@ class Mesh {
   int tp() const { return layout_.tp; }
   int pp() const { return layout_.pp; }
   const Layout& layout() const { return layout_; }
-  int tp_rank() const { return rank_ % layout_.tp; }
-  int stage() const { return rank_ / layout_.tp; }
+  int dp() const { return layout_.dp; }
+  // This rank's data-parallel replica, its rank inside the replica (what the shard plan takes),
+  // and the world rank of a replica's first rank.
+  int replica() const { return rank_ / layout_.replica_ranks(); }
+  int replica_rank() const { return rank_ % layout_.replica_ranks(); }
+  int replica_base(int replica) const { return replica * layout_.replica_ranks(); }
+  int tp_rank() const { return replica_rank() % layout_.tp; }
+  int stage() const { return replica_rank() / layout_.tp; }
 
-  // World communicator: pipeline sends/recvs use prev_stage_rank()/next_stage_rank() as peers.
+  // World communicator: pipeline sends/recvs use prev_stage_rank()/next_stage_rank() as peers,
+  // and rank 0 drives every replica through it.
   Comm& world() { return *world_; }
   Comm& tp_group() { return *tp_; }
   // Rebuilds the TP group's Comm (e.g. NCCL once the CUDA device is selected). Collective over
   // the TP group.
   void replace_tp_comm(const CommFactory& factory);
-  // World rank of the same TP rank in the previous / next stage, -1 at the ends of the pipeline.
+  // World rank of the same TP rank in the previous / next stage of this rank's replica, -1 at the
+  // ends of the pipeline.
   int prev_stage_rank() const { return stage() > 0 ? rank_ - tp() : -1; }
   int next_stage_rank() const { return stage() + 1 < pp() ? rank_ + tp() : -1; }
 

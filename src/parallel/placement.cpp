@@ -30,10 +30,11 @@ bool hosts_filled_in_rank_order(const std::vector<Placement>& p) {
   return true;
 }
 
-std::string describe_spanning_group(const std::vector<Placement>& p, int tp, int stage) {
+// `group` counts TP groups over the whole world: replica * pp + stage.
+std::string describe_spanning_group(const std::vector<Placement>& p, int tp, int group) {
   std::vector<std::string> hosts;
   std::vector<std::vector<int>> ranks;
-  for (int r = stage * tp; r < (stage + 1) * tp; ++r) {
+  for (int r = group * tp; r < (group + 1) * tp; ++r) {
     auto it = std::find(hosts.begin(), hosts.end(), p[r].host);
     if (it == hosts.end()) {
       hosts.push_back(p[r].host);
@@ -42,9 +43,14 @@ std::string describe_spanning_group(const std::vector<Placement>& p, int tp, int
     }
     ranks[it - hosts.begin()].push_back(r);
   }
-  std::string s = "the TP group of stage " + std::to_string(stage) + " (world ranks " +
-                  std::to_string(stage * tp) + "-" + std::to_string((stage + 1) * tp - 1) +
-                  ") spans " + std::to_string(hosts.size()) + " hosts: ";
+  const Placement& first = p[size_t(group * tp)];
+  const std::string replica = first.replica > 0 || p.back().replica > 0
+                                  ? "replica " + std::to_string(first.replica) + " "
+                                  : std::string();
+  std::string s = "the TP group of " + replica + "stage " + std::to_string(first.stage) +
+                  " (world ranks " + std::to_string(group * tp) + "-" +
+                  std::to_string((group + 1) * tp - 1) + ") spans " + std::to_string(hosts.size()) +
+                  " hosts: ";
   for (size_t h = 0; h < hosts.size(); ++h) {
     if (h) s += ", ";
     s += hosts[h] + " (ranks " + rank_list(ranks[h]) + ")";
@@ -55,7 +61,7 @@ std::string describe_spanning_group(const std::vector<Placement>& p, int tp, int
 }  // namespace
 
 void check_world_size(const ModelFit& fit, const Layout& layout, int world_size) {
-  const int want = layout.tp * layout.pp;
+  const int want = layout.world_ranks();
   if (want == world_size) return;
   std::vector<Layout> ok = fit.valid_layouts(world_size);
   std::string fix;
@@ -84,7 +90,7 @@ void check_world_size(const ModelFit& fit, const Layout& layout, int world_size)
 std::vector<Placement> place_ranks(const ModelFit& fit, const Layout& layout,
                                    const std::vector<HostSlot>& hosts,
                                    const std::vector<DeviceChoice>& devices) {
-  const int n = layout.tp * layout.pp;
+  const int n = layout.world_ranks();
   if (int(hosts.size()) != n || int(devices.size()) != n)
     raise(Err::Internal, "placement got " + std::to_string(hosts.size()) + " hosts and " +
                              std::to_string(devices.size()) + " devices for " + std::to_string(n) +
@@ -92,7 +98,8 @@ std::vector<Placement> place_ranks(const ModelFit& fit, const Layout& layout,
   const std::vector<Range> stage_layers = fit.stage_layers(layout);
   std::vector<Placement> out(n);
   for (int r = 0; r < n; ++r) {
-    const int stage = r / layout.tp;
+    const int local = r % layout.replica_ranks();
+    const int stage = local / layout.tp;
     out[r] = Placement{r,
                        hosts[r].host,
                        hosts[r].host_index,
@@ -100,8 +107,9 @@ std::vector<Placement> place_ranks(const ModelFit& fit, const Layout& layout,
                        devices[r].label,
                        devices[r].index,
                        stage,
-                       r % layout.tp,
-                       stage_layers.at(stage)};
+                       local % layout.tp,
+                       stage_layers.at(stage),
+                       r / layout.replica_ranks()};
   }
   return out;
 }
@@ -113,25 +121,29 @@ std::vector<std::string> check_placement(const ModelFit& fit, const Layout& layo
   const int tp = layout.tp;
   const bool rank_order = hosts_filled_in_rank_order(placements);
 
-  std::vector<int> spanning;
-  for (int s = 0; s < layout.pp; ++s)
-    for (int r = s * tp; r < (s + 1) * tp; ++r)
-      if (placements[r].host_index != placements[s * tp].host_index) {
-        spanning.push_back(s);
+  std::vector<int> spanning;  // TP groups, counted over all replicas
+  const int groups = int(placements.size()) / tp;
+  for (int g = 0; g < groups; ++g)
+    for (int r = g * tp; r < (g + 1) * tp; ++r)
+      if (placements[r].host_index != placements[g * tp].host_index) {
+        spanning.push_back(g);
         break;
       }
   if (!spanning.empty()) {
     std::string msg = describe_spanning_group(placements, tp, spanning[0]);
     if (spanning.size() > 1)
-      msg += " (" + std::to_string(spanning.size()) + " of " + std::to_string(layout.pp) +
+      msg += " (" + std::to_string(spanning.size()) + " of " + std::to_string(groups) +
              " TP groups cross hosts)";
     if (allow_tp_across_hosts) {
       warnings.push_back(msg +
                          "; every layer all-reduces across the network, expect it to be slow");
     } else {
       std::vector<Layout> fits;
-      for (const Layout& l : fit.valid_layouts(int(placements.size())))
-        if (l.tp != tp && tp_groups_stay_on_hosts(placements, l.tp)) fits.push_back(l);
+      for (Layout l : fit.valid_layouts(layout.replica_ranks()))
+        if (l.tp != tp && tp_groups_stay_on_hosts(placements, l.tp)) {
+          l.dp = layout.dp;
+          fits.push_back(l);
+        }
       std::string fix;
       if (!fits.empty()) {
         fix = "Use " + layout_flags(fits[0]);
@@ -148,10 +160,12 @@ std::vector<std::string> check_placement(const ModelFit& fit, const Layout& layo
     }
   }
 
+  // Stages counted over all replicas (replica * pp + stage), so that a host ending one replica
+  // and starting the next is still contiguous.
   std::vector<std::set<int>> stages_of_host;
   for (const Placement& p : placements) {
     if (p.host_index >= int(stages_of_host.size())) stages_of_host.resize(p.host_index + 1);
-    stages_of_host[p.host_index].insert(p.stage);
+    stages_of_host[p.host_index].insert(p.replica * layout.pp + p.stage);
   }
   for (const Placement& p : placements) {
     const std::set<int>& st = stages_of_host[p.host_index];
@@ -165,12 +179,16 @@ std::vector<std::string> check_placement(const ModelFit& fit, const Layout& layo
 }
 
 std::string mapping_table(const std::vector<Placement>& placements) {
+  const bool replicas = !placements.empty() && placements.back().replica > 0;
   std::vector<std::vector<std::string>> rows{{"rank", "host", "device", "stage", "tp", "layers"}};
-  for (const Placement& p : placements)
+  if (replicas) rows[0].insert(rows[0].begin() + 3, "replica");
+  for (const Placement& p : placements) {
     rows.push_back({std::to_string(p.rank), p.host, p.device, std::to_string(p.stage),
                     std::to_string(p.tp_rank),
                     std::to_string(p.layers.begin) + "-" + std::to_string(p.layers.end - 1) + " (" +
                         std::to_string(p.layers.size()) + ")"});
+    if (replicas) rows.back().insert(rows.back().begin() + 3, std::to_string(p.replica));
+  }
   std::vector<size_t> width(rows[0].size(), 0);
   for (const auto& row : rows)
     for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());

@@ -108,24 +108,25 @@ std::string note_for(const LayoutVerdict& v, bool best) {
 
 std::string row(const ModelConfig& cfg, const LayoutVerdict& v, bool best) {
   if (!v.valid)
-    return printf_string("%3d %3d %5d  no    %8s %8s %8s %8s %8s %8s  %-4s %13s %8s %9s  %s\n",
-                         v.layout.tp, v.layout.pp, v.gpus(), "-", "-", "-", "-", "-", "-", "-", "-",
-                         "-", "-", note_for(v, best).c_str());
+    return printf_string("%3d %3d %3d %5d  no    %8s %8s %8s %8s %8s %8s  %-4s %13s %8s %9s  %s\n",
+                         v.layout.dp, v.layout.tp, v.layout.pp, v.gpus(), "-", "-", "-", "-", "-",
+                         "-", "-", "-", "-", "-", note_for(v, best).c_str());
   const RankMemory& m = v.biggest_rank();
   const std::string copies =
       std::to_string(v.kv_head_copies) + "/" + std::to_string(cfg.num_kv_heads);
   return printf_string(
-      "%3d %3d %5d  yes   %8s %8s %8s %8s %8s %8s  %-4s %13lld %8s %9s  %s\n", v.layout.tp,
-      v.layout.pp, v.gpus(), format_gib(m.weights).c_str(), format_gib(m.kv_cache).c_str(),
-      format_gib(m.activations).c_str(), format_gib(m.overhead).c_str(),
-      format_gib(m.total()).c_str(), format_gib(v.budget).c_str(), v.fits ? "yes" : "no",
-      static_cast<long long>(v.kv_room_tokens), copies.c_str(),
+      "%3d %3d %3d %5d  yes   %8s %8s %8s %8s %8s %8s  %-4s %13lld %8s %9s  %s\n", v.layout.dp,
+      v.layout.tp, v.layout.pp, v.gpus(), format_gib(m.weights).c_str(),
+      format_gib(m.kv_cache).c_str(), format_gib(m.activations).c_str(),
+      format_gib(m.overhead).c_str(), format_gib(m.total()).c_str(), format_gib(v.budget).c_str(),
+      v.fits ? "yes" : "no", static_cast<long long>(v.kv_room_tokens), copies.c_str(),
       (v.layout.tp > 1 ? format_bytes(v.tp_bytes_per_token) : std::string("-")).c_str(),
       note_for(v, best).c_str());
 }
 
 constexpr const char* kTableHead =
-    " TP  PP ranks  valid  weights KV cache   activ. overhead    total   budget  fits KV room tok"
+    " DP  TP  PP ranks  valid  weights KV cache   activ. overhead    total   budget  fits KV room "
+    "tok"
     " KV heads  AR/token  note\n";
 
 json rank_json(const RankMemory& m) {
@@ -144,7 +145,11 @@ json rank_json(const RankMemory& m) {
 }
 
 json verdict_json(const LayoutVerdict& v, bool all_ranks) {
-  json j = {{"tp", v.layout.tp}, {"pp", v.layout.pp}, {"gpus", v.gpus()}, {"valid", v.valid}};
+  json j = {{"dp", v.layout.dp},
+            {"tp", v.layout.tp},
+            {"pp", v.layout.pp},
+            {"gpus", v.gpus()},
+            {"valid", v.valid}};
   if (!v.valid) {
     j["code"] = error_id(v.code);
     j["error"] = std::string(error_entry(v.code).name);
@@ -219,7 +224,9 @@ std::string render_plan_text(const ModelConfig& cfg, const PlanResult& plan) {
     s += line;
   }
   s += "KV heads: copies held by one stage's TP ranks / the model's (more when a KV head's query "
-       "heads\nstraddle two ranks). AR/token: all-reduce bytes a TP rank sends per token.\n\n";
+       "heads\nstraddle two ranks). AR/token: all-reduce bytes a TP rank sends per token. DP: "
+       "replicas, each\nholding the whole model; their KV room is added up, per-rank columns are "
+       "one replica's.\n\n";
   if (plan.best >= 0) {
     s += plan.recommendation + "\n  " + plan.command + "\n";
     if (!plan.why.empty()) s += "Why not the others:\n";
@@ -238,8 +245,8 @@ std::string render_plan_text(const ModelConfig& cfg, const PlanResult& plan) {
 std::string render_layout_text(const ModelConfig& cfg, const LayoutVerdict& v,
                                const PlanInputs& in) {
   std::string s = header(cfg, in) + "\n";
-  s += "layout    --tp " + std::to_string(v.layout.tp) + " --pp " + std::to_string(v.layout.pp) +
-       " on " + std::to_string(v.gpus()) + (v.gpus() == 1 ? " rank" : " ranks") + ": ";
+  s += "layout    " + layout_flags(v.layout) + " on " + std::to_string(v.gpus()) +
+       (v.gpus() == 1 ? " rank" : " ranks") + ": ";
   if (!v.valid) {
     s += "invalid (" + error_id(v.code) + " " + std::string(error_entry(v.code).name) + ")\n";
     s += "  " + v.reason + "\n  fix: " + v.fix + "\n";
@@ -276,8 +283,9 @@ std::string render_layout_text(const ModelConfig& cfg, const LayoutVerdict& v,
   }
   s += "\n";
   if (v.fits)
-    s += "KV room: " + std::to_string(v.kv_room_tokens) + " tokens on the tightest rank.\n  " +
-         launch_command(v.layout, in) + "\n";
+    s += "KV room: " + std::to_string(v.kv_room_tokens) + " tokens on the tightest rank" +
+         (v.layout.dp > 1 ? " (its " + std::to_string(v.layout.dp) + " replicas together)" : "") +
+         ".\n  " + launch_command(v.layout, in) + "\n";
   else
     s += "Does not fit: " + memory_sentence(v, in) + ".\n";
   return s;
@@ -291,7 +299,7 @@ json plan_json(const ModelConfig& cfg, const PlanResult& plan) {
   j["sentence"] = plan.recommendation;
   if (plan.best >= 0) {
     const Layout& l = plan.layouts[size_t(plan.best)].layout;
-    j["recommended"] = {{"tp", l.tp}, {"pp", l.pp}, {"command", plan.command}};
+    j["recommended"] = {{"dp", l.dp}, {"tp", l.tp}, {"pp", l.pp}, {"command", plan.command}};
     j["recommended"]["why"] = plan.why;
   } else {
     j["recommended"] = nullptr;

@@ -21,14 +21,18 @@ std::string with_commas(int64_t n) {
   return s;
 }
 
-// A TP group must stay on one host: ranks are pp-major (rank = stage * tp + tp_rank) and fill
-// hosts in order, so stage s's group is ranks [s*tp, s*tp + tp).
+// A TP group must stay on one host: ranks are replica-major, then pp-major (rank = replica * tp *
+// pp + stage * tp + tp_rank) and fill hosts in order, so the g-th TP group (g = replica * pp +
+// stage) is ranks [g*tp, g*tp + tp).
 bool tp_spans_hosts(const Layout& l, int per_host, std::string& reason) {
-  for (int s = 0; s < l.pp; ++s) {
-    const int first = s * l.tp, last = first + l.tp - 1;
+  for (int g = 0; g < l.dp * l.pp; ++g) {
+    const int first = g * l.tp, last = first + l.tp - 1;
     if (first / per_host == last / per_host) continue;
-    reason = "--tp " + std::to_string(l.tp) + " puts the TP group of stage " + std::to_string(s) +
-             " (ranks " + std::to_string(first) + "-" + std::to_string(last) + ") on hosts " +
+    const std::string group =
+        l.dp > 1 ? "replica " + std::to_string(g / l.pp) + " stage " + std::to_string(g % l.pp)
+                 : "stage " + std::to_string(g);
+    reason = "--tp " + std::to_string(l.tp) + " puts the TP group of " + group + " (ranks " +
+             std::to_string(first) + "-" + std::to_string(last) + ") on hosts " +
              std::to_string(first / per_host) + " and " + std::to_string(last / per_host) +
              ", but with " + std::to_string(per_host) +
              " GPUs per host a TP group must divide them and stay on one host";
@@ -57,14 +61,18 @@ LayoutVerdict evaluate(const ModelConfig& cfg, const Layout& layout, const PlanI
     return v;
   }
   v.valid = true;
-  const int ranks = layout.tp * layout.pp;
+  const int ranks = layout.world_ranks();
   v.hosts = (ranks - 1) / per_host + 1;
-  for (int s = 0; s + 1 < layout.pp; ++s)
-    if ((s * layout.tp) / per_host != ((s + 1) * layout.tp) / per_host) ++v.cross_host_hops;
+  for (int rep = 0; rep < layout.dp; ++rep)
+    for (int s = 0; s + 1 < layout.pp; ++s) {
+      const int first = rep * layout.replica_ranks() + s * layout.tp;
+      if (first / per_host != (first + layout.tp) / per_host) ++v.cross_host_hops;
+    }
   v.budget = rank_budget(in, ranks);
   v.kv_room_tokens = INT64_MAX;
   bool weights_fit = true;
-  for (int r = 0; r < ranks; ++r) {
+  // Every replica's ranks hold the same as the first one's: its ranks stand for all.
+  for (int r = 0; r < layout.replica_ranks(); ++r) {
     const ShardPlan plan = make_shard_plan(cfg, layout, r);
     RankMemory m = rank_memory(cfg, plan, in, tensors);
     if (plan.stage == 0) v.kv_head_copies += plan.kv_heads.size();
@@ -79,6 +87,8 @@ LayoutVerdict evaluate(const ModelConfig& cfg, const Layout& layout, const PlanI
     v.ranks.push_back(m);
     if (m.total() > v.ranks[size_t(v.biggest)].total()) v.biggest = int(v.ranks.size()) - 1;
   }
+  // Replicas add up: the job holds dp times the tokens one replica holds.
+  if (v.kv_room_tokens != INT64_MAX) v.kv_room_tokens *= layout.dp;
   v.fits = v.biggest_rank().total() <= v.budget;
   if (!v.fits) v.memory_code = weights_fit ? Err::KvCacheDoesNotFit : Err::WeightsDoNotFit;
   return v;
@@ -90,6 +100,14 @@ std::vector<LayoutVerdict> evaluate_all(const ModelConfig& cfg, const PlanInputs
   for (int tp = 1; tp <= in.gpus; ++tp)
     for (int pp = 1; tp * pp <= in.gpus; ++pp)
       out.push_back(evaluate(cfg, {tp, pp, {}}, in, tensors));
+  // Data-parallel replicas of every layout that divides the GPUs, all of them in use.
+  for (int dp = 2; dp <= in.gpus; ++dp)
+    for (int tp = 1; dp * tp <= in.gpus; ++tp)
+      if (in.gpus % (dp * tp) == 0) {
+        Layout l{tp, in.gpus / (dp * tp), {}};
+        l.dp = dp;
+        out.push_back(evaluate(cfg, l, in, tensors));
+      }
   return out;
 }
 
@@ -139,6 +157,9 @@ std::string why_not(const ModelConfig& cfg, const LayoutVerdict& best, const Lay
     if (other.kv_head_copies > cfg.num_kv_heads)
       s += " (the uneven head split holds " + std::to_string(other.kv_head_copies) +
            " KV-head copies per stage)";
+    if (other.layout.dp > 1)
+      s += ", and each of its " + std::to_string(other.layout.dp) +
+           " replicas holds a whole copy of the weights";
     return s;
   }
   if (other.layout.pp > best.layout.pp)
@@ -148,6 +169,13 @@ std::string why_not(const ModelConfig& cfg, const LayoutVerdict& best, const Lay
   if (other.gpus() > best.gpus())
     return s + "about the same KV room on " + std::to_string(other.gpus() - best.gpus()) +
            " more GPU" + (other.gpus() - best.gpus() == 1 ? "" : "s");
+  if (other.layout.tp > best.layout.tp && other.layout.dp < best.layout.dp)
+    return s + "about the same KV room with one " + std::to_string(other.layout.tp) +
+           "-way TP group per " + std::to_string(other.layout.replica_ranks()) +
+           " GPUs where the recommendation runs " + std::to_string(best.layout.dp) +
+           " independent replicas (no all-reduce between them): " +
+           format_bytes(other.tp_bytes_per_token) + " of all-reduce per token per rank, against " +
+           format_bytes(best.tp_bytes_per_token);
   if (other.layout.tp > best.layout.tp)
     return s + "about the same KV room with more all-reduce traffic: " +
            format_bytes(other.tp_bytes_per_token) + " per token per rank, against " +
@@ -309,7 +337,7 @@ LayoutVerdict evaluate_layout(const ModelConfig& cfg, const Layout& layout, cons
 }
 
 std::string launch_command(const Layout& layout, const PlanInputs& in) {
-  const int ranks = layout.tp * layout.pp;
+  const int ranks = layout.world_ranks();
   std::string cmd = "mpirun -np " + std::to_string(ranks);
   const int per_host = gpus_per_host(in);
   if (ranks > per_host)

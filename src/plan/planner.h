@@ -1,5 +1,6 @@
-// The pre-flight planner: every (TP, PP) layout of up to N GPUs, whether it can run the model
-// (TP up to the head count, stages vs layers, TP inside a host), whether its most loaded rank
+// The pre-flight planner: every (TP, PP) layout of up to N GPUs and every (DP, TP, PP) that
+// multiplies to N (DP: replicas, each holding the whole model over TP x PP), whether it can run the
+// model (TP up to the head count, stages vs layers, TP inside a host), whether its most loaded rank
 // fits the budget, and the layout to use — or, when none fits, what would.
 //
 // Per-rank bytes come from the shard plan the engine loads with, so an uneven TP split is
@@ -14,7 +15,10 @@
 //      Layouts within kKvRoomTolerance of the most room count as equal, since that little
 //      extra room is not worth the latency of
 //   3. more pipeline stages (each adds a sequential hop and a bubble to every step);
-//   4. then fewer GPUs, then a smaller TP (fewer all-reduces per layer).
+//   4. then fewer GPUs, then a smaller TP (fewer all-reduces per layer; so, among equals, more
+//      data-parallel replicas).
+// The KV room of a DP layout is its replicas' together: each replica holds a whole copy of the
+// weights, which costs room, but shares no all-reduce and no pipeline bubble with the others.
 // So Qwen2.5-72B on 6 x 80 GB gets --tp 2 --pp 3: its ranks have about twice the KV room of
 // --tp 6, whose rank 2 holds 3 of the 8 KV heads for all 80 layers (13 KV-head copies in all),
 // and a quarter more than --tp 1 --pp 6, whose rank 0 also holds the whole embedding. A small
@@ -43,14 +47,15 @@ struct LayoutVerdict {
   uint64_t budget = 0;            // per rank
   bool fits = false;
   Err memory_code = Err::Internal;  // WeightsDoNotFit or KvCacheDoesNotFit when valid && !fits
-  int64_t kv_room_tokens = 0;       // KV tokens the tightest rank has room for (0: none)
+  // KV tokens the tightest rank has room for (0: none), times dp: what the job holds at once.
+  int64_t kv_room_tokens = 0;
   int tightest = 0;                 // index in `ranks` of the rank with the least KV room
   int64_t kv_head_copies = 0;       // KV heads the TP ranks of one stage hold together
   uint64_t tp_bytes_per_token = 0;  // ring all-reduce bytes a rank of stage 0 sends per token
   int hosts = 1;
   int cross_host_hops = 0;
 
-  int gpus() const { return layout.tp * layout.pp; }
+  int gpus() const { return layout.world_ranks(); }
   const RankMemory& biggest_rank() const { return ranks.at(size_t(biggest)); }
 };
 
@@ -62,7 +67,7 @@ struct Suggestion {
 
 struct PlanResult {
   PlanInputs inputs;
-  std::vector<LayoutVerdict> layouts;   // TP ascending, then PP
+  std::vector<LayoutVerdict> layouts;   // TP ascending, then PP; then DP > 1 layouts
   int best = -1;                        // index in `layouts`, -1 when nothing fits
   std::string recommendation;           // one sentence (or why nothing fits)
   std::string command;                  // launch line for `best`
@@ -73,7 +78,8 @@ struct PlanResult {
 
 // One layout, every rank. Never throws for a layout the model cannot run: that is the verdict.
 LayoutVerdict evaluate_layout(const ModelConfig& cfg, const Layout& layout, const PlanInputs& in);
-// Every layout of tp x pp <= in.gpus, the recommendation, and suggestions when nothing fits.
+// Every layout of tp x pp <= in.gpus and of dp x tp x pp == in.gpus (dp > 1), the
+// recommendation, and suggestions when nothing fits.
 PlanResult plan_layouts(const ModelConfig& cfg, const PlanInputs& in);
 // `mpirun -np 6 qmpi serve --model DIR --tp 2 --pp 3 ...` reproducing the inputs' assumptions.
 std::string launch_command(const Layout& layout, const PlanInputs& in);

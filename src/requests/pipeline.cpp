@@ -6,7 +6,8 @@
 
 namespace qmpi {
 
-RequestPipeline::RequestPipeline(Scheduler& sched, const BatchModel& model, PipelineOptions opts)
+RequestPipeline::RequestPipeline(SequenceScheduler& sched, const BatchModel& model,
+                                 PipelineOptions opts)
     : sched_(sched), model_(model), opts_(std::move(opts)) {}
 
 void RequestPipeline::admit(int64_t key, std::string id, const BatchRequest& req,

@@ -33,7 +33,7 @@ class RequestPipeline {
  public:
   // `model` and `sched` must outlive the pipeline. Without a tokenizer (`qmpi run --ids` on a
   // model without tokenizer.json) outputs have no text and stop strings are refused.
-  RequestPipeline(Scheduler& sched, const BatchModel& model, PipelineOptions opts);
+  RequestPipeline(SequenceScheduler& sched, const BatchModel& model, PipelineOptions opts);
 
   // Admits `req` (its prompt already tokenized) as n sequences under `key`, unique among the
   // requests in the pipeline; the key is also the number in its response ids. `id` is the
@@ -79,7 +79,7 @@ class RequestPipeline {
   void complete(Active& a);
   void fail(Active& a, const Error& e);
 
-  Scheduler& sched_;
+  SequenceScheduler& sched_;
   const BatchModel& model_;
   PipelineOptions opts_;
   std::unordered_map<int64_t, std::unique_ptr<Active>> active_;  // by key

@@ -82,8 +82,9 @@ class ServeLoop::FrontSink final : public RequestSink {
   bool first_token_seen_ = false;
 };
 
-ServeLoop::ServeLoop(const ServeLoopOptions& opts, const BatchModel& model, Scheduler& sched,
-                     RequestHub& hub, ServeMetrics& metrics, const StepTimes* times)
+ServeLoop::ServeLoop(const ServeLoopOptions& opts, const BatchModel& model,
+                     SequenceScheduler& sched, RequestHub& hub, ServeMetrics& metrics,
+                     const StepTimes* times)
     : opts_(opts),
       sched_(sched),
       hub_(hub),
@@ -155,8 +156,8 @@ void ServeLoop::publish(Health h) {
   s.waiting = int64_t(sched_.num_waiting());
   s.running = int64_t(sched_.num_running());
   s.requests = int64_t(pipeline_.active());
-  s.kv_blocks_used = sched_.pool().in_use();
-  s.kv_blocks_total = sched_.pool().num_blocks();
+  s.kv_blocks_used = sched_.kv_blocks_in_use();
+  s.kv_blocks_total = sched_.kv_blocks_total();
   s.steps = sched_.stats().steps;
   s.preemptions = sched_.stats().preemptions;
   hub_.publish(s);

@@ -119,6 +119,14 @@ def body(c: t.Checks):
     rc, out, err = doctor(["--model", model, "--comm-sizes", "none"])
     check_passes(c, "good model alone", rc, out, err, ["tensors: all 74", "weights: 3 shard(s)"])
 
+    # Two TP 3 replicas: the layout, memory and every replica's TP group checked and tested.
+    rc, out, err = doctor(["--model", model, "--dp", 2, "--tp", 3, "--comm-sizes", "8"], ranks=6)
+    check_passes(c, "good model --dp 2 --tp 3", rc, out, err,
+                 ["--dp 2 --tp 3 --pp 1 can split the model",
+                  "every TP group of --dp 2 --tp 3 --pp 1 is on one host",
+                  "all-reduce on tp group 1 (world ranks 3-5) (host memory): correct"])
+    c.check("checking --dp 2 --tp 3 --pp 1 on the" in out, "good model --dp 2 --tp 3: the header")
+
     def damaged(name, damage):
         path = os.path.join(work, name)
         shutil.rmtree(path, ignore_errors=True)

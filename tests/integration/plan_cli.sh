@@ -36,7 +36,7 @@ expect_rc 2 "72B on 6 x 24 GiB"
 expect small.out "weights   145.41 GB (135.43 GiB) in BF16"
 expect small.out "KV cache  320 KiB per token in BF16"
 expect small.out "budget    21.60 GiB per GPU (24.00 GiB x 0.90), 6 GPUs on 1 node"
-grep -E '^  6   1     6  yes .* 13/8 .* QM150 weights-do-not-fit$' "$TMP/small.out" >/dev/null ||
+grep -E '^  1   6   1     6  yes .* 13/8 .* QM150 weights-do-not-fit$' "$TMP/small.out" >/dev/null ||
   fail "the --tp 6 row does not show 13/8 KV heads and QM150"
 expect small.out "Nothing fits on 6 GPUs"
 expect small.out "An int4 AWQ/GPTQ checkpoint (about 41.46 GB, int4-g128 estimate) would fit as --tp 2 --pp 3"
@@ -50,7 +50,7 @@ run big plan "${common[@]}" --gpu-mem 80GB
 expect_rc 0 "72B on 6 x 80 GB"
 expect big.out "budget    67.06 GiB per GPU (74.51 GiB x 0.90), 6 GPUs on 1 node"
 expect big.out "<- recommended"
-grep -E '^  6   1     6  yes .* yes .* 13/8 ' "$TMP/big.out" >/dev/null ||
+grep -E '^  1   6   1     6  yes .* yes .* 13/8 ' "$TMP/big.out" >/dev/null ||
   fail "the --tp 6 row does not fit with 13/8 KV heads"
 expect big.out "Why not the others:"
 expect big.out "  - --tp 6 --pp 1: room for "
@@ -59,8 +59,20 @@ expect big.out "  - --tp 3 --pp 2: "
 expect big.out "  - --tp 1 --pp 6: "
 expect big.out "Use --tp 2 --pp 3 on 6 GPUs: its biggest rank (rank 0) needs"
 expect big.out "mpirun -np 6 qmpi serve --model MODEL_DIR --tp 2 --pp 3 --backend cuda --max-model-len 32768"
-grep -E '^  2   3     6  yes .* <- recommended$' "$TMP/big.out" >/dev/null ||
+grep -E '^  1   2   3     6  yes .* <- recommended$' "$TMP/big.out" >/dev/null ||
   fail "the --tp 2 --pp 3 row is not the recommended one"
+# The three layouts of issue 15 side by side, each with its per-rank bytes: TP 6, TP 2 x PP 3,
+# and two TP 3 replicas (each rank a third of the model, 10 KV-head copies per replica).
+grep -E '^  2   3   1     6  yes +45\.46 .* yes .* 10/8 ' "$TMP/big.out" >/dev/null ||
+  fail "no --dp 2 --tp 3 row that fits with 45.46 GiB of weights and 10/8 KV heads"
+expect big.out "  - --dp 2 --tp 3 --pp 1: room for "
+expect big.out "each of its 2 replicas holds a whole copy of the weights"
+
+run dp2tp3 plan "${common[@]}" --gpu-mem 80GB --dp 2 --tp 3
+expect_rc 0 "--dp 2 --tp 3 explained"
+expect dp2tp3.out "layout    --dp 2 --tp 3 --pp 1 on 6 ranks: valid, fits"
+expect dp2tp3.out "tokens on the tightest rank (its 2 replicas together)"
+expect dp2tp3.out "mpirun -np 6 qmpi serve --model MODEL_DIR --dp 2 --tp 3 --pp 1 --backend cuda"
 
 run tp6 plan "${common[@]}" --gpu-mem 80GB --tp 6
 expect_rc 0 "--tp 6 explained"
@@ -96,10 +108,12 @@ expect_rc 0 "--json"
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["fits"] is True, d["fits"]
-assert (d["recommended"]["tp"], d["recommended"]["pp"]) == (2, 3), d["recommended"]
+assert (d["recommended"]["dp"], d["recommended"]["tp"], d["recommended"]["pp"]) == (1, 2, 3), d["recommended"]
+dp2 = [l for l in d["layouts"] if (l["dp"], l["tp"], l["pp"]) == (2, 3, 1)][0]
+assert dp2["fits"] is True and dp2["kv_head_copies"] == 10, dp2
 assert d["model"]["kv_bytes_per_token"] == 327680, d["model"]
 assert d["model"]["weights_bytes"] == 145412407296, d["model"]
-tp6 = [l for l in d["layouts"] if (l["tp"], l["pp"]) == (6, 1)][0]
+tp6 = [l for l in d["layouts"] if (l["dp"], l["tp"], l["pp"]) == (1, 6, 1)][0]
 assert tp6["valid"] is True and tp6["fits"] is True and tp6["kv_head_copies"] == 13, tp6
 assert any(w.startswith("--tp 6 --pp 1: room for ") for w in d["recommended"]["why"]), d["recommended"]
 EOF

@@ -42,20 +42,22 @@ def free_port() -> int:
 class Server:
     """`qmpi serve` on free local ports (under mpirun for tp * pp > 1), its output in a file."""
 
-    def __init__(self, model: str, tp: int = 2, pp: int = 3, extra=()):
+    def __init__(self, model: str, tp: int = 2, pp: int = 3, extra=(), dp: int = 1):
         self.zmq_port, self.http_port = free_port(), free_port()
         self.endpoint = f"tcp://127.0.0.1:{self.zmq_port}"
         self.log_path = os.path.join(t.test_tmp("serve"), f"serve-{os.getpid()}-{self.zmq_port}.log")
         args = ["serve", "--model", model, "--zmq", self.endpoint, "--http",
                 f"127.0.0.1:{self.http_port}", "--max-model-len", str(MAX_MODEL_LEN)] + list(extra)
         cmd = [t.qmpi_binary()] + args
-        if tp * pp > 1:
-            cmd = [t.mpirun_binary(), "--oversubscribe", "-np", str(tp * pp), "-x",
+        if dp * tp * pp > 1:
+            cmd = [t.mpirun_binary(), "--oversubscribe", "-np", str(dp * tp * pp), "-x",
                    "OMP_NUM_THREADS"] + cmd + ["--tp", str(tp), "--pp", str(pp)]
+            if dp > 1:
+                cmd += ["--dp", str(dp)]
         self.log = open(self.log_path, "w")
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"))
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        self.mpi = tp * pp > 1
+        self.mpi = dp * tp * pp > 1
 
     def log_text(self) -> str:
         with open(self.log_path, errors="replace") as f:

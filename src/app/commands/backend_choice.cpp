@@ -97,6 +97,7 @@ EngineOptions to_engine_options(const EngineCli& c) {
   o.synthetic_seed = c.seed;
   o.layout.tp = c.tp;
   o.layout.pp = c.pp;
+  o.layout.dp = c.dp;
   if (!c.pp_layers.empty()) o.layout.pp_layers = parse_layers(c.pp_layers);
   o.comm_timeout_s = c.comm_timeout;
   o.block_size = c.block_size;
@@ -108,7 +109,13 @@ EngineOptions to_engine_options(const EngineCli& c) {
   o.preflight = launch_preflight;
   o.command = c.command;
   o.memory_report = launch_memory_report;
-  if (c.tp < 1 || c.pp < 1) raise(Err::Usage, "--tp and --pp must be at least 1");
+  if (c.tp < 1 || c.pp < 1 || c.dp < 1) raise(Err::Usage, "--tp, --pp and --dp must be at least 1");
+  // run, logits and bench drive one sequence on one mesh: other replicas would only wait, and
+  // time out waiting, for a step that never comes.
+  const std::string command = c.command.substr(0, c.command.find(' '));
+  if (c.dp > 1 && command != "batch" && command != "serve")
+    raise(Err::Usage, "--dp is for batch and serve; `qmpi " + command + "` runs on one mesh",
+          "Drop --dp (and launch --tp x --pp ranks), or use qmpi batch or qmpi serve.");
   if (c.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
   check_engine_limits(c);
   if (c.comm != "auto" && c.comm != "mpi" && c.comm != "nccl")

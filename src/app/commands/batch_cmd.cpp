@@ -11,7 +11,7 @@
 #include "app/commands/prompt_input.h"
 #include "batch/batch_job.h"
 #include "batch/batch_paths.h"
-#include "engine/scheduler.h"
+#include "engine/replica_scheduler.h"
 #include "parallel/signals.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -89,9 +89,12 @@ int cmd_batch(const Args& args) {
       model.max_model_len = engine.max_model_len();
       model.vocab_size = engine.config().vocab_size;
       sched_cfg.max_model_len = engine.max_model_len();
-      ExecutorRunner runner(engine.executor());
-      Scheduler sched(runner, engine.blocks(), sched_cfg);
+      // One scheduler per data-parallel replica (one with --dp 1); an idle replica hears from
+      // rank 0 well within --comm-timeout.
+      ReplicaScheduler sched(engine.replica_runners(), engine.replica_blocks(), sched_cfg,
+                             engine.options().comm_timeout_s / 4);
       run_batch_job(job, model, sched, [] { return stop_requested(); });
+      sched.log_summary();
       return 0;
     } catch (const Error& e) {
       // Reported here so that run_engine shuts the mesh down cleanly instead of aborting it.

@@ -32,6 +32,8 @@ int cmd_doctor(const Args& args) {
       ("tp", po::value(&o.tp)->default_value(0),
        "tensor-parallel size to check (default: the ranks of a host)")
       ("pp", po::value(&o.pp)->default_value(0), "pipeline stages to check (default: the rest)")
+      ("dp", po::value(&o.dp)->default_value(1),
+       "data-parallel replicas of the --tp x --pp mesh to check (as for batch and serve)")
       ("pp-layers", po::value(&pp_layers), "layers per stage, e.g. 27,27,26")
       ("backend", po::value(&o.backend)->default_value("auto"),
        "auto (cuda when built and a GPU is present), cpu or cuda")
@@ -51,7 +53,7 @@ int cmd_doctor(const Args& args) {
   // clang-format on
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
-                     "qmpi doctor [--model DIR] [--verify-sha256 MANIFEST] [--tp T --pp P] "
+                     "qmpi doctor [--model DIR] [--verify-sha256 MANIFEST] [--dp D] [--tp T --pp P] "
                      "[--json]      (alone, or under the job's mpirun line)"))
     return 0;
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
@@ -60,6 +62,7 @@ int cmd_doctor(const Args& args) {
     raise(Err::Usage, "--comm must be auto, nccl or mpi, not '" + comm + "'");
   o.share_devices = comm == "mpi";
   if (o.tp < 0 || o.pp < 0) raise(Err::Usage, "--tp and --pp must be positive");
+  if (o.dp < 1) raise(Err::Usage, "--dp must be at least 1");
   if (!o.model.empty() && !o.model_config.empty())
     raise(Err::Usage, "give --model DIR or --model-config FILE, not both");
   if (o.max_num_seqs < 1 || o.block_size < 1)

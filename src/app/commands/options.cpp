@@ -44,6 +44,9 @@ po::options_description engine_options(EngineCli& c) {
       "a Jinja chat template file instead of the model's (tokenizer_config.json chat_template)")(
       "tp", po::value(&c.tp)->default_value(1), "tensor-parallel size (ranks per stage)")(
       "pp", po::value(&c.pp)->default_value(1), "pipeline-parallel size (stages)")(
+      "dp", po::value(&c.dp)->default_value(1),
+      "data-parallel replicas: dp copies of the --tp x --pp mesh in one job (mpirun -np dp*tp*pp), "
+      "rank 0 spreading requests over them (batch and serve)")(
       "pp-layers", po::value(&c.pp_layers), "layers per stage, e.g. 27,27,26 (default: even)")(
       "backend", po::value(&c.backend)->default_value("cpu"), "cpu or cuda")(
       "comm", po::value(&c.comm)->default_value("auto"),

@@ -28,6 +28,7 @@ struct EngineCli {
   uint64_t seed = 0;
   int tp = 1;
   int pp = 1;
+  int dp = 1;  // data-parallel replicas
   std::string pp_layers;
   std::string backend = "cpu";
   std::string comm = "auto";

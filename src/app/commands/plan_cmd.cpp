@@ -16,7 +16,7 @@ namespace {
 
 struct PlanCli {
   std::string model, model_config;
-  int gpus = 0, nodes = 1, tp = 0, pp = 0;
+  int gpus = 0, nodes = 1, tp = 0, pp = 0, dp = 0;
   std::string gpu_mem, host_mem, kv_dtype = "f32", backend = "cuda", pp_layers;
   double gpu_util = kDefaultGpuUtil;
   int64_t max_model_len = 0, max_num_seqs = 0, max_seqs = 0, kv_blocks = 0;
@@ -32,16 +32,21 @@ DType parse_kv_dtype(const std::string& s) {
   raise(Err::Usage, "--kv-dtype '" + s + "' is not one of f32, bf16, f16, fp8");
 }
 
+bool one_layout(const PlanCli& c) {
+  return c.tp || c.pp || c.dp;
+}
+
 PlanInputs to_inputs(const PlanCli& c) {
   PlanInputs in;
   if (c.backend != "cuda" && c.backend != "cpu")
     raise(Err::Usage, "--backend '" + c.backend + "' is not cuda or cpu");
   in.backend = c.backend == "cuda" ? BackendKind::Cuda : BackendKind::Cpu;
-  const int layout_ranks = std::max(c.tp, 1) * std::max(c.pp, 1);
-  in.gpus = c.gpus > 0 ? c.gpus : (c.tp || c.pp ? layout_ranks : 0);
+  const int layout_ranks = std::max(c.dp, 1) * std::max(c.tp, 1) * std::max(c.pp, 1);
+  in.gpus = c.gpus > 0 ? c.gpus : (one_layout(c) ? layout_ranks : 0);
   if (in.gpus < 1) raise(Err::Usage, "--gpus is required (the GPUs, or CPU ranks, to plan for)");
-  if ((c.tp || c.pp) && layout_ranks > in.gpus)
-    raise(Err::Usage, "--tp " + std::to_string(std::max(c.tp, 1)) + " --pp " +
+  if (one_layout(c) && layout_ranks > in.gpus)
+    raise(Err::Usage, (c.dp > 1 ? "--dp " + std::to_string(c.dp) + " " : std::string()) + "--tp " +
+                          std::to_string(std::max(c.tp, 1)) + " --pp " +
                           std::to_string(std::max(c.pp, 1)) + " needs " +
                           std::to_string(layout_ranks) + " GPUs but --gpus is " +
                           std::to_string(in.gpus));
@@ -112,13 +117,14 @@ int cmd_plan(const Args& args) {
        "KV cache blocks per rank (0: max-num-seqs x max-model-len worth)")
       ("tp", po::value(&c.tp), "explain this layout only: tensor-parallel size")
       ("pp", po::value(&c.pp), "explain this layout only: pipeline stages")
+      ("dp", po::value(&c.dp), "explain this layout only: data-parallel replicas")
       ("pp-layers", po::value(&c.pp_layers), "with --pp: layers per stage, e.g. 27,27,26")
       ("json", po::bool_switch(&c.json), "print JSON for scripts");
   // clang-format on
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi plan --model DIR|--model-config FILE --gpus N --gpu-mem SIZE "
-                     "[--nodes K] [--tp T --pp P] [--json]"))
+                     "[--nodes K] [--dp D --tp T --pp P] [--json]"))
     return 0;
   if (c.model.empty() == c.model_config.empty())
     raise(Err::Usage, "give exactly one of --model DIR and --model-config FILE");
@@ -129,8 +135,9 @@ int cmd_plan(const Args& args) {
   const ModelConfig cfg = ModelConfig::load(source);
   if (!c.model.empty()) in.tensor_dtypes = read_checkpoint_dtypes(c.model);
 
-  if (c.tp || c.pp) {
+  if (one_layout(c)) {
     Layout layout{std::max(c.tp, 1), std::max(c.pp, 1), {}};
+    layout.dp = std::max(c.dp, 1);
     if (!c.pp_layers.empty())
       for (int32_t n : parse_id_list(c.pp_layers, "pp-layers")) layout.pp_layers.push_back(n);
     const LayoutVerdict v = evaluate_layout(cfg, layout, in);

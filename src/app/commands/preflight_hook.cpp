@@ -54,7 +54,9 @@ void launch_preflight(const ModelConfig& cfg, const Mesh& mesh, const EngineOpti
                  uint64_t(ranks_sharing_device(mesh.placements(), mesh.rank()));
 #endif
   }
-  preflight(cfg, Layout{mesh.tp(), mesh.pp(), o.layout.pp_layers}, in);
+  Layout layout{mesh.tp(), mesh.pp(), o.layout.pp_layers};
+  layout.dp = mesh.dp();  // the planner costs the replicas' ranks together on a shared host
+  preflight(cfg, layout, in);
 }
 
 std::string launch_memory_report(const ModelConfig& cfg, const Mesh& mesh, const EngineOptions& o,
@@ -62,7 +64,7 @@ std::string launch_memory_report(const ModelConfig& cfg, const Mesh& mesh, const
   PlanInputs in = launch_plan_inputs(mesh, o);
   if (measured.device) in.gpu_mem = measured.total_bytes;
   const PredictedMemory p =
-      predict_rank_memory(cfg, make_shard_plan(cfg, mesh.layout(), mesh.rank()), in,
+      predict_rank_memory(cfg, make_shard_plan(cfg, mesh.layout(), mesh.replica_rank()), in,
                           ranks_sharing_device(mesh.placements(), mesh.rank()));
   return memory_report_line(p, measured);
 }

@@ -13,7 +13,7 @@
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
-#include "engine/scheduler.h"
+#include "engine/replica_scheduler.h"
 #include "io/h5_checkpoint.h"
 #include "parallel/signals.h"
 #include "parallel/watchdog.h"
@@ -174,10 +174,13 @@ int cmd_serve(const Args& args) {
       model.max_model_len = engine.max_model_len();
       model.vocab_size = engine.config().vocab_size;
       sched_cfg.max_model_len = engine.max_model_len();
-      ExecutorRunner runner(engine.executor());
-      Scheduler sched(runner, engine.blocks(), sched_cfg);
+      // One scheduler per data-parallel replica (one with --dp 1); an idle replica hears from
+      // rank 0 well within --comm-timeout.
+      ReplicaScheduler sched(engine.replica_runners(), engine.replica_blocks(), sched_cfg,
+                             engine.options().comm_timeout_s / 4);
       ServeLoop loop(loop_opts, model, sched, *hub, *metrics, &engine.executor().times());
       loop.run([&] { return engine.executor().poll_stop(); });
+      sched.log_summary();
       stop_fronts(kFlushOnExit);
       spdlog::info("served {} requests; stopped cleanly", metrics->counters().ok);
       return 0;

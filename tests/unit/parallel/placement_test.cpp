@@ -36,7 +36,7 @@ ModelConfig qwen72b() {
 }
 
 std::vector<Placement> place(const ModelConfig& cfg, const Layout& l, const std::string& hosts) {
-  const int n = l.tp * l.pp;
+  const int n = l.world_ranks();
   std::vector<DeviceChoice> cpu(n);
   return place_ranks(model_fit(cfg), l, slots_from_host_names(parse_fake_hosts(hosts, n)), cpu);
 }
@@ -155,6 +155,58 @@ TEST(Placement, MappingTableHasOneLinePerRank) {
             "rank  host  device          stage  tp  layers\n"
             "0     n1    cpu             0      0   0-5 (6)\n"
             "1     n1    cuda:1 (GPU 5)  0      1   0-5 (6)\n");
+}
+
+Layout dp_layout(int dp, int tp, int pp) {
+  Layout l{tp, pp, {}};
+  l.dp = dp;
+  return l;
+}
+
+TEST(Placement, ReplicasAreReplicaMajorAndEachKeepsItsTpGroupsOnAHost) {
+  const Layout l = dp_layout(2, 3, 1);
+  auto p = place(tiny(), l, "h1:3,h2:3");
+  std::cout << mapping_table(p);
+  EXPECT_TRUE(check_placement(model_fit(tiny()), l, p, false).empty());
+  for (const Placement& x : p) {
+    EXPECT_EQ(x.replica, x.rank / 3);
+    EXPECT_EQ(x.tp_rank, x.rank % 3);
+    EXPECT_EQ(x.stage, 0);
+    EXPECT_EQ(x.host, x.replica == 0 ? "h1" : "h2") << "replica " << x.replica << " left its host";
+    EXPECT_EQ(x.layers.size(), 6);
+  }
+  EXPECT_EQ(mapping_table(p).substr(0, mapping_table(p).find('\n')),
+            "rank  host  device  replica  stage  tp  layers");
+}
+
+TEST(Placement, PipelinedReplicasNumberStagesInsideEachReplica) {
+  const Layout l = dp_layout(2, 1, 3);
+  auto p = place(tiny(), l, "h1:6");
+  EXPECT_TRUE(check_placement(model_fit(tiny()), l, p, false).empty());
+  EXPECT_EQ(p[4].replica, 1);
+  EXPECT_EQ(p[4].stage, 1);
+  EXPECT_EQ(p[4].layers.begin, 2);
+  EXPECT_EQ(p[4].layers.end, 4);
+}
+
+TEST(Placement, AReplicaTpGroupAcrossHostsIsNamedWithItsReplica) {
+  // 3 + 3 slots hold --dp 3 --tp 2 only with the middle replica split over the hosts.
+  Error e = placement_error(tiny(), dp_layout(3, 2, 1), "h1:3,h2:3");
+  EXPECT_EQ(e.code(), Err::TpSpansHosts);
+  EXPECT_EQ(e.message(),
+            "the TP group of replica 1 stage 0 (world ranks 2-3) spans 2 hosts: h1 (ranks 2), "
+            "h2 (ranks 3)");
+}
+
+TEST(WorldSize, CountsReplicas) {
+  try {
+    check_world_size(model_fit(tiny()), dp_layout(2, 3, 1), 3);
+    ADD_FAILURE() << "3 ranks accepted for --dp 2 --tp 3";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::WorldSize);
+    EXPECT_EQ(e.message(), "3 ranks cannot form --dp 2 --tp 3 --pp 1 (6 ranks)");
+  }
+  check_world_size(model_fit(tiny()), dp_layout(2, 3, 1), 6);
 }
 
 }  // namespace

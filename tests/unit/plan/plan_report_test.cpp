@@ -34,14 +34,15 @@ TEST(PlanReport, TableMarksTheRecommendedLayout) {
   EXPECT_TRUE(has(text, "model     qwen2.5-72b-instruct.json: Qwen2ForCausalLM, 80 layers"))
       << text;
   EXPECT_TRUE(has(text, "KV cache  320 KiB per token in BF16; 32768 tokens")) << text;
-  EXPECT_TRUE(has(text, "  2   3     6  yes      23.23     1.69")) << text;
+  EXPECT_TRUE(has(text, "  1   2   3     6  yes      23.23     1.69")) << text;
+  EXPECT_TRUE(has(text, "  2   3   1     6  yes      45.46     5.00")) << text;
   EXPECT_TRUE(has(text, "<- recommended\n")) << text;
   EXPECT_TRUE(has(text, "  mpirun -np 6 qmpi serve --model MODEL_DIR --tp 2 --pp 3")) << text;
-  // One row per layout of up to 6 GPUs.
+  // One row per layout of up to 6 GPUs, and per replica layout of all 6.
   size_t rows = 0;
   for (size_t at = text.find("\n  "); at != std::string::npos; at = text.find("\n  ", at + 1))
     if (std::isdigit(static_cast<unsigned char>(text[at + 3]))) ++rows;
-  EXPECT_EQ(rows, 14u) << text;
+  EXPECT_EQ(rows, 19u) << text;
 }
 
 TEST(PlanReport, NothingFitsListsWhatWould) {
@@ -77,11 +78,12 @@ TEST(PlanReport, JsonCarriesVerdictsAndNumbers) {
   EXPECT_EQ(j["model"]["kv_cache_tokens"], 32768);
   EXPECT_EQ(j["recommended"]["tp"], 2);
   EXPECT_EQ(j["recommended"]["pp"], 3);
-  // Why not TP 6, 3 x 2 or 1 x 6: one sentence each.
-  EXPECT_EQ(j["recommended"]["why"].size(), 3u) << j["recommended"].dump();
+  EXPECT_EQ(j["recommended"]["dp"], 1);
+  // Why not TP 6, 3 x 2, 1 x 6 or the five replica layouts of 6 GPUs: one sentence each.
+  EXPECT_EQ(j["recommended"]["why"].size(), 8u) << j["recommended"].dump();
   for (const auto& l : j["layouts"])
     if (l["tp"] == 6) EXPECT_EQ(l["kv_head_copies"], 13);
-  EXPECT_EQ(j["layouts"].size(), 14u);
+  EXPECT_EQ(j["layouts"].size(), 19u);
   const nlohmann::json one = layout_json(cfg, evaluate_layout(cfg, {2, 3, {}}, in), in);
   ASSERT_EQ(one["layout"]["ranks"].size(), 6u);
   uint64_t weights = 0;

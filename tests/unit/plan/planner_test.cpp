@@ -38,9 +38,13 @@ bool contains(const std::string& s, const std::string& part) {
 
 TEST(Planner, EnumeratesEveryLayoutUpToTheGpuCount) {
   const PlanResult r = plan_layouts(fixture("qwen2.5-7b-instruct"), gpus(6, "80GB"));
-  // tp 1: pp 1..6, tp 2: 1..3, tp 3: 1..2, tp 4..6: 1
-  EXPECT_EQ(r.layouts.size(), 14u);
-  for (const auto& v : r.layouts) EXPECT_LE(v.gpus(), 6);
+  // tp 1: pp 1..6, tp 2: 1..3, tp 3: 1..2, tp 4..6: 1; then the replicas of all 6 GPUs:
+  // dp 2 x (1x3, 3x1), dp 3 x (1x2, 2x1), dp 6 x 1x1.
+  EXPECT_EQ(r.layouts.size(), 19u);
+  for (const auto& v : r.layouts) {
+    EXPECT_LE(v.gpus(), 6);
+    if (v.layout.dp > 1) EXPECT_EQ(v.gpus(), 6) << layout_flags(v.layout);
+  }
 }
 
 TEST(Planner, VerdictsFollowHeadsAndLayers) {
@@ -185,6 +189,32 @@ TEST(Planner, Qwen72BOnSix80GBGpusRecommendsTp2Pp3) {
   EXPECT_FALSE(contains(why, "--tp 2 --pp 3: ")) << why;
 }
 
+TEST(Planner, Qwen72BOnSix80GBGpusWeighsReplicas) {
+  const ModelConfig cfg = fixture("qwen2.5-72b-instruct");
+  const PlanResult r = plan_layouts(cfg, gpus(6, "80GB"));
+  ASSERT_GE(r.best, 0);
+  const LayoutVerdict& best = r.layouts[size_t(r.best)];
+  EXPECT_EQ(best.layout.dp, 1);
+  EXPECT_EQ(best.layout.tp, 2);
+  EXPECT_EQ(best.layout.pp, 3);
+  const LayoutVerdict* dp2 = nullptr;
+  for (const auto& v : r.layouts)
+    if (v.layout.dp == 2 && v.layout.tp == 3) dp2 = &v;
+  ASSERT_NE(dp2, nullptr);
+  // Each TP 3 replica holds a third of the whole model, KV-head copies included: the per-rank
+  // bytes are those of --tp 3 alone, and the KV room is two of its replicas'.
+  const LayoutVerdict tp3 = evaluate_layout(cfg, {3, 1, {}}, gpus(6, "80GB"));
+  EXPECT_TRUE(dp2->fits);
+  EXPECT_EQ(dp2->biggest_rank().total(), tp3.biggest_rank().total());
+  EXPECT_EQ(dp2->kv_head_copies, 10);
+  EXPECT_EQ(dp2->kv_room_tokens, 2 * tp3.kv_room_tokens);
+  bool explained = false;
+  for (const auto& w : r.why)
+    explained |= contains(w, "--dp 2 --tp 3 --pp 1: room for ") &&
+                 contains(w, "each of its 2 replicas holds a whole copy of the weights");
+  EXPECT_TRUE(explained);
+}
+
 TEST(Planner, Qwen72BOnFour80GBGpusRecommendsTp4) {
   const PlanResult r = plan_layouts(fixture("qwen2.5-72b-instruct"), gpus(4, "80GB"));
   ASSERT_GE(r.best, 0);
@@ -192,15 +222,18 @@ TEST(Planner, Qwen72BOnFour80GBGpusRecommendsTp4) {
   EXPECT_EQ(r.layouts[size_t(r.best)].layout.pp, 1);
 }
 
-TEST(Planner, NearTiesInKvRoomGoToFewerStages) {
-  // 0.5B on 6 big GPUs: every layout has room to spare; TP 2 x PP 3 and TP 1 x PP 6 hold about
-  // the same KV per rank, so the one with fewer stages wins.
+TEST(Planner, NearTiesInKvRoomGoToFewerStagesThenReplicas) {
+  // 0.5B on 6 big GPUs: every layout has room to spare; six replicas, TP 2 x PP 3 and TP 1 x PP
+  // 6 hold about the same KV, so the one with no stages and no all-reduce wins.
   const PlanResult r = plan_layouts(fixture("qwen2.5-0.5b-instruct"), gpus(6, "80GB"));
   ASSERT_GE(r.best, 0);
   const LayoutVerdict& best = r.layouts[size_t(r.best)];
-  EXPECT_EQ(best.layout.tp, 2);
-  EXPECT_EQ(best.layout.pp, 3);
+  EXPECT_EQ(best.layout.dp, 6);
+  EXPECT_EQ(best.layout.tp, 1);
+  EXPECT_EQ(best.layout.pp, 1);
   EXPECT_TRUE(find(r, 1, 6).fits);
+  EXPECT_TRUE(contains(r.command, "mpirun -np 6 qmpi serve --model MODEL_DIR --dp 6 --tp 1 --pp 1"))
+      << r.command;
   for (const auto& v : r.layouts) {
     if (!v.fits) continue;
     if (double(v.kv_room_tokens) >= double(best.kv_room_tokens) * (1 - kKvRoomTolerance)) {
@@ -276,7 +309,8 @@ TEST(Preflight, InvalidLayoutRaisesTheRuleAndTheLayoutThatWorks) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Err::TpExceedsHeads);
     EXPECT_TRUE(contains(e.message(), "larger than num_attention_heads (14)")) << e.message();
-    EXPECT_TRUE(contains(e.fix(), "qmpi serve --model M --tp ")) << e.fix();
+    // 16 replicas of the small model: the layout that runs it on all 16 GPUs.
+    EXPECT_TRUE(contains(e.fix(), "qmpi serve --model M --dp 16 --tp 1 --pp 1")) << e.fix();
   }
 }
 
@@ -332,7 +366,7 @@ TEST(Preflight, TheSuggestedLaunchRepeatsTheCommandThatRan) {
     preflight(fixture("qwen2.5-0.5b-instruct"), {16, 1, {}}, in);
     FAIL() << "--tp 16 passed on 14 heads";
   } catch (const Error& e) {
-    EXPECT_TRUE(contains(e.fix(), "qmpi batch --input in.jsonl --output out.jsonl --model M --tp "))
+    EXPECT_TRUE(contains(e.fix(), "qmpi batch --input in.jsonl --output out.jsonl --model M --dp "))
         << e.fix();
   }
 }
