@@ -88,6 +88,20 @@ po::options_description scheduler_options(SchedulerCli& s) {
   return d;
 }
 
+void add_reasoning_parser_option(po::options_description& d, std::string& value) {
+  d.add_options()("reasoning-parser", po::value(&value),
+                  "qwen3: chat answers' text between <think> and </think> becomes the message's "
+                  "reasoning_content (streamed as reasoning_content deltas), as vLLM's "
+                  "--reasoning-parser qwen3 does; default: off, the text stays in content");
+}
+
+bool reasoning_parser_on(const std::string& value) {
+  if (value.empty()) return false;
+  if (value == "qwen3" || value == "deepseek_r1") return true;  // same <think> markup
+  raise(Err::Usage, "--reasoning-parser " + value + " is not a parser qmpi has",
+        "Give --reasoning-parser qwen3 (Qwen3's <think>...</think>), or leave it out.");
+}
+
 SchedulerConfig to_scheduler_config(EngineCli& cli, const SchedulerCli& s,
                                     const po::variables_map& vm) {
   if (vm["max-num-seqs"].defaulted()) cli.max_num_seqs = 16;

@@ -59,6 +59,10 @@ po::options_description scheduler_options(SchedulerCli& s);
 // default is 1), and the scheduler takes its limits from both option groups.
 SchedulerConfig to_scheduler_config(EngineCli& cli, const SchedulerCli& s,
                                     const po::variables_map& vm);
+// --reasoning-parser (batch and serve): vLLM's switch for returning Qwen3's <think> text as
+// reasoning_content. reasoning_parser_on() raises Usage for a parser other than qwen3.
+void add_reasoning_parser_option(po::options_description& d, std::string& value);
+bool reasoning_parser_on(const std::string& value);
 EngineOptions to_engine_options(const EngineCli& cli);
 // batch and serve: the engine also learns their largest step (--max-batched-tokens).
 EngineOptions to_engine_options(const EngineCli& cli, const SchedulerCli& sched);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -80,6 +81,7 @@ int cmd_serve(const Args& args) {
   ApiKeySources key_sources;
   int64_t max_queue = 256;
   SchedulerCli sched_cli;
+  std::vector<std::string> served_names;
   po::options_description desc = engine_options(cli);
   po::options_description s("serve");
   s.add_options()(
@@ -104,8 +106,12 @@ int cmd_serve(const Args& args) {
       "http-threads", po::value(&http.threads)->default_value(2),
       "I/O threads of the HTTP front, and as many that check and tokenize request bodies; "
       "connections are not limited by it (each costs a few KiB, not a thread)")(
-      "served-model-name", po::value(&loop_opts.model_name),
-      "the model's name in /v1/models and responses (default: the model folder's name)");
+      "served-model-name", po::value(&served_names)->multitoken(),
+      "names requests may give as \"model\" (the first is the one /v1/models and responses "
+      "show); a request naming another model gets 404 model_not_found (default: the model "
+      "folder's name, and --model as written)");
+  std::string reasoning_parser;
+  add_reasoning_parser_option(s, reasoning_parser);
   desc.add(s);
   desc.add(scheduler_options(sched_cli));
   po::variables_map vm;
@@ -114,16 +120,23 @@ int cmd_serve(const Args& args) {
                      "[options]\n       (--max-num-seqs defaults to 16 here)"))
     return 0;
   SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli, vm);
+  const bool reasoning = reasoning_parser_on(reasoning_parser);
   if (max_queue < 1) raise(Err::Usage, "--max-queue must be at least 1");
   if (zmq.max_message_bytes < 1024) raise(Err::Usage, "--max-request-bytes must be at least 1024");
   if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
   loop_opts.default_max_tokens = sched_cli.default_max_tokens;
   loop_opts.stop_here = [] { return stop_requested(); };
-  if (loop_opts.model_name.empty())
-    loop_opts.model_name = model_name(cli.model.empty() ? cli.model_config : cli.model);
+  const std::string model_arg = cli.model.empty() ? cli.model_config : cli.model;
+  std::vector<std::string> accepted = served_names;
+  if (served_names.empty()) {
+    accepted = {model_name(model_arg)};
+    if (model_arg != accepted[0]) accepted.push_back(model_arg);  // vLLM's default name
+  }
+  loop_opts.model_name = accepted[0];
   key_sources.env = std::getenv("QMPI_API_KEY");
   http.api_key = resolve_api_key(key_sources);
   http.model_name = loop_opts.model_name;
+  http.listed_models = served_names.empty() ? std::vector<std::string>{accepted[0]} : served_names;
   http.max_body_bytes = zmq.max_message_bytes;
   http.client_buffer_bytes = zmq.client_buffer_bytes;
 
@@ -137,6 +150,8 @@ int cmd_serve(const Args& args) {
   if (launcher_rank() == 0) {  // the fronts start before MPI, on rank 0 only
     ignore_sigpipe();
     files = std::make_unique<FrontFiles>(load_front_files(cli));
+    files->model.reasoning_parser = reasoning;
+    files->model.served_names = accepted;
     hub = std::make_unique<RequestHub>(max_queue);
     metrics = std::make_unique<ServeMetrics>();
     broker = std::make_unique<ZmqBroker>(zmq, files->model, *hub, *metrics);
