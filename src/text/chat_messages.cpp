@@ -32,9 +32,13 @@ OJson normalize_chat_messages(const OJson& messages) {
           text += part.at("text").get<std::string>();
         }
         c = text;
-      } else if (!c.is_string() && !c.is_null()) {
+      } else if (c.is_null()) {
+        c = "";
+      } else if (!c.is_string()) {
         raise(Err::RequestField, where + ".content must be a string, null or text parts");
       }
+    } else {
+      m["content"] = "";
     }
     if (m.contains("tool_calls") && !m.at("tool_calls").is_array() && !m.at("tool_calls").is_null())
       raise(Err::RequestField, where + ".tool_calls must be an array");

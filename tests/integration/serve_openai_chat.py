@@ -77,6 +77,7 @@ def stream(server, path: str, body: dict) -> list:
 
 
 def body(c: t.Checks) -> None:
+    sz.MAX_MODEL_LEN = 512  # the Server's --max-model-len: room for the tool prompt
     model = t.make_model("tiny")
     want_ids = tokenize_chat(model, {"messages": HISTORY, "tools": TOOLS,
                                      "chat_template_kwargs": KWARGS})
@@ -112,7 +113,7 @@ def body(c: t.Checks) -> None:
             "batch: tool_choice none leaves the tools out; store and metadata are ignored")
 
     # --- serve ---------------------------------------------------------------------------------
-    server = sz.Server(model, tp=1, pp=1, extra=["--max-model-len", "512"])
+    server = sz.Server(model, tp=1, pp=1, extra=[])
     try:
         server.wait_ready()
         status, r = post(server, "/v1/chat/completions", chat)
@@ -184,7 +185,7 @@ def body(c: t.Checks) -> None:
     tpl = os.path.join(tmp, "think.jinja")
     with open(tpl, "w") as f:
         f.write(THINK_TEMPLATE)
-    server = sz.Server(model, tp=1, pp=1, extra=["--max-model-len", "512", "--chat-template", tpl,
+    server = sz.Server(model, tp=1, pp=1, extra=["--chat-template", tpl,
                                                   "--reasoning-parser", "qwen3"])
     try:
         server.wait_ready()
