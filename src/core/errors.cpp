@@ -16,8 +16,10 @@ constexpr std::array kCatalogue{
                "An option is misspelled, missing its value, or out of range.",
                "Run `qmpi <command> --help` for the options of that command.", kExitUser,
                "The command stops at once with `unrecognised option` or `the required argument "
-               "... is missing`; vLLM flags such as `--tensor-parallel-size` are not qmpi's "
-               "(`--tp`, `--pp`)."},
+               "... is missing` for a vLLM flag qmpi has no counterpart for (vLLM's "
+               "`--tensor-parallel-size`/`-tp`, `--pipeline-parallel-size`/`-pp`, "
+               "`--max-num-batched-tokens`, `--host`, `--port`, `--served-model-name` and "
+               "`--reasoning-parser` work as spelled)."},
     ErrorEntry{Err::WorldSize, "world-size", "The number of MPI ranks does not equal --tp x --pp.",
                "qmpi runs exactly one rank per device and needs tp x pp of them.",
                "Launch with `mpirun -np <tp*pp>` or change --tp/--pp so that their product equals "

@@ -12,11 +12,14 @@ tiny model with the Qwen3 chat template, one rank.
 - --reasoning-parser qwen3 with a template whose generation prompt opens <think>: the answer is
   reasoning_content (message and stream deltas agree), content is null.
 - logprobs over HTTP, streamed and not, chat and completions, agree token by token.
+- A vLLM command line (`--host --port --tensor-parallel-size --pipeline-parallel-size
+  --max-num-batched-tokens`, no --http) serves HTTP on that address and says it has no API key.
 """
 
 import json
 import os
 import subprocess
+import time
 
 import serve_zmq_http as sz
 import testlib as t
@@ -208,6 +211,38 @@ def body(c: t.Checks) -> None:
                 "streamed reasoning_content deltas add up to the message's")
     finally:
         server.stop()
+    vllm_flags(c, model)
+
+
+def vllm_flags(c: t.Checks, model: str) -> None:
+    port = sz.free_port()
+    log_path = os.path.join(t.test_tmp("serve_openai_chat"), "vllm-flags.log")
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [t.qmpi_binary(), "serve", "--model", model, "--zmq",
+             f"tcp://127.0.0.1:{sz.free_port()}", "--host", "127.0.0.1", "--port", str(port),
+             "--tensor-parallel-size", "1", "-pp", "1", "--max-num-batched-tokens=512"],
+            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        status = 0
+        for _ in range(600):
+            if proc.poll() is not None:
+                break
+            try:
+                status = sz.http_request(port, "GET", "/health", timeout=2)[0]
+            except OSError:
+                status = 0
+            if status == 200:
+                break
+            time.sleep(0.1)
+        text = open(log_path, errors="replace").read()
+        c.check(status == 200 and f"http: listening on 127.0.0.1:{port}" in text,
+                f"vLLM's --host/--port/--tensor-parallel-size/-pp/--max-num-batched-tokens "
+                f"serve HTTP there (health {status})")
+        c.check("no API key" in text, "a server without an API key says so")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
 
 
 if __name__ == "__main__":

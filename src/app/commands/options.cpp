@@ -12,10 +12,43 @@
 
 namespace qmpi {
 
-bool parse_options(const Args& args, const po::options_description& desc, po::variables_map& vm,
+namespace {
+
+// vLLM's spellings of qmpi options, so that a vLLM command line works as typed. Each is
+// rewritten to qmpi's name before parsing, so one option has one value whichever name set it.
+constexpr std::pair<std::string_view, std::string_view> kVllmAliases[] = {
+    {"--tensor-parallel-size", "--tp"},
+    {"-tp", "--tp"},
+    {"--pipeline-parallel-size", "--pp"},
+    {"-pp", "--pp"},
+    {"--max-num-batched-tokens", "--max-batched-tokens"},
+};
+
+}  // namespace
+
+Args with_vllm_aliases(const Args& args) {
+  Args out;
+  out.reserve(args.size());
+  for (const std::string& a : args) {
+    std::string arg = a;
+    for (const auto& [alias, name] : kVllmAliases) {
+      if (a == alias) {
+        arg = name;
+      } else if (a.size() > alias.size() && a.compare(0, alias.size(), alias) == 0 &&
+                 a[alias.size()] == '=') {
+        arg = std::string(name) + a.substr(alias.size());
+      }
+    }
+    out.push_back(std::move(arg));
+  }
+  return out;
+}
+
+bool parse_options(const Args& raw_args, const po::options_description& desc, po::variables_map& vm,
                    const std::string& usage_line) {
   po::options_description all(desc);
   all.add_options()("help,h", "show this help");
+  const Args args = with_vllm_aliases(raw_args);
   try {
     po::store(po::command_line_parser(args).options(all).run(), vm);
     if (vm.count("help")) {
@@ -42,8 +75,10 @@ po::options_description engine_options(EngineCli& c) {
       "seed-weights", po::value(&c.seed)->default_value(0), "seed of --synthetic-weights")(
       "chat-template", po::value(&c.chat_template),
       "a Jinja chat template file instead of the model's (tokenizer_config.json chat_template)")(
-      "tp", po::value(&c.tp)->default_value(1), "tensor-parallel size (ranks per stage)")(
-      "pp", po::value(&c.pp)->default_value(1), "pipeline-parallel size (stages)")(
+      "tp", po::value(&c.tp)->default_value(1),
+      "tensor-parallel size (ranks per stage; vLLM's --tensor-parallel-size, -tp)")(
+      "pp", po::value(&c.pp)->default_value(1),
+      "pipeline-parallel size (stages; vLLM's --pipeline-parallel-size, -pp)")(
       "pp-layers", po::value(&c.pp_layers), "layers per stage, e.g. 27,27,26 (default: even)")(
       "backend", po::value(&c.backend)->default_value("cpu"), "cpu or cuda")(
       "comm", po::value(&c.comm)->default_value("auto"),
@@ -77,7 +112,8 @@ po::options_description scheduler_options(SchedulerCli& s) {
   po::options_description d("scheduling");
   d.add_options()(
       "max-batched-tokens", po::value(&s.max_batched_tokens)->default_value(2048),
-      "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")(
+      "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks "
+      "(vLLM's --max-num-batched-tokens)")(
       "default-max-tokens", po::value(&s.default_max_tokens)->default_value(0),
       "max_tokens of requests that do not set it (0: 16 for completions, up to "
       "--max-model-len for chat)")(

@@ -15,7 +15,12 @@ namespace qmpi {
 
 namespace po = boost::program_options;
 
-// Parses `args`; prints help and returns false for --help. Bad options raise Err::Usage.
+// `args` with vLLM's option names (--tensor-parallel-size, -tp, --pipeline-parallel-size, -pp,
+// --max-num-batched-tokens; also as --name=value) rewritten to qmpi's.
+Args with_vllm_aliases(const Args& args);
+
+// Parses `args` (vLLM's names accepted, see above); prints help and returns false for --help.
+// Bad options raise Err::Usage.
 bool parse_options(const Args& args, const po::options_description& desc, po::variables_map& vm,
                    const std::string& usage_line);
 

@@ -62,6 +62,22 @@ FrontFiles load_front_files(const EngineCli& cli) {
   return f;
 }
 
+// --http HOST:PORT, else --host and --port (vLLM's), unless --no-http; "" when off.
+std::string http_listen_address(const std::string& http, const std::string& host, int port,
+                                bool off, const po::variables_map& vm) {
+  const bool host_port = !vm["host"].defaulted() || !vm["port"].defaulted();
+  if (off && (!http.empty() || host_port))
+    raise(Err::Usage,
+          "--no-http turns the HTTP API off; it cannot go with --http, --host or --port");
+  if (!http.empty() && host_port)
+    raise(Err::Usage, "give --http HOST:PORT or --host/--port, not both");
+  if (off) return {};
+  if (!http.empty()) return http;
+  if (port < 0 || port > 65535) raise(Err::Usage, "--port must be in [0, 65535]");
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 // A client that hangs up must not kill the server: a write to its socket raises SIGPIPE unless
 // the library asks the kernel not to (Asio does on Linux; be sure for every front).
 void ignore_sigpipe() {
@@ -82,14 +98,23 @@ int cmd_serve(const Args& args) {
   int64_t max_queue = 256;
   SchedulerCli sched_cli;
   std::vector<std::string> served_names;
+  std::string http_host;
+  int http_port = 8000;
+  bool no_http = false;
   po::options_description desc = engine_options(cli);
   po::options_description s("serve");
   s.add_options()(
-      "zmq", po::value(&zmq.endpoint)->default_value("tcp://0.0.0.0:5555"),
-      "ZeroMQ ROUTER endpoint of the request broker (tcp://HOST:PORT; port * picks a free one). "
-      "Keep it on a trusted network: ZeroMQ clients are not authenticated")(
+      "zmq", po::value(&zmq.endpoint)->default_value("tcp://127.0.0.1:5555"),
+      "ZeroMQ ROUTER endpoint of the request broker (tcp://HOST:PORT; port * picks a free one; "
+      "tcp://0.0.0.0:5555 for every interface). ZeroMQ clients are not authenticated: keep it "
+      "on a trusted network")(
       "http", po::value(&http.listen),
-      "also serve the OpenAI-compatible HTTP API on HOST:PORT (port 0 picks a free one)")(
+      "serve the OpenAI-compatible HTTP API on HOST:PORT (port 0 picks a free one); default: "
+      "--host:--port")(
+      "host", po::value(&http_host)->default_value("127.0.0.1"),
+      "address of the HTTP API (vLLM's --host); 0.0.0.0 listens on every interface")(
+      "port", po::value(&http_port)->default_value(8000), "port of the HTTP API (vLLM's --port)")(
+      "no-http", po::bool_switch(&no_http), "no HTTP API, ZeroMQ only")(
       "api-key", po::value(&key_sources.option),
       "HTTP clients must send `Authorization: Bearer KEY` on /v1/ routes (visible in `ps`: "
       "prefer --api-key-file or the QMPI_API_KEY environment variable)")(
@@ -116,11 +141,13 @@ int cmd_serve(const Args& args) {
   desc.add(scheduler_options(sched_cli));
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
-                     "qmpi serve --model DIR --zmq tcp://0.0.0.0:5555 [--http 0.0.0.0:8000] "
-                     "[options]\n       (--max-num-seqs defaults to 16 here)"))
+                     "qmpi serve --model DIR [--host 127.0.0.1 --port 8000] "
+                     "[--zmq tcp://127.0.0.1:5555] [options]\n       (--max-num-seqs defaults to "
+                     "16 here)"))
     return 0;
   SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli, vm);
   const bool reasoning = reasoning_parser_on(reasoning_parser);
+  http.listen = http_listen_address(http.listen, http_host, http_port, no_http, vm);
   if (max_queue < 1) raise(Err::Usage, "--max-queue must be at least 1");
   if (zmq.max_message_bytes < 1024) raise(Err::Usage, "--max-request-bytes must be at least 1024");
   if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
@@ -159,6 +186,11 @@ int cmd_serve(const Args& args) {
     if (!http.listen.empty()) {
       gateway = std::make_unique<HttpGateway>(http, files->model, *hub, *metrics);
       spdlog::info("http: listening on {}:{}", gateway->host(), gateway->port());
+      if (http.api_key.empty())
+        spdlog::warn(
+            "http: no API key: anyone who can reach {}:{} may use the server (give "
+            "--api-key-file or QMPI_API_KEY)",
+            gateway->host(), gateway->port());
     }
   }
   const auto stop_fronts = [&](std::chrono::milliseconds flush) {
