@@ -215,13 +215,14 @@ def body(c: t.Checks) -> None:
 
 
 def vllm_flags(c: t.Checks, model: str) -> None:
-    port = sz.free_port()
+    port, zmq_port = sz.free_port(), sz.free_port()
     log_path = os.path.join(t.test_tmp("serve_openai_chat"), "vllm-flags.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
             [t.qmpi_binary(), "serve", "--model", model, "--zmq",
-             f"tcp://127.0.0.1:{sz.free_port()}", "--host", "127.0.0.1", "--port", str(port),
-             "--tensor-parallel-size", "1", "-pp", "1", "--max-num-batched-tokens=512"],
+             f"tcp://127.0.0.1:{zmq_port}", "--host", "127.0.0.1", "--port", str(port),
+             "--tensor-parallel-size", "1", "-pp", "1", "--max-num-batched-tokens=512",
+             "--max-request-bytes", "64KiB"],
             stdout=log, stderr=subprocess.STDOUT)
     try:
         status = 0
@@ -240,6 +241,20 @@ def vllm_flags(c: t.Checks, model: str) -> None:
                 f"vLLM's --host/--port/--tensor-parallel-size/-pp/--max-num-batched-tokens "
                 f"serve HTTP there (health {status})")
         c.check("no API key" in text, "a server without an API key says so")
+        status, _, _ = sz.http_request(port, "POST", "/v1/completions",
+                                       {"prompt": "x" * 70000, "max_tokens": 1})
+        c.check(status == 413, f"--max-request-bytes 64KiB: a 70 kB body is refused ({status})")
+        ok = subprocess.run([t.qmpi_binary(), "client", "--connect", f"tcp://127.0.0.1:{zmq_port}",
+                             "--prompt", "hi", "--max-tokens", "2"],
+                            capture_output=True, text=True, timeout=120)
+        c.check(ok.returncode == 0, f"qmpi client gets an answer after its probe ({ok.stderr})")
+        gone = subprocess.run([t.qmpi_binary(), "client", "--connect",
+                               f"tcp://127.0.0.1:{sz.free_port()}", "--prompt", "hi",
+                               "--connect-timeout", "1"],
+                              capture_output=True, text=True, timeout=120)
+        c.check(gone.returncode != 0 and "QM509" in gone.stderr and
+                "--connect-timeout" in gone.stderr,
+                "qmpi client with nothing listening stops after --connect-timeout with QM509")
     finally:
         proc.terminate()
         proc.wait(timeout=60)

@@ -14,6 +14,7 @@
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
+#include "core/byte_size.h"
 #include "engine/scheduler.h"
 #include "io/h5_checkpoint.h"
 #include "parallel/signals.h"
@@ -101,6 +102,7 @@ int cmd_serve(const Args& args) {
   std::string http_host;
   int http_port = 8000;
   bool no_http = false;
+  std::string max_request, client_buffer;
   po::options_description desc = engine_options(cli);
   po::options_description s("serve");
   s.add_options()(
@@ -122,10 +124,10 @@ int cmd_serve(const Args& args) {
       "read the API key from this file (its first line; keep the file private)")(
       "max-queue", po::value(&max_queue)->default_value(256),
       "requests waiting to start beyond which new ones get a `busy` error")(
-      "max-request-bytes", po::value(&zmq.max_message_bytes)->default_value(size_t(1) << 20),
-      "largest ZeroMQ message and HTTP body accepted")(
-      "client-buffer-bytes", po::value(&zmq.client_buffer_bytes)->default_value(size_t(4) << 20),
-      "replies held for one client that does not read before it is dropped")(
+      "max-request-bytes", po::value(&max_request)->default_value("1MiB"),
+      "largest ZeroMQ message and HTTP body accepted (a size: 65536, 512KiB, 2MiB)")(
+      "client-buffer-bytes", po::value(&client_buffer)->default_value("4MiB"),
+      "replies held for one client that does not read before it is dropped (a size)")(
       "zmq-sndhwm", po::value(&zmq.send_hwm)->default_value(1000),
       "messages ZeroMQ queues per client before --client-buffer-bytes starts to count")(
       "http-threads", po::value(&http.threads)->default_value(2),
@@ -148,6 +150,8 @@ int cmd_serve(const Args& args) {
   SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli, vm);
   const bool reasoning = reasoning_parser_on(reasoning_parser);
   http.listen = http_listen_address(http.listen, http_host, http_port, no_http, vm);
+  zmq.max_message_bytes = size_t(parse_byte_size(max_request, "--max-request-bytes"));
+  zmq.client_buffer_bytes = size_t(parse_byte_size(client_buffer, "--client-buffer-bytes"));
   if (max_queue < 1) raise(Err::Usage, "--max-queue must be at least 1");
   if (zmq.max_message_bytes < 1024) raise(Err::Usage, "--max-request-bytes must be at least 1024");
   if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
