@@ -127,6 +127,16 @@ def body(c: t.Checks) -> None:
         c.check(replies[-1]["type"] == "final" and
                 replies[-1]["usage"]["prompt_tokens"] == len(want_ids),
                 "ZeroMQ: the same prompt")
+        got_none = tokenize_chat(model, {"messages": HISTORY, "tools": TOOLS, "tool_choice": "none",
+                                         "chat_template_kwargs": KWARGS})
+        c.check(got_none == no_tools, "tokenize --chat: tool_choice none leaves the tools out too")
+        replies = server.call({"v": 1, "id": "z3", "prompt": "the quick brown fox", "max_tokens": 4,
+                               "temperature": 0, "stream": True, "logprobs": 1})
+        deltas = [m for m in replies if m["type"] == "delta"]
+        c.check(replies[-1]["type"] == "final" and len(deltas) == 4 and
+                all(len(m.get("logprobs", [])) == len(m["token_ids"]) and
+                    len(m.get("top_logprobs", [[]])[0]) == 1 for m in deltas),
+                "ZeroMQ: streamed deltas carry each token's logprob and its alternatives")
         named = dict(chat, tool_choice={"type": "function", "function": {"name": "get_weather"}},
                      max_tokens=3)
         status, r = post(server, "/v1/chat/completions", named)
