@@ -3,6 +3,7 @@
 // --stats print the server's replies. An error reply exits with its catalogue code's status.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -107,13 +108,14 @@ int cmd_client(const Args& args) {
   }
   // ZeroMQ connects lazily and never says that nothing listens: a health probe answered
   // within --connect-timeout tells a server that is there (loading or not) from none.
-  const auto connect_wait = std::chrono::milliseconds(int64_t(c.connect_timeout_s * 1000));
+  // (Never longer than --timeout.)
+  const double probe_s = std::min(c.connect_timeout_s, c.timeout_s);
+  const auto connect_wait = std::chrono::milliseconds(int64_t(probe_s * 1000));
   const auto no_server = [&] {
-    raise(Err::NoReply,
-          fmt::format("nothing answered at {} within --connect-timeout {:g} s", c.connect,
-                      c.connect_timeout_s),
+    raise(Err::NoReply, fmt::format("nothing answered at {} within {:g} s", c.connect, probe_s),
           "Check that `qmpi serve` runs and that --connect is its --zmq endpoint (default "
-          "tcp://127.0.0.1:5555).");
+          "tcp://127.0.0.1:5555); a server that is there answers within --connect-timeout "
+          "(default 5 s), even while it loads.");
   };
   if (!c.health && !c.stats) {
     sock.send(zmq::buffer(json{{"v", 1}, {"type", "health"}, {"id", "qmpi-client-probe"}}.dump()),
