@@ -12,8 +12,8 @@ tiny model with the Qwen3 chat template, one rank.
 - --reasoning-parser qwen3 with a template whose generation prompt opens <think>: the answer is
   reasoning_content (message and stream deltas agree), content is null.
 - logprobs over HTTP, streamed and not, chat and completions, agree token by token.
-- A vLLM command line (`--host --port --tensor-parallel-size --pipeline-parallel-size
-  --max-num-batched-tokens`, no --http) serves HTTP on that address and says it has no API key.
+- A vLLM command line (`qmpi serve MODEL --host --port --tensor-parallel-size
+  --pipeline-parallel-size --max-num-batched-tokens`, no --http) serves HTTP on that address and says it has no API key.
 """
 
 import json
@@ -229,7 +229,7 @@ def vllm_flags(c: t.Checks, model: str) -> None:
     log_path = os.path.join(t.test_tmp("serve_openai_chat"), "vllm-flags.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [t.qmpi_binary(), "serve", "--model", model, "--zmq",
+            [t.qmpi_binary(), "serve", model, "--zmq",
              f"tcp://127.0.0.1:{zmq_port}", "--host", "127.0.0.1", "--port", str(port),
              "--tensor-parallel-size", "1", "-pp", "1", "--max-num-batched-tokens=512",
              "--max-request-bytes", "64KiB"],
@@ -248,8 +248,8 @@ def vllm_flags(c: t.Checks, model: str) -> None:
             time.sleep(0.1)
         text = open(log_path, errors="replace").read()
         c.check(status == 200 and f"http: listening on 127.0.0.1:{port}" in text,
-                f"vLLM's --host/--port/--tensor-parallel-size/-pp/--max-num-batched-tokens "
-                f"serve HTTP there (health {status})")
+                f"vLLM's `serve MODEL` --host/--port/--tensor-parallel-size/-pp/"
+                f"--max-num-batched-tokens serve HTTP there (health {status})")
         c.check("no API key" in text, "a server without an API key says so")
         status, _, _ = sz.http_request(port, "POST", "/v1/completions",
                                        {"prompt": "x" * 70000, "max_tokens": 1})

@@ -50,7 +50,10 @@ bool parse_options(const Args& raw_args, const po::options_description& desc, po
   all.add_options()("help,h", "show this help");
   const Args args = with_vllm_aliases(raw_args);
   try {
-    po::store(po::command_line_parser(args).options(all).run(), vm);
+    // `qmpi serve MODEL`, as `vllm serve MODEL`: a bare first argument is the model.
+    po::positional_options_description positional;
+    if (all.find_nothrow("model", false)) positional.add("model", 1);
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
     if (vm.count("help")) {
       std::cout << "usage: " << usage_line << "\n\n" << all << "\n";
       return false;
