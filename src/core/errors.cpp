@@ -16,8 +16,10 @@ constexpr std::array kCatalogue{
                "An option is misspelled, missing its value, or out of range.",
                "Run `qmpi <command> --help` for the options of that command.", kExitUser,
                "The command stops at once with `unrecognised option` or `the required argument "
-               "... is missing`; vLLM flags such as `--tensor-parallel-size` are not qmpi's "
-               "(`--tp`, `--pp`)."},
+               "... is missing` for a vLLM flag qmpi has no counterpart for (vLLM's "
+               "`--tensor-parallel-size`/`-tp`, `--pipeline-parallel-size`/`-pp`, "
+               "`--max-num-batched-tokens`, `--host`, `--port`, `--served-model-name` and "
+               "`--reasoning-parser` work as spelled)."},
     ErrorEntry{Err::WorldSize, "world-size", "The number of MPI ranks does not equal --tp x --pp.",
                "qmpi runs exactly one rank per device and needs tp x pp of them.",
                "Launch with `mpirun -np <tp*pp>` or change --tp/--pp so that their product equals "
@@ -398,6 +400,29 @@ constexpr std::array kCatalogue{
                kExitRuntime,
                "A ZeroMQ client that waits forever: ZeroMQ connects lazily and never reports an "
                "address where nothing listens."},
+    ErrorEntry{Err::FieldUnsupported, "field-unsupported",
+               "A request asks for something qmpi does not do (structured output, logit_bias, "
+               "guided decoding, echo, beam search...).",
+               "Fields qmpi does not know are ignored, as vLLM ignores them, except those whose "
+               "value would change the answer: ignoring those would return something other than "
+               "what was asked for. Their neutral values (null, false, {\"type\": \"text\"}) "
+               "are accepted.",
+               "Leave the field out, or send its neutral value; the message names the field and "
+               "what to do instead (docs/serving.md lists them).",
+               kExitUser,
+               "A 400 with code `field-unsupported` for `response_format`, `logit_bias` or "
+               "`guided_json` that vLLM or OpenAI would honour."},
+    ErrorEntry{Err::ModelNotFound, "model-not-found",
+               "A request names a model this server does not serve (HTTP 404, OpenAI's "
+               "`model_not_found`).",
+               "A server answers for one model, under the names --served-model-name gives (by "
+               "default the model folder's name); a request for another one would otherwise get "
+               "an answer from a model it did not ask for.",
+               "Send one of the names GET /v1/models lists, or leave \"model\" out; start the "
+               "server with --served-model-name NAME to answer to another name.",
+               kExitUser,
+               "`The model `gpt-4o` does not exist` (404, code `model_not_found`) from an OpenAI "
+               "client pointed at qmpi."},
     ErrorEntry{Err::InputFile, "input-file", "An input file cannot be read.",
                "It does not exist or is not readable.", "Check the path and its permissions.",
                kExitUser,

@@ -73,6 +73,8 @@ enum class Err : uint16_t {
   Unauthorized = 507,
   ClientTooSlow = 508,
   NoReply = 509,
+  FieldUnsupported = 520,
+  ModelNotFound = 521,
   // files the job reads or writes (QM6xx)
   InputFile = 600,
   OutputFile = 601,

@@ -9,6 +9,7 @@
 
 #include "core/errors.h"
 #include "engine/sampler.h"
+#include "requests/output_format.h"
 #include "requests/request.h"
 
 namespace qmpi {
@@ -29,6 +30,7 @@ struct RequestOutput {
   int64_t prompt_tokens = 0;
   std::vector<int32_t> prompt_ids;  // reported with token ids on
   bool logprobs = false;
+  OutputFormat format;  // chat: how the texts become messages (message_shaper.h)
   std::vector<ChoiceOutput> choices;
   int64_t created = 0;  // unix seconds
 };
@@ -39,6 +41,10 @@ class RequestSink {
   // Choice `index` sampled `token`; `text` is the text it released (often empty: stop strings
   // hold text back until it cannot be the start of one).
   virtual void delta(int32_t index, const std::string& text, int32_t token) = 0;
+  // For requests that asked for logprobs, just before the token's delta(): its log-probability
+  // and the alternatives asked for (top_logprobs), for sinks that stream them.
+  virtual void token_logprobs(int32_t /*index*/, float /*logprob*/,
+                              const std::vector<TokenLogprob>& /*top*/) {}
   // Every choice has finished; their texts, tokens and finish reasons.
   virtual void final(RequestOutput out) = 0;
   // The request failed (its sequences are gone); nothing follows.

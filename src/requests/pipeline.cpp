@@ -24,6 +24,7 @@ void RequestPipeline::admit(int64_t key, std::string id, const BatchRequest& req
   a->logprobs = rs.logprobs;
   a->top_logprobs = rs.logprobs ? rs.top_logprobs : 0;
   a->sink = std::move(sink);
+  a->format = output_format(req, model_.reasoning_parser, model_.tokenizer, prompt);
   SequenceSpec spec = request_sequence_spec(req, prompt, model_, opts_.default_max_tokens);
   a->prompt = std::move(prompt);
   const uint64_t seed = spec.sampling.seed;
@@ -74,6 +75,7 @@ void RequestPipeline::on_token(const TokenEvent& ev) {
   } catch (const Error& e) {  // a token the tokenizer cannot show
     return fail(a, e);
   }
+  if (a.logprobs) a.sink->token_logprobs(int32_t(index), ev.logprob, ev.top);
   a.sink->delta(int32_t(index), piece, ev.token);
   if (stopped && ev.finish == FinishReason::None) sched_.finish(ev.seq);
   if (stopped || ev.finish != FinishReason::None)
@@ -97,6 +99,7 @@ void RequestPipeline::complete(Active& a) {
   out.prompt_tokens = int64_t(a.prompt.size());
   out.prompt_ids = std::move(a.prompt);
   out.logprobs = a.logprobs;
+  out.format = std::move(a.format);
   out.created = unix_seconds();
   for (Choice& c : a.choices) out.choices.push_back(std::move(c.out));
   const std::shared_ptr<RequestSink> sink = std::move(a.sink);

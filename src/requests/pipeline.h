@@ -68,6 +68,7 @@ class RequestPipeline {
     std::string model;
     bool logprobs = false;
     int32_t top_logprobs = 0;
+    OutputFormat format;
     std::vector<int32_t> prompt;
     std::vector<Choice> choices;
     size_t remaining = 0;

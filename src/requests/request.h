@@ -28,12 +28,27 @@ struct RequestSampling {
   int32_t top_logprobs = 0;  // and this many alternatives per token
 };
 
+// OpenAI's tool_choice. Auto when tools are given and the request does not say, None without
+// tools. Required and Named are kept by starting the answer with a <tool_call> block (see
+// tool_call_prefill in sequence_spec.h).
+enum class ToolChoice : uint8_t { Auto, None, Required, Named };
+
+// What a chat request carries besides role/content pairs.
+struct ChatRequest {
+  ChatExtras extras;  // messages as sent (tool_calls, reasoning_content...), tools, kwargs
+  ToolChoice tool_choice = ToolChoice::None;
+  std::string tool_name;  // ToolChoice::Named
+  bool add_generation_prompt = true;
+  bool parallel_tool_calls = true;  // false: only the first call of an answer is kept
+};
+
 struct BatchRequest {
   std::string custom_id;
   Endpoint endpoint = Endpoint::Completion;
   bool openai_line = false;           // came as an OpenAI Batch API line
   std::string model;                  // the body's "model", echoed in the response
   std::vector<ChatMessage> messages;  // chat
+  ChatRequest chat;                   // chat: the rest of the conversation
   std::string prompt;                 // completion text
   std::vector<int32_t> prompt_ids;    // completion given as token ids
   RequestSampling sampling;

@@ -8,7 +8,7 @@
 namespace qmpi {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';

@@ -27,7 +27,7 @@ constexpr int kMaxJsonDepth = 32;
 void check_json_depth(std::string_view text, int max_depth = kMaxJsonDepth);
 
 struct RequestJson {
-  nlohmann::json value;
+  nlohmann::ordered_json value;
   // The first number out of a double's range, for the caller to raise once it has read the id.
   std::optional<Error> number_error;
 };

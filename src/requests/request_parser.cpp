@@ -7,34 +7,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "requests/request_fields.h"
 #include "requests/request_json.h"
+#include "text/chat_messages.h"
 
 namespace qmpi {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
-// The fields that may appear in a request body (or at the top of a plain line).
-const std::set<std::string, std::less<>> kCommonFields = {"model",
-                                                          "max_tokens",
-                                                          "temperature",
-                                                          "top_p",
-                                                          "top_k",
-                                                          "min_p",
-                                                          "repetition_penalty",
-                                                          "presence_penalty",
-                                                          "frequency_penalty",
-                                                          "seed",
-                                                          "stop",
-                                                          "stop_token_ids",
-                                                          "ignore_eos",
-                                                          "n",
-                                                          "stream",
-                                                          "user",
-                                                          "logprobs"};
-const std::set<std::string, std::less<>> kChatFields = {"messages", "max_completion_tokens",
-                                                        "top_logprobs"};
-const std::set<std::string, std::less<>> kCompletionFields = {"prompt"};
+// The envelope of an OpenAI Batch API line (its body is checked as a request).
 const std::set<std::string, std::less<>> kOpenAiFields = {"custom_id", "method", "url", "body"};
 
 constexpr int32_t kMaxTopLogprobs = 20;
@@ -93,43 +75,75 @@ class LineChecker {
     if (!ok) sampling_error("\"" + key + "\" must be " + range + ", got " + shown(obj.at(key)));
   }
 
-  std::vector<ChatMessage> messages(const json& v) const {
+  // The messages as sent (tool_calls, tool_call_id, reasoning_content... go to the template).
+  void messages(const json& v, BatchRequest& r) const {
     expect(v.is_array() && !v.empty(), "messages", "a non-empty array of messages", v);
-    std::vector<ChatMessage> out;
-    for (size_t i = 0; i < v.size(); ++i) {
-      const json& m = v[i];
-      const std::string at = "messages[" + std::to_string(i) + "]";
-      expect(m.is_object(), at, "an object with \"role\" and \"content\"", m);
-      for (const auto& [k, x] : m.items())
-        if (k != "role" && k != "content" && k != "name")
-          field_error("\"" + at + "." + k + "\" is not a message field (role, content, name)");
-      if (!m.contains("role") || !m.contains("content"))
-        field_error("\"" + at + "\" needs \"role\" and \"content\"");
-      ChatMessage msg;
-      msg.role = string(m, "role");
-      const json& c = m.at("content");
-      if (c.is_string()) {
-        msg.content = c.get<std::string>();
-      } else if (c.is_array()) {
-        // The array form: text parts only (qmpi has no image or audio inputs).
-        for (const json& part : c) {
-          // (value("type", "") would throw on a "type" that is not a string.)
-          const bool text_part = part.is_object() && part.contains("type") &&
-                                 part.at("type") == "text" && part.contains("text") &&
-                                 part.at("text").is_string();
-          if (!text_part)
-            field_error("\"" + at +
-                        ".content\" parts must be {\"type\": \"text\", \"text\": ...}, "
-                        "got " +
-                        shown(part));
-          msg.content += part.at("text").get<std::string>();
-        }
-      } else {
-        expect(false, at + ".content", "a string or an array of text parts", c);
-      }
-      out.push_back(std::move(msg));
+    try {
+      r.chat.extras.messages = normalize_chat_messages(v);
+    } catch (const Error& e) {
+      raise(e.code(), where_ + ": " + e.message(), e.fix());
     }
-    return out;
+    r.messages = chat_message_list(r.chat.extras.messages);
+  }
+
+  // tools, tool_choice, chat_template_kwargs, add_generation_prompt, parallel_tool_calls.
+  void chat_fields(const json& obj, BatchRequest& r) const {
+    ChatRequest& c = r.chat;
+    std::vector<std::string> names;
+    if (obj.contains("tools") && !obj.at("tools").is_null()) {
+      const json& tools = obj.at("tools");
+      expect(tools.is_array(), "tools", "an array of tools", tools);
+      for (size_t i = 0; i < tools.size(); ++i) {
+        const json& t = tools[i];
+        const std::string at = "tools[" + std::to_string(i) + "]";
+        const bool function = t.is_object() && t.value("type", json("function")) == "function" &&
+                              t.contains("function") && t.at("function").is_object();
+        expect(function, at, "{\"type\": \"function\", \"function\": {...}}", t);
+        const json& f = t.at("function");
+        const bool named = f.contains("name") && f.at("name").is_string() &&
+                           !f.at("name").get<std::string>().empty();
+        expect(named, at + ".function.name", "a non-empty string", f.value("name", json()));
+        if (f.contains("parameters") && !f.at("parameters").is_null())
+          expect(f.at("parameters").is_object(), at + ".function.parameters",
+                 "a JSON Schema object", f.at("parameters"));
+        names.push_back(f.at("name").get<std::string>());
+      }
+      if (!tools.empty()) c.extras.tools = tools;
+    }
+    c.tool_choice = names.empty() ? ToolChoice::None : ToolChoice::Auto;
+    if (obj.contains("tool_choice") && !obj.at("tool_choice").is_null()) {
+      const json& v = obj.at("tool_choice");
+      const std::string word = v.is_string() ? v.get<std::string>() : "";
+      if (word == "none") {
+        c.tool_choice = ToolChoice::None;
+      } else if (word == "auto" || word == "required") {
+        if (names.empty()) field_error("\"tool_choice\": \"" + word + "\" needs \"tools\"");
+        c.tool_choice = word == "auto" ? ToolChoice::Auto : ToolChoice::Required;
+      } else {
+        const bool named = v.is_object() && v.value("type", json()) == "function" &&
+                           v.contains("function") && v.at("function").is_object() &&
+                           v.at("function").contains("name") &&
+                           v.at("function").at("name").is_string();
+        expect(named, "tool_choice",
+               "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+               "{\"name\": ...}}",
+               v);
+        c.tool_name = v.at("function").at("name").get<std::string>();
+        if (std::find(names.begin(), names.end(), c.tool_name) == names.end())
+          field_error("\"tool_choice\" names the function \"" + c.tool_name.substr(0, 64) +
+                      "\", which is not in \"tools\"");
+        c.tool_choice = ToolChoice::Named;
+      }
+    }
+    if (obj.contains("chat_template_kwargs") && !obj.at("chat_template_kwargs").is_null()) {
+      const json& k = obj.at("chat_template_kwargs");
+      expect(k.is_object(), "chat_template_kwargs", "an object (template variables)", k);
+      c.extras.kwargs = k;
+    }
+    if (obj.contains("add_generation_prompt") && !obj.at("add_generation_prompt").is_null())
+      c.add_generation_prompt = boolean(obj, "add_generation_prompt");
+    if (obj.contains("parallel_tool_calls") && !obj.at("parallel_tool_calls").is_null())
+      c.parallel_tool_calls = boolean(obj, "parallel_tool_calls");
   }
 
   void prompt(const json& v, BatchRequest& r) const {
@@ -257,19 +271,27 @@ class LineChecker {
                                              ? "/v1/chat/completions needs \"messages\""
                                              : "/v1/completions needs \"prompt\""));
     r.endpoint = chat ? Endpoint::Chat : Endpoint::Completion;
-    const auto& own = chat ? kChatFields : kCompletionFields;
     for (const auto& [k, v] : obj.items()) {
-      if ((!skip_key.empty() && k == skip_key) || kCommonFields.count(k) || own.count(k)) continue;
-      if ((chat ? kCompletionFields : kChatFields).count(k))
-        field_error("\"" + k + "\" is not a field of " +
-                    (chat ? "chat requests" : "completion requests"));
-      field_error("\"" + k + "\" is not a request field");
+      if (!skip_key.empty() && k == skip_key) continue;
+      const FieldVerdict verdict = check_request_field(k, v, chat);
+      switch (verdict.kind) {
+        case FieldVerdict::Kind::Known:
+        case FieldVerdict::Kind::Ignored:
+          break;
+        case FieldVerdict::Kind::OtherEndpoint:
+        case FieldVerdict::Kind::Misspelt:
+          field_error(verdict.why);
+        case FieldVerdict::Kind::Unsupported:
+          raise(Err::FieldUnsupported, where_ + ": " + verdict.why, verdict.fix);
+      }
     }
     if (obj.contains("model") && !obj.at("model").is_null()) r.model = string(obj, "model");
-    if (chat)
-      r.messages = messages(obj.at("messages"));
-    else
+    if (chat) {
+      messages(obj.at("messages"), r);
+      chat_fields(obj, r);
+    } else {
       prompt(obj.at("prompt"), r);
+    }
     sampling(obj, r);
   }
 
@@ -355,8 +377,8 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
   return out;
 }
 
-void read_request_body(const nlohmann::json& body, BatchRequest& r, const std::string& where,
-                       bool allow_stream) {
+void read_request_body(const nlohmann::ordered_json& body, BatchRequest& r,
+                       const std::string& where, bool allow_stream) {
   const LineChecker check(where, allow_stream);
   if (!body.is_object()) raise(Err::RequestJson, where + ": the request is not a JSON object");
   check.request(body, r, "");

@@ -30,9 +30,11 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no);
 // Checks the request fields of `body` (an OpenAI request body, or the fields of a plain request
 // without its id) into `r`. With `r.openai_line` set, `r.endpoint` is what the URL asks for and
 // the body must match it. `where` starts every message ("line 7", "request \"a1\""). Only
-// serving passes `allow_stream`. Raises RequestJson, RequestField or SamplingInvalid.
-void read_request_body(const nlohmann::json& body, BatchRequest& r, const std::string& where,
-                       bool allow_stream);
+// serving passes `allow_stream`. Fields it does not know are ignored, as vLLM does, unless
+// request_fields.h says otherwise. Raises RequestJson, RequestField, FieldUnsupported or
+// SamplingInvalid.
+void read_request_body(const nlohmann::ordered_json& body, BatchRequest& r,
+                       const std::string& where, bool allow_stream);
 
 // The id a line without a usable custom_id/id gets in the output: "qmpi-line-N". The prefix is
 // reserved (src/batch/batch_ids.h), so it never equals another line's own id.

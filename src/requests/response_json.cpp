@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "requests/message_shaper.h"
+
 namespace qmpi {
 namespace {
 
@@ -25,34 +27,43 @@ json byte_list(const std::string& s) {
 
 json chat_logprobs(const ChoiceOutput& c, const Tokenizer& tok) {
   json content = json::array();
-  for (size_t i = 0; i < c.tokens.size(); ++i) {
-    const std::string t = token_text(tok, c.tokens[i]);
-    json alts = json::array();
-    if (i < c.top.size())
-      for (const auto& a : c.top[i]) {
-        const std::string at = token_text(tok, a.token);
-        alts.push_back({{"token", at}, {"logprob", a.logprob}, {"bytes", byte_list(at)}});
-      }
-    content.push_back({{"token", t},
-                       {"logprob", c.logprobs[i]},
-                       {"bytes", byte_list(t)},
-                       {"top_logprobs", alts}});
-  }
+  for (size_t i = 0; i < c.tokens.size(); ++i)
+    content.push_back(chat_logprob_entry(tok, c.tokens[i], c.logprobs[i],
+                                         i < c.top.size() ? std::span<const TokenLogprob>(c.top[i])
+                                                          : std::span<const TokenLogprob>()));
   return {{"content", content}};
 }
 
 json completion_logprobs(const ChoiceOutput& c, const Tokenizer& tok) {
+  return completion_logprobs_json(tok, c.tokens, c.logprobs, c.top, 0);
+}
+
+}  // namespace
+
+json chat_logprob_entry(const Tokenizer& tok, int32_t token, float logprob,
+                        std::span<const TokenLogprob> top) {
+  const std::string t = token_text(tok, token);
+  json alts = json::array();
+  for (const auto& a : top) {
+    const std::string at = token_text(tok, a.token);
+    alts.push_back({{"token", at}, {"logprob", a.logprob}, {"bytes", byte_list(at)}});
+  }
+  return {{"token", t}, {"logprob", logprob}, {"bytes", byte_list(t)}, {"top_logprobs", alts}};
+}
+
+json completion_logprobs_json(const Tokenizer& tok, std::span<const int32_t> ids,
+                              std::span<const float> logprobs,
+                              std::span<const std::vector<TokenLogprob>> top, size_t offset) {
   json tokens = json::array(), lps = json::array(), tops = json::array(), offsets = json::array();
-  size_t offset = 0;
-  for (size_t i = 0; i < c.tokens.size(); ++i) {
-    const std::string t = token_text(tok, c.tokens[i]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string t = token_text(tok, ids[i]);
     tokens.push_back(t);
-    lps.push_back(c.logprobs[i]);
+    lps.push_back(logprobs[i]);
     offsets.push_back(offset);
     offset += t.size();
     json alts = json::object();
-    if (i < c.top.size())
-      for (const auto& a : c.top[i]) alts[token_text(tok, a.token)] = a.logprob;
+    if (i < top.size())
+      for (const auto& a : top[i]) alts[token_text(tok, a.token)] = a.logprob;
     tops.push_back(alts);
   }
   return {{"tokens", tokens},
@@ -60,6 +71,25 @@ json completion_logprobs(const ChoiceOutput& c, const Tokenizer& tok) {
           {"top_logprobs", tops},
           {"text_offset", offsets}};
 }
+
+json tool_call_json(const ToolCall& c) {
+  return {{"id", c.id},
+          {"type", "function"},
+          {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
+json assistant_message(const ShapedMessage& m, const OutputFormat& f) {
+  json msg = {{"role", "assistant"}, {"content", m.content ? json(*m.content) : json(nullptr)}};
+  if (f.reasoning) msg["reasoning_content"] = m.reasoning ? json(*m.reasoning) : json(nullptr);
+  if (!m.calls.empty()) {
+    json calls = json::array();
+    for (const ToolCall& c : m.calls) calls.push_back(tool_call_json(c));
+    msg["tool_calls"] = std::move(calls);
+  }
+  return msg;
+}
+
+namespace {
 
 std::string batch_id(int64_t line_no) {
   return "batch_req_" + std::to_string(line_no);
@@ -76,13 +106,17 @@ json body_json(const RequestOutput& out, const Tokenizer& tok, bool token_ids) {
     const ChoiceOutput& c = out.choices[i];
     generated += int64_t(c.tokens.size());
     json choice = {{"index", i}};
-    if (chat)
-      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else
+    std::string reason = c.finish_reason;
+    if (chat) {
+      const ShapedMessage m = shape_message(out.format, c.text, call_id_prefix(out.line_no, i));
+      choice["message"] = assistant_message(m, out.format);
+      reason = message_finish_reason(reason, m.calls.size());
+    } else {
       choice["text"] = c.text;
+    }
     choice["logprobs"] =
         out.logprobs ? (chat ? chat_logprobs(c, tok) : completion_logprobs(c, tok)) : json(nullptr);
-    choice["finish_reason"] = c.finish_reason;
+    choice["finish_reason"] = reason;
     if (token_ids) choice["token_ids"] = c.tokens;
     choices.push_back(std::move(choice));
   }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "requests/output_format.h"
 #include "requests/sampling_resolver.h"
 
 namespace qmpi {
@@ -31,12 +32,28 @@ int64_t max_tokens_for(const BatchRequest& req, int64_t prompt, const BatchModel
   return std::min(want, room);
 }
 
+// The chat template over the conversation (tools left out for tool_choice "none"), then the
+// start of a forced tool call. Request text (messages, tools, kwargs, the function's name)
+// is never read as special tokens.
+std::vector<int32_t> chat_prompt_ids(const BatchRequest& req, const BatchModel& model) {
+  ChatExtras extras = req.chat.extras;
+  if (req.chat.tool_choice == ToolChoice::None) extras.tools = nullptr;
+  ChatPrompt p = model.chat->render_prompt(req.messages, req.chat.add_generation_prompt, extras);
+  const std::string prefill = tool_call_prefill(req.chat);
+  if (!prefill.empty()) {
+    const size_t json_start = p.text.size() + prefill.find('{');
+    p.text += prefill;
+    p.plain.push_back({json_start, p.text.size()});
+  }
+  return model.tokenizer->encode(p.text, p.plain);
+}
+
 }  // namespace
 
 std::vector<int32_t> request_prompt_ids(const BatchRequest& req, const BatchModel& model) {
   std::vector<int32_t> ids;
   if (req.endpoint == Endpoint::Chat)
-    ids = model.chat->encode(*model.tokenizer, req.messages, true);  // contents stay text
+    ids = chat_prompt_ids(req, model);
   else if (!req.prompt_ids.empty())
     ids = req.prompt_ids;
   else

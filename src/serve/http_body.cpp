@@ -6,7 +6,7 @@
 
 namespace qmpi {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 
 HttpBody parse_http_body(std::string_view text, Endpoint endpoint, std::string custom_id) {
   RequestJson parsed = parse_request_json(text, "the body");
@@ -39,8 +39,6 @@ HttpBody parse_http_body(std::string_view text, Endpoint endpoint, std::string c
   read_request_body(body, r, "the request", true);
   if (has_stream_options && !r.stream)
     raise(Err::RequestField, "\"stream_options\" is only allowed with \"stream\": true");
-  if (r.sampling.logprobs)
-    raise(Err::RequestField, "logprobs are not available from qmpi serve yet");
   return out;
 }
 

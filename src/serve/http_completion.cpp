@@ -1,6 +1,7 @@
 #include "serve/http_completion.h"
 
 #include "core/unix_time.h"
+#include "requests/served_model.h"
 #include "serve/http_body.h"
 #include "serve/protocol.h"
 
@@ -15,6 +16,7 @@ HttpCompletion parse_completion(std::string_view text, Endpoint endpoint, const 
   c.include_usage = parsed.include_usage;
   c.shape.token_ids = parsed.token_ids;
   BatchRequest& r = parsed.request;
+  check_served_model(r.model, model.served_names);
   c.stream = r.stream;
   c.choices = r.sampling.n;
   c.shape.endpoint = endpoint;
@@ -22,6 +24,9 @@ HttpCompletion parse_completion(std::string_view text, Endpoint endpoint, const 
   c.shape.created = unix_seconds();
   c.request.client_id = r.custom_id;
   c.request.prompt = request_prompt_ids(r, model);
+  c.shape.logprobs = r.sampling.logprobs;
+  c.shape.tokenizer = model.tokenizer;
+  c.shape.format = output_format(r, model.reasoning_parser, model.tokenizer, c.request.prompt);
   c.request.req = std::move(r);
   return c;
 }

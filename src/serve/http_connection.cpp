@@ -19,6 +19,7 @@
 
 #include "core/unix_time.h"
 #include "requests/response_json.h"
+#include "requests/served_model.h"
 #include "serve/http_completion.h"
 #include "serve/http_request_sink.h"
 #include "serve/openai_stream.h"
@@ -44,6 +45,11 @@ std::string_view sv(beast::string_view s) {
 }
 
 // Errors of the request's bytes (answered with 400/431), as opposed to the socket's.
+// One entry of GET /v1/models, as OpenAI shapes it.
+json model_object(const std::string& id) {
+  return {{"id", id}, {"object", "model"}, {"created", unix_seconds()}, {"owned_by", "qmpi"}};
+}
+
 bool is_parse_error(beast::error_code ec) {
   return ec.category() == http::make_error_code(http::error::bad_method).category() &&
          ec != http::error::end_of_stream && ec != http::error::partial_message;
@@ -124,6 +130,7 @@ void HttpConnection::on_header(beast::error_code ec) {
       return respond_error(unauthorized_error(auth != req.end()), 0, body_unread);
   }
   route_ = match_route(sv(req.method_string()), target);
+  target_ = std::string(target.substr(0, 1024));
   if (route_ == HttpRoute::NotFound)
     return respond_error(not_found_error(sv(req.method_string()), target), 404, body_unread);
   if (!body_unread) return dispatch();
@@ -180,12 +187,20 @@ void HttpConnection::dispatch() {
       return respond(200, front_.metrics.render(front_.hub.snapshot(), front_.hub.queued()),
                      "text/plain; version=0.0.4; charset=utf-8");
     case HttpRoute::Models: {
-      const json j = {{"object", "list"},
-                      {"data", json::array({{{"id", front_.opts.model_name},
-                                             {"object", "model"},
-                                             {"created", unix_seconds()},
-                                             {"owned_by", "qmpi"}}})}};
-      return respond(200, j.dump(), kJson);
+      json data = json::array();
+      const auto& listed = front_.opts.listed_models;
+      if (listed.empty()) data.push_back(model_object(front_.opts.model_name));
+      for (const std::string& name : listed) data.push_back(model_object(name));
+      return respond(200, json{{"object", "list"}, {"data", std::move(data)}}.dump(), kJson);
+    }
+    case HttpRoute::Model: {
+      const std::string id = model_id_of(target_);
+      try {
+        check_served_model(id, front_.model.served_names);
+      } catch (const Error& e) {
+        return respond_error(e);
+      }
+      return respond(200, model_object(id).dump(), kJson);
     }
     case HttpRoute::Chat:
       return prepare(Endpoint::Chat);
@@ -229,6 +244,7 @@ void HttpConnection::submit_on_pool(const std::string& body, Endpoint endpoint,
     c->request.sink = sink;
     ticket = front_.hub.submit(std::move(c->request));
     c->shape.id = completion_id(endpoint, ticket);
+    c->shape.number = ticket;
   } catch (const Error& e) {
     err = e;
   } catch (const std::exception& e) {

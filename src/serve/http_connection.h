@@ -103,6 +103,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::unique_ptr<Streaming> streaming_;  // a streamed response in progress
   Phase phase_ = Phase::Reading;
   HttpRoute route_ = HttpRoute::NotFound;
+  std::string target_;  // the request target, for routes that read it (GET /v1/models/{id})
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool shut_ = false;    // close after this response

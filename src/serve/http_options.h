@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace qmpi {
 
@@ -25,7 +26,8 @@ struct HttpOptions {
   size_t max_header_bytes = size_t(16) << 10;    // request line and headers (431 past it)
   int threads = 2;                               // I/O threads, and as many preparing bodies
   size_t client_buffer_bytes = size_t(4) << 20;  // response text held for one slow reader
-  std::string model_name;                        // GET /v1/models and responses' default "model"
+  std::string model_name;                        // responses' default "model"
+  std::vector<std::string> listed_models;        // GET /v1/models (empty: model_name)
   HttpTimeouts timeouts;
 };
 

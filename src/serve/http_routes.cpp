@@ -1,6 +1,16 @@
 #include "serve/http_routes.h"
 
+#include "requests/served_model.h"
+
 namespace qmpi {
+
+namespace {
+constexpr std::string_view kModelPrefix = "/v1/models/";
+}  // namespace
+
+std::string model_id_of(std::string_view target) {
+  return percent_decode(target_path(target).substr(kModelPrefix.size()));
+}
 
 std::string_view target_path(std::string_view target) {
   return target.substr(0, target.find('?'));
@@ -13,6 +23,8 @@ HttpRoute match_route(std::string_view method, std::string_view target) {
     if (path == "/v1/completions") return HttpRoute::Completion;
   } else if (method == "GET") {
     if (path == "/v1/models") return HttpRoute::Models;
+    if (path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size())
+      return HttpRoute::Model;
     if (path == "/health") return HttpRoute::Health;
     if (path == "/metrics") return HttpRoute::Metrics;
   }

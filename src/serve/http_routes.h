@@ -11,12 +11,15 @@
 
 namespace qmpi {
 
-enum class HttpRoute : uint8_t { Chat, Completion, Models, Health, Metrics, NotFound };
+// Model: GET /v1/models/{id}.
+enum class HttpRoute : uint8_t { Chat, Completion, Models, Model, Health, Metrics, NotFound };
 
 // "/v1/models?x=1" -> "/v1/models".
 std::string_view target_path(std::string_view target);
 // The route of `method` on `target` (query string ignored); NotFound for any other pair.
 HttpRoute match_route(std::string_view method, std::string_view target);
+// The {id} of GET /v1/models/{id}, percent-decoded ("Qwen%2FQwen3" and "Qwen/Qwen3" alike).
+std::string model_id_of(std::string_view target);
 // Routes under /v1/ need the key; /health and /metrics stay open for probes.
 bool needs_api_key(std::string_view path);
 // `header` is exactly "Bearer <key>" (compared in constant time: the key is a secret).

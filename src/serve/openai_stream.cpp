@@ -31,6 +31,24 @@ json choice(const StreamShape& s, int32_t index, const std::string& text, const 
   return c;
 }
 
+bool has_logprobs(const StreamShape& s, const ServeEvent* d) {
+  return s.logprobs && s.tokenizer && d && !d->logprobs.empty();
+}
+
+// The delta's tokens in OpenAI's logprobs shape of its endpoint.
+json delta_logprobs(const StreamShape& s, const ServeEvent& d, size_t text_offset) {
+  if (s.endpoint != Endpoint::Chat)
+    return completion_logprobs_json(*s.tokenizer, d.token_ids, d.logprobs, d.top_logprobs,
+                                    text_offset);
+  json content = json::array();
+  for (size_t i = 0; i < d.logprobs.size() && i < d.token_ids.size(); ++i)
+    content.push_back(chat_logprob_entry(*s.tokenizer, d.token_ids[i], d.logprobs[i],
+                                         i < d.top_logprobs.size()
+                                             ? std::span<const TokenLogprob>(d.top_logprobs[i])
+                                             : std::span<const TokenLogprob>()));
+  return {{"content", std::move(content)}};
+}
+
 }  // namespace
 
 std::string sse_role_chunk(const StreamShape& s, int32_t index) {
@@ -41,10 +59,38 @@ std::string sse_role_chunk(const StreamShape& s, int32_t index) {
   return event(chunk(s, json::array({c})));
 }
 
-std::string sse_delta_chunk(const StreamShape& s, const ServeEvent& d) {
-  if (d.text.empty() && !s.token_ids) return {};
+std::string sse_delta_chunk(const StreamShape& s, const ServeEvent& d, size_t text_offset) {
+  const bool lp = has_logprobs(s, &d);
+  if (d.text.empty() && !s.token_ids && !lp) return {};
   json c = choice(s, d.index, d.text, nullptr);
+  if (lp) c["logprobs"] = delta_logprobs(s, d, text_offset);
   if (s.token_ids) c["token_ids"] = d.token_ids;
+  return event(chunk(s, json::array({c})));
+}
+
+std::string sse_chat_chunk(const StreamShape& s, int32_t index, const MessageDelta& m,
+                           size_t first_call, const ServeEvent* d) {
+  const bool lp = has_logprobs(s, d);
+  if (m.empty() && !(s.token_ids && d) && !lp) return {};
+  json delta = json::object();
+  if (!m.reasoning.empty()) delta["reasoning_content"] = m.reasoning;
+  if (!m.content.empty()) delta["content"] = m.content;
+  if (!m.calls.empty()) {
+    json calls = json::array();
+    for (size_t k = 0; k < m.calls.size(); ++k) {
+      json call = {{"index", first_call + k}};
+      const json parts = tool_call_json(m.calls[k]);
+      for (const auto& [key, v] : parts.items()) call[key] = v;
+      calls.push_back(std::move(call));
+    }
+    delta["tool_calls"] = std::move(calls);
+  }
+  json c = {{"index", index},
+            {"delta", std::move(delta)},
+            {"logprobs", nullptr},
+            {"finish_reason", nullptr}};
+  if (lp) c["logprobs"] = delta_logprobs(s, *d, 0);
+  if (s.token_ids) c["token_ids"] = d ? json(d->token_ids) : json::array();
   return event(chunk(s, json::array({c})));
 }
 
@@ -64,6 +110,12 @@ std::string sse_usage_chunk(const StreamShape& s, const RequestOutput& out) {
   return event(j);
 }
 
+// OpenAI's own code where it has one (clients test for it), else the catalogue's name.
+std::string openai_error_code(Err code) {
+  if (code == Err::ModelNotFound) return "model_not_found";
+  return std::string(error_entry(code).name);
+}
+
 std::string http_error_body(const Error& e) {
   std::string message = e.message();
   if (!e.fix().empty()) message += " (" + e.fix() + ")";
@@ -72,7 +124,7 @@ std::string http_error_body(const Error& e) {
                    {{"message", message},
                     {"type", user ? "invalid_request_error" : "server_error"},
                     {"param", nullptr},
-                    {"code", std::string(error_entry(e.code()).name)},
+                    {"code", openai_error_code(e.code())},
                     {"qmpi_code", error_id(e.code())}}}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
@@ -86,6 +138,7 @@ int http_status(Err code) {
     case Err::Unauthorized:
       return 401;
     case Err::UnknownRequestId:
+    case Err::ModelNotFound:
       return 404;
     case Err::BodyTooLarge:
       return 413;
@@ -95,6 +148,7 @@ int http_status(Err code) {
     case Err::RequestField:
     case Err::PromptTooLong:
     case Err::SamplingInvalid:
+    case Err::FieldUnsupported:
     case Err::ClientTooSlow:
       return 400;
     default:

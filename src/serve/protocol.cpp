@@ -8,7 +8,7 @@
 namespace qmpi {
 namespace {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;
 using ojson = nlohmann::ordered_json;
 
 std::string dump(const ojson& j) {
@@ -48,6 +48,17 @@ void only_fields(const json& j, std::initializer_list<const char*> allowed, cons
       raise(Err::RequestField,
             "\"" + k.substr(0, 64) + "\" is not a field of a " + type + " message");
   }
+}
+
+// [[{"token_id", "logprob"}, ...] per token]
+ojson top_json(const std::vector<std::vector<TokenLogprob>>& top) {
+  ojson all = ojson::array();
+  for (const auto& alts : top) {
+    ojson a = ojson::array();
+    for (const TokenLogprob& t : alts) a.push_back({{"token_id", t.token}, {"logprob", t.logprob}});
+    all.push_back(std::move(a));
+  }
+  return all;
 }
 
 ojson usage(const RequestOutput& out) {
@@ -105,8 +116,6 @@ ClientMessage parse_client_message(std::string_view text, std::string& id) {
   body.erase("id");
   read_request_body(body, m.request, "request " + id, true);
   m.request.custom_id = plain_id;
-  if (m.request.sampling.logprobs)
-    raise(Err::RequestField, "request " + id + ": logprobs are not available from qmpi serve yet");
   return m;
 }
 
@@ -115,6 +124,11 @@ std::string delta_message(const std::string& id, const ServeEvent& d) {
   j["index"] = d.index;
   j["text"] = d.text;
   j["token_ids"] = d.token_ids;
+  if (!d.logprobs.empty()) {
+    j["logprobs"] = d.logprobs;
+    if (!d.top_logprobs.empty() && !d.top_logprobs[0].empty())
+      j["top_logprobs"] = top_json(d.top_logprobs);
+  }
   return dump(j);
 }
 
@@ -124,7 +138,6 @@ std::string overall_finish_reason(const RequestOutput& out) {
 
 std::string final_message(const std::string& id, const RequestOutput& out, bool with_text) {
   ojson j = with_id("final", id);
-  j["finish_reason"] = overall_finish_reason(out);
   ojson choices = ojson::array();
   for (size_t i = 0; i < out.choices.size(); ++i) {
     const ChoiceOutput& c = out.choices[i];
@@ -132,9 +145,21 @@ std::string final_message(const std::string& id, const RequestOutput& out, bool 
     if (with_text) {
       choice["text"] = c.text;
       choice["token_ids"] = c.tokens;
+      if (out.logprobs) {
+        choice["logprobs"] = c.logprobs;
+        if (!c.top.empty()) choice["top_logprobs"] = top_json(c.top);
+      }
+    }
+    // A chat answer read as a message (tool calls, reasoning), streamed or not: deltas carry
+    // the text as generated.
+    if (out.endpoint == Endpoint::Chat && (out.format.tools || out.format.reasoning)) {
+      const ShapedMessage m = shape_message(out.format, c.text, call_id_prefix(out.line_no, i));
+      choice["message"] = assistant_message(m, out.format);
+      choice["finish_reason"] = message_finish_reason(c.finish_reason, m.calls.size());
     }
     choices.push_back(std::move(choice));
   }
+  j["finish_reason"] = choices.empty() ? ojson("") : choices[0]["finish_reason"];
   j["choices"] = std::move(choices);
   j["usage"] = usage(out);
   return dump(j);

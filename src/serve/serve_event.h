@@ -19,6 +19,9 @@ struct ServeEvent {
   int32_t index = 0;               // Delta: the choice
   std::string text;                // Delta: text this step released (may be empty)
   std::vector<int32_t> token_ids;  // Delta: tokens this step sampled
+  // Delta, when the request asked for logprobs: each token's, and its alternatives.
+  std::vector<float> logprobs;
+  std::vector<std::vector<TokenLogprob>> top_logprobs;
   // Final: every choice's text, tokens and finish_reason ("stop", "length", "cancelled") and the
   // prompt size, in the shape the batch responses use.
   std::shared_ptr<const RequestOutput> result;

@@ -1,6 +1,7 @@
 #include "serve/serve_loop.h"
 
 #include <algorithm>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -50,7 +51,17 @@ class ServeLoop::FrontSink final : public RequestSink {
     d.index = index;
     d.text = text;
     d.token_ids = {token};
+    if (logprob_) {
+      d.logprobs = {*logprob_};
+      d.top_logprobs = {std::move(top_)};
+      logprob_.reset();
+      top_.clear();
+    }
     sink_->deliver(std::move(d));
+  }
+  void token_logprobs(int32_t, float logprob, const std::vector<TokenLogprob>& top) override {
+    logprob_ = logprob;
+    top_ = top;
   }
   void final(RequestOutput out) override {
     const bool cancelled =
@@ -80,6 +91,8 @@ class ServeLoop::FrontSink final : public RequestSink {
   const std::shared_ptr<EventSink> sink_;
   std::vector<Clock::time_point> last_token_;  // per choice; unset before its first token
   bool first_token_seen_ = false;
+  std::optional<float> logprob_;  // the next delta's, from token_logprobs()
+  std::vector<TokenLogprob> top_;
 };
 
 ServeLoop::ServeLoop(const ServeLoopOptions& opts, const BatchModel& model,

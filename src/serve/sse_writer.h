@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/errors.h"
 #include "serve/openai_stream.h"
@@ -27,6 +28,8 @@ class SseWriter {
   StreamShape shape_;
   int32_t choices_;
   bool include_usage_;
+  std::vector<MessageShaper> shapers_;  // chat: one per choice
+  std::vector<size_t> offsets_;         // completions: each choice's text so far, in bytes
   bool done_ = false;
 };
 

@@ -21,8 +21,10 @@ OJson normalize_chat_messages(const OJson& messages) {
         std::string text;
         for (size_t j = 0; j < c.size(); ++j) {
           const OJson& part = c[j];
-          if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-              !part.at("text").is_string())
+          const bool text_part = part.is_object() && part.contains("type") &&
+                                 part.at("type") == "text" && part.contains("text") &&
+                                 part.at("text").is_string();
+          if (!text_part)
             raise(Err::RequestField, where + ".content[" + std::to_string(j) +
                                          "] must be {\"type\": \"text\", \"text\": ...}; qmpi "
                                          "models read text only");
@@ -30,9 +32,13 @@ OJson normalize_chat_messages(const OJson& messages) {
           text += part.at("text").get<std::string>();
         }
         c = text;
-      } else if (!c.is_string() && !c.is_null()) {
+      } else if (c.is_null()) {
+        c = "";
+      } else if (!c.is_string()) {
         raise(Err::RequestField, where + ".content must be a string, null or text parts");
       }
+    } else {
+      m["content"] = "";
     }
     if (m.contains("tool_calls") && !m.at("tool_calls").is_array() && !m.at("tool_calls").is_null())
       raise(Err::RequestField, where + ".tool_calls must be an array");

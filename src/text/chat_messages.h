@@ -1,6 +1,8 @@
 // A chat request's `messages` array, checked and brought to the shape chat templates expect:
-// every message an object with a string role; content a string or null, or OpenAI content parts
-// ([{"type": "text", "text": ...}]) joined with newlines; the other fields (tool_calls,
+// every message an object with a string role; content a string, OpenAI content parts
+// ([{"type": "text", "text": ...}]) joined with newlines, or "" when null or missing (as vLLM
+// hands it to templates: an assistant turn that only called tools has content null, and Qwen3's
+// template concatenates it); the other fields (tool_calls,
 // reasoning_content, tool_call_id, name...) passed through as sent.
 #pragma once
 #include <string>

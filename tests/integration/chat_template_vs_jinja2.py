@@ -153,9 +153,11 @@ SNIPPETS = [  # engine corners beyond the Qwen templates: whitespace, arithmetic
 
 def oracle_request(template, req, special):
     messages = copy.deepcopy(req["messages"])
-    for m in messages:  # what normalize_chat_messages does with content parts
+    for m in messages:  # what normalize_chat_messages does with content parts and null
         if isinstance(m.get("content"), list):
             m["content"] = "\n".join(p["text"] for p in m["content"])
+        elif m.get("content") is None:
+            m["content"] = ""
     return jinja2_chat.render(template, messages, req.get("tools"),
                               req.get("add_generation_prompt", True),
                               req.get("chat_template_kwargs"), special)

@@ -390,7 +390,7 @@ def body(c: t.Checks) -> None:
     hreqs = make_requests(32, "h", 12)
     ref = batch_reference(model, zreqs + hreqs)
 
-    server = Server(model, extra=["--default-max-tokens", "12"])
+    server = Server(model, extra=["--default-max-tokens", "12", "--served-model-name", "tiny"])
     try:
         seen = server.wait_ready()
         c.check(seen[0] == "loading" and seen[-1] == "ready",

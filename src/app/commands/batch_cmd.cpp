@@ -52,6 +52,8 @@ int cmd_batch(const Args& args) {
       "seconds between fsyncs of the results")(
       "progress-interval", po::value(&job.progress_interval_s)->default_value(5.0),
       "seconds between progress lines when stderr is not a terminal");
+  std::string reasoning_parser;
+  add_reasoning_parser_option(b, reasoning_parser);
   desc.add(b);
   desc.add(scheduler_options(sched_cli));
   po::variables_map vm;
@@ -60,6 +62,7 @@ int cmd_batch(const Args& args) {
                      "       (--max-num-seqs defaults to 16 here)"))
     return 0;
   SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli, vm);
+  const bool reasoning = reasoning_parser_on(reasoning_parser);
   if (job.resume && job.overwrite) raise(Err::Usage, "give --resume or --overwrite, not both");
   if (job.fsync_interval_s <= 0) raise(Err::Usage, "--fsync-interval must be positive");
   job.default_max_tokens = sched_cli.default_max_tokens;
@@ -88,6 +91,7 @@ int cmd_batch(const Args& args) {
       model.eos_ids = stop_token_ids(engine.generation_config(), engine.config());
       model.max_model_len = engine.max_model_len();
       model.vocab_size = engine.config().vocab_size;
+      model.reasoning_parser = reasoning;
       sched_cfg.max_model_len = engine.max_model_len();
       // One scheduler per data-parallel replica (one with --dp 1); an idle replica hears from
       // rank 0 well within --comm-timeout.

@@ -3,6 +3,7 @@
 // --stats print the server's replies. An error reply exits with its catalogue code's status.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -30,6 +31,7 @@ struct ClientCli {
   double temperature = -1.0;
   int64_t seed = -1;
   double timeout_s = 600.0;
+  double connect_timeout_s = 5.0;
 };
 
 // A reply {"type": "error", "code": "QM501", ...} as the Error it stands for.
@@ -82,7 +84,10 @@ int cmd_client(const Args& args) {
       "health", po::bool_switch(&c.health), "print the server's health and exit")(
       "stats", po::bool_switch(&c.stats), "print the server's stats (JSON) and exit")(
       "timeout", po::value(&c.timeout_s)->default_value(600.0),
-      "seconds to wait for each reply before giving up");
+      "seconds to wait for each reply before giving up")(
+      "connect-timeout", po::value(&c.connect_timeout_s)->default_value(5.0),
+      "seconds to wait for the server to answer at all (a health probe sent first; the server "
+      "answers it while it loads)");
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi client --connect tcp://HOST:5555 --prompt TEXT [--chat] [--stream]"))
@@ -90,6 +95,7 @@ int cmd_client(const Args& args) {
   if (!c.health && !c.stats && c.prompt.empty())
     raise(Err::Usage, "give --prompt TEXT (or --health / --stats)");
   if (c.timeout_s <= 0) raise(Err::Usage, "--timeout must be positive");
+  if (c.connect_timeout_s <= 0) raise(Err::Usage, "--connect-timeout must be positive");
 
   zmq::context_t ctx(1);
   zmq::socket_t sock(ctx, zmq::socket_type::dealer);
@@ -100,16 +106,38 @@ int cmd_client(const Args& args) {
     raise(Err::Usage, "cannot connect to " + c.connect + ": " + e.what(),
           "Give the server's endpoint, e.g. --connect tcp://127.0.0.1:5555.");
   }
+  // ZeroMQ connects lazily and never says that nothing listens: a health probe answered
+  // within --connect-timeout tells a server that is there (loading or not) from none.
+  // (Never longer than --timeout.)
+  const double probe_s = std::min(c.connect_timeout_s, c.timeout_s);
+  const auto connect_wait = std::chrono::milliseconds(int64_t(probe_s * 1000));
+  const auto no_server = [&] {
+    raise(Err::NoReply, fmt::format("nothing answered at {} within {:g} s", c.connect, probe_s),
+          "Check that `qmpi serve` runs and that --connect is its --zmq endpoint (default "
+          "tcp://127.0.0.1:5555); a server that is there answers within --connect-timeout "
+          "(default 5 s), even while it loads.");
+  };
+  if (!c.health && !c.stats) {
+    sock.send(zmq::buffer(json{{"v", 1}, {"type", "health"}, {"id", "qmpi-client-probe"}}.dump()),
+              zmq::send_flags::none);
+    zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, connect_wait) == 0) no_server();
+    zmq::message_t probe;
+    (void)sock.recv(probe, zmq::recv_flags::none);
+  }
   const json req = c.health  ? json{{"v", 1}, {"type", "health"}}
                    : c.stats ? json{{"v", 1}, {"type", "stats"}}
                              : request_of(c);
   sock.send(zmq::buffer(req.dump()), zmq::send_flags::none);
 
-  const auto wait = std::chrono::milliseconds(int64_t(c.timeout_s * 1000));
+  const auto wait =
+      (c.health || c.stats) ? connect_wait : std::chrono::milliseconds(int64_t(c.timeout_s * 1000));
   for (;;) {
     zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, wait) == 0)
+    if (zmq::poll(&item, 1, wait) == 0) {
+      if (c.health || c.stats) no_server();
       raise(Err::NoReply, fmt::format("no reply from {} in {:g} s", c.connect, c.timeout_s));
+    }
     zmq::message_t msg;
     (void)sock.recv(msg, zmq::recv_flags::none);
     const json j = json::parse(msg.to_string_view(), nullptr, false);

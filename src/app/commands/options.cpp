@@ -12,12 +12,50 @@
 
 namespace qmpi {
 
-bool parse_options(const Args& args, const po::options_description& desc, po::variables_map& vm,
+namespace {
+
+// vLLM's spellings of qmpi options, so that a vLLM command line works as typed. Each is
+// rewritten to qmpi's name before parsing, so one option has one value whichever name set it.
+constexpr std::pair<std::string_view, std::string_view> kVllmAliases[] = {
+    {"--tensor-parallel-size", "--tp"},
+    {"-tp", "--tp"},
+    {"--pipeline-parallel-size", "--pp"},
+    {"-pp", "--pp"},
+    {"--data-parallel-size", "--dp"},
+    {"-dp", "--dp"},
+    {"--max-num-batched-tokens", "--max-batched-tokens"},
+};
+
+}  // namespace
+
+Args with_vllm_aliases(const Args& args) {
+  Args out;
+  out.reserve(args.size());
+  for (const std::string& a : args) {
+    std::string arg = a;
+    for (const auto& [alias, name] : kVllmAliases) {
+      if (a == alias) {
+        arg = name;
+      } else if (a.size() > alias.size() && a.compare(0, alias.size(), alias) == 0 &&
+                 a[alias.size()] == '=') {
+        arg = std::string(name) + a.substr(alias.size());
+      }
+    }
+    out.push_back(std::move(arg));
+  }
+  return out;
+}
+
+bool parse_options(const Args& raw_args, const po::options_description& desc, po::variables_map& vm,
                    const std::string& usage_line) {
   po::options_description all(desc);
   all.add_options()("help,h", "show this help");
+  const Args args = with_vllm_aliases(raw_args);
   try {
-    po::store(po::command_line_parser(args).options(all).run(), vm);
+    // `qmpi serve MODEL`, as `vllm serve MODEL`: a bare first argument is the model.
+    po::positional_options_description positional;
+    if (all.find_nothrow("model", false)) positional.add("model", 1);
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
     if (vm.count("help")) {
       std::cout << "usage: " << usage_line << "\n\n" << all << "\n";
       return false;
@@ -42,11 +80,13 @@ po::options_description engine_options(EngineCli& c) {
       "seed-weights", po::value(&c.seed)->default_value(0), "seed of --synthetic-weights")(
       "chat-template", po::value(&c.chat_template),
       "a Jinja chat template file instead of the model's (tokenizer_config.json chat_template)")(
-      "tp", po::value(&c.tp)->default_value(1), "tensor-parallel size (ranks per stage)")(
-      "pp", po::value(&c.pp)->default_value(1), "pipeline-parallel size (stages)")(
+      "tp", po::value(&c.tp)->default_value(1),
+      "tensor-parallel size (ranks per stage; vLLM's --tensor-parallel-size, -tp)")(
+      "pp", po::value(&c.pp)->default_value(1),
+      "pipeline-parallel size (stages; vLLM's --pipeline-parallel-size, -pp)")(
       "dp", po::value(&c.dp)->default_value(1),
       "data-parallel replicas: dp copies of the --tp x --pp mesh in one job (mpirun -np dp*tp*pp), "
-      "rank 0 spreading requests over them (batch and serve)")(
+      "rank 0 spreading requests over them (batch and serve; vLLM's --data-parallel-size, -dp)")(
       "pp-layers", po::value(&c.pp_layers), "layers per stage, e.g. 27,27,26 (default: even)")(
       "backend", po::value(&c.backend)->default_value("cpu"), "cpu or cuda")(
       "comm", po::value(&c.comm)->default_value("auto"),
@@ -80,7 +120,8 @@ po::options_description scheduler_options(SchedulerCli& s) {
   po::options_description d("scheduling");
   d.add_options()(
       "max-batched-tokens", po::value(&s.max_batched_tokens)->default_value(2048),
-      "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks")(
+      "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks "
+      "(vLLM's --max-num-batched-tokens)")(
       "default-max-tokens", po::value(&s.default_max_tokens)->default_value(0),
       "max_tokens of requests that do not set it (0: 16 for completions, up to "
       "--max-model-len for chat)")(
@@ -89,6 +130,20 @@ po::options_description scheduler_options(SchedulerCli& s) {
       "micro-batches", po::value(&s.micro_batches)->default_value(0),
       "steps in flight at once with PP stages (0: one per stage; 1: no micro-batching)");
   return d;
+}
+
+void add_reasoning_parser_option(po::options_description& d, std::string& value) {
+  d.add_options()("reasoning-parser", po::value(&value),
+                  "qwen3: chat answers' text between <think> and </think> becomes the message's "
+                  "reasoning_content (streamed as reasoning_content deltas), as vLLM's "
+                  "--reasoning-parser qwen3 does; default: off, the text stays in content");
+}
+
+bool reasoning_parser_on(const std::string& value) {
+  if (value.empty()) return false;
+  if (value == "qwen3" || value == "deepseek_r1") return true;  // same <think> markup
+  raise(Err::Usage, "--reasoning-parser " + value + " is not a parser qmpi has",
+        "Give --reasoning-parser qwen3 (Qwen3's <think>...</think>), or leave it out.");
 }
 
 SchedulerConfig to_scheduler_config(EngineCli& cli, const SchedulerCli& s,

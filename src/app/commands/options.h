@@ -15,7 +15,12 @@ namespace qmpi {
 
 namespace po = boost::program_options;
 
-// Parses `args`; prints help and returns false for --help. Bad options raise Err::Usage.
+// `args` with vLLM's option names (--tensor-parallel-size, -tp, --pipeline-parallel-size, -pp,
+// --max-num-batched-tokens; also as --name=value) rewritten to qmpi's.
+Args with_vllm_aliases(const Args& args);
+
+// Parses `args` (vLLM's names accepted, see above); prints help and returns false for --help.
+// Bad options raise Err::Usage.
 bool parse_options(const Args& args, const po::options_description& desc, po::variables_map& vm,
                    const std::string& usage_line);
 
@@ -60,6 +65,10 @@ po::options_description scheduler_options(SchedulerCli& s);
 // default is 1), and the scheduler takes its limits from both option groups.
 SchedulerConfig to_scheduler_config(EngineCli& cli, const SchedulerCli& s,
                                     const po::variables_map& vm);
+// --reasoning-parser (batch and serve): vLLM's switch for returning Qwen3's <think> text as
+// reasoning_content. reasoning_parser_on() raises Usage for a parser other than qwen3.
+void add_reasoning_parser_option(po::options_description& d, std::string& value);
+bool reasoning_parser_on(const std::string& value);
 EngineOptions to_engine_options(const EngineCli& cli);
 // batch and serve: the engine also learns their largest step (--max-batched-tokens).
 EngineOptions to_engine_options(const EngineCli& cli, const SchedulerCli& sched);

@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
+#include "core/byte_size.h"
 #include "engine/replica_scheduler.h"
 #include "io/h5_checkpoint.h"
 #include "parallel/signals.h"
@@ -61,6 +63,22 @@ FrontFiles load_front_files(const EngineCli& cli) {
   return f;
 }
 
+// --http HOST:PORT, else --host and --port (vLLM's), unless --no-http; "" when off.
+std::string http_listen_address(const std::string& http, const std::string& host, int port,
+                                bool off, const po::variables_map& vm) {
+  const bool host_port = !vm["host"].defaulted() || !vm["port"].defaulted();
+  if (off && (!http.empty() || host_port))
+    raise(Err::Usage,
+          "--no-http turns the HTTP API off; it cannot go with --http, --host or --port");
+  if (!http.empty() && host_port)
+    raise(Err::Usage, "give --http HOST:PORT or --host/--port, not both");
+  if (off) return {};
+  if (!http.empty()) return http;
+  if (port < 0 || port > 65535) raise(Err::Usage, "--port must be in [0, 65535]");
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
 // A client that hangs up must not kill the server: a write to its socket raises SIGPIPE unless
 // the library asks the kernel not to (Asio does on Linux; be sure for every front).
 void ignore_sigpipe() {
@@ -80,14 +98,25 @@ int cmd_serve(const Args& args) {
   ApiKeySources key_sources;
   int64_t max_queue = 256;
   SchedulerCli sched_cli;
+  std::vector<std::string> served_names;
+  std::string http_host;
+  int http_port = 8000;
+  bool no_http = false;
+  std::string max_request, client_buffer;
   po::options_description desc = engine_options(cli);
   po::options_description s("serve");
   s.add_options()(
-      "zmq", po::value(&zmq.endpoint)->default_value("tcp://0.0.0.0:5555"),
-      "ZeroMQ ROUTER endpoint of the request broker (tcp://HOST:PORT; port * picks a free one). "
-      "Keep it on a trusted network: ZeroMQ clients are not authenticated")(
+      "zmq", po::value(&zmq.endpoint)->default_value("tcp://127.0.0.1:5555"),
+      "ZeroMQ ROUTER endpoint of the request broker (tcp://HOST:PORT; port * picks a free one; "
+      "tcp://0.0.0.0:5555 for every interface). ZeroMQ clients are not authenticated: keep it "
+      "on a trusted network")(
       "http", po::value(&http.listen),
-      "also serve the OpenAI-compatible HTTP API on HOST:PORT (port 0 picks a free one)")(
+      "serve the OpenAI-compatible HTTP API on HOST:PORT (port 0 picks a free one); default: "
+      "--host:--port")(
+      "host", po::value(&http_host)->default_value("127.0.0.1"),
+      "address of the HTTP API (vLLM's --host); 0.0.0.0 listens on every interface")(
+      "port", po::value(&http_port)->default_value(8000), "port of the HTTP API (vLLM's --port)")(
+      "no-http", po::bool_switch(&no_http), "no HTTP API, ZeroMQ only")(
       "api-key", po::value(&key_sources.option),
       "HTTP clients must send `Authorization: Bearer KEY` on /v1/ routes (visible in `ps`: "
       "prefer --api-key-file or the QMPI_API_KEY environment variable)")(
@@ -95,35 +124,50 @@ int cmd_serve(const Args& args) {
       "read the API key from this file (its first line; keep the file private)")(
       "max-queue", po::value(&max_queue)->default_value(256),
       "requests waiting to start beyond which new ones get a `busy` error")(
-      "max-request-bytes", po::value(&zmq.max_message_bytes)->default_value(size_t(1) << 20),
-      "largest ZeroMQ message and HTTP body accepted")(
-      "client-buffer-bytes", po::value(&zmq.client_buffer_bytes)->default_value(size_t(4) << 20),
-      "replies held for one client that does not read before it is dropped")(
+      "max-request-bytes", po::value(&max_request)->default_value("1MiB"),
+      "largest ZeroMQ message and HTTP body accepted (a size: 65536, 512KiB, 2MiB)")(
+      "client-buffer-bytes", po::value(&client_buffer)->default_value("4MiB"),
+      "replies held for one client that does not read before it is dropped (a size)")(
       "zmq-sndhwm", po::value(&zmq.send_hwm)->default_value(1000),
       "messages ZeroMQ queues per client before --client-buffer-bytes starts to count")(
       "http-threads", po::value(&http.threads)->default_value(2),
       "I/O threads of the HTTP front, and as many that check and tokenize request bodies; "
       "connections are not limited by it (each costs a few KiB, not a thread)")(
-      "served-model-name", po::value(&loop_opts.model_name),
-      "the model's name in /v1/models and responses (default: the model folder's name)");
+      "served-model-name", po::value(&served_names)->multitoken(),
+      "names requests may give as \"model\" (the first is the one /v1/models and responses "
+      "show); a request naming another model gets 404 model_not_found (default: the model "
+      "folder's name, and --model as written)");
+  std::string reasoning_parser;
+  add_reasoning_parser_option(s, reasoning_parser);
   desc.add(s);
   desc.add(scheduler_options(sched_cli));
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
-                     "qmpi serve --model DIR --zmq tcp://0.0.0.0:5555 [--http 0.0.0.0:8000] "
-                     "[options]\n       (--max-num-seqs defaults to 16 here)"))
+                     "qmpi serve --model DIR [--host 127.0.0.1 --port 8000] "
+                     "[--zmq tcp://127.0.0.1:5555] [options]\n       (--max-num-seqs defaults to "
+                     "16 here)"))
     return 0;
   SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli, vm);
+  const bool reasoning = reasoning_parser_on(reasoning_parser);
+  http.listen = http_listen_address(http.listen, http_host, http_port, no_http, vm);
+  zmq.max_message_bytes = size_t(parse_byte_size(max_request, "--max-request-bytes"));
+  zmq.client_buffer_bytes = size_t(parse_byte_size(client_buffer, "--client-buffer-bytes"));
   if (max_queue < 1) raise(Err::Usage, "--max-queue must be at least 1");
   if (zmq.max_message_bytes < 1024) raise(Err::Usage, "--max-request-bytes must be at least 1024");
   if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
   loop_opts.default_max_tokens = sched_cli.default_max_tokens;
   loop_opts.stop_here = [] { return stop_requested(); };
-  if (loop_opts.model_name.empty())
-    loop_opts.model_name = model_name(cli.model.empty() ? cli.model_config : cli.model);
+  const std::string model_arg = cli.model.empty() ? cli.model_config : cli.model;
+  std::vector<std::string> accepted = served_names;
+  if (served_names.empty()) {
+    accepted = {model_name(model_arg)};
+    if (model_arg != accepted[0]) accepted.push_back(model_arg);  // vLLM's default name
+  }
+  loop_opts.model_name = accepted[0];
   key_sources.env = std::getenv("QMPI_API_KEY");
   http.api_key = resolve_api_key(key_sources);
   http.model_name = loop_opts.model_name;
+  http.listed_models = served_names.empty() ? std::vector<std::string>{accepted[0]} : served_names;
   http.max_body_bytes = zmq.max_message_bytes;
   http.client_buffer_bytes = zmq.client_buffer_bytes;
 
@@ -137,6 +181,8 @@ int cmd_serve(const Args& args) {
   if (launcher_rank() == 0) {  // the fronts start before MPI, on rank 0 only
     ignore_sigpipe();
     files = std::make_unique<FrontFiles>(load_front_files(cli));
+    files->model.reasoning_parser = reasoning;
+    files->model.served_names = accepted;
     hub = std::make_unique<RequestHub>(max_queue);
     metrics = std::make_unique<ServeMetrics>();
     broker = std::make_unique<ZmqBroker>(zmq, files->model, *hub, *metrics);
@@ -144,6 +190,11 @@ int cmd_serve(const Args& args) {
     if (!http.listen.empty()) {
       gateway = std::make_unique<HttpGateway>(http, files->model, *hub, *metrics);
       spdlog::info("http: listening on {}:{}", gateway->host(), gateway->port());
+      if (http.api_key.empty())
+        spdlog::warn(
+            "http: no API key: anyone who can reach {}:{} may use the server (give "
+            "--api-key-file or QMPI_API_KEY)",
+            gateway->host(), gateway->port());
     }
   }
   const auto stop_fronts = [&](std::chrono::milliseconds flush) {

@@ -102,6 +102,9 @@ json handle_line(const std::string& line, const TokenizeOptions& opt, const Toke
           raise(Err::RequestField, "field \"tools\" must be an array of tools");
         extras.tools = ordered.at("tools");
       }
+      // As a chat request renders it: tool_choice "none" leaves the tools out.
+      if (ordered.contains("tool_choice") && ordered.at("tool_choice") == "none")
+        extras.tools = nullptr;
       if (ordered.contains("chat_template_kwargs")) {
         if (!ordered.at("chat_template_kwargs").is_object())
           raise(Err::RequestField, "field \"chat_template_kwargs\" must be an object");

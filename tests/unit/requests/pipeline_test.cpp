@@ -38,6 +38,13 @@ class Record final : public RequestSink {
     EXPECT_FALSE(out || err) << "two ends";
     err = e;
   }
+  void token_logprobs(int32_t index, float logprob, const std::vector<TokenLogprob>& top) override {
+    EXPECT_EQ(streamed_lp[index].size(), ids[index].size()) << "before the token's delta";
+    streamed_lp[index].push_back(logprob);
+    streamed_top[index] += top.size();
+  }
+  std::map<int32_t, std::vector<float>> streamed_lp;
+  std::map<int32_t, size_t> streamed_top;
   std::map<int32_t, std::string> texts;
   std::map<int32_t, std::vector<int32_t>> ids;
   std::optional<RequestOutput> out;
@@ -112,6 +119,22 @@ TEST(RequestPipeline, StopStringsCutTheTextAndEndTheSequence) {
   EXPECT_EQ(c.tokens.size(), at + stop.size()) << "the sequence ends on the stop string";
   EXPECT_LT(s.fake.steps() - steps, 40) << "the scheduler stopped it early";
   EXPECT_EQ(p.active(), 0u);
+}
+
+TEST(RequestPipeline, LogprobsReachTheSinkTokenByToken) {
+  Rig s;
+  RequestPipeline p(s.sched, s.model, {});
+  BatchRequest r = request("lp", 6);
+  r.sampling.logprobs = true;
+  r.sampling.top_logprobs = 2;
+  const auto sink = s.admit(p, 1, r);
+  const auto plain = s.admit(p, 2, request("plain", 6));
+  s.run(p);
+  ASSERT_TRUE(sink->out);
+  EXPECT_EQ(sink->streamed_lp[0], sink->out->choices[0].logprobs)
+      << "the streamed logprobs are the final's";
+  EXPECT_EQ(sink->streamed_top[0], 12u) << "2 alternatives for each of 6 tokens";
+  EXPECT_TRUE(plain->streamed_lp.empty()) << "not asked for, not sent";
 }
 
 TEST(RequestPipeline, ChoicesAreSequencesOfTheirOwn) {

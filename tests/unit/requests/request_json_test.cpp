@@ -4,8 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "requests/request_parser.h"
 #include "requests/request_json.h"
+#include "requests/request_parser.h"
 
 namespace qmpi {
 namespace {

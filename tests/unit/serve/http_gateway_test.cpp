@@ -429,7 +429,7 @@ TEST_F(HttpGatewayTest, StreamedThenWholeResponsesOnOneConnection) {
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(qmpi_code(r), "QM502");
   // A body the front refuses never reaches the engine.
-  ASSERT_TRUE(c.send(post("/v1/completions", R"({"prompt": "x", "bogus": 1})")));
+  ASSERT_TRUE(c.send(post("/v1/completions", R"({"prompt": "x", "temprature": 1})")));
   r = read_response(c);
   EXPECT_EQ(r.status, 400);
   EXPECT_EQ(qmpi_code(r), "QM501");

@@ -10,6 +10,10 @@ TEST(HttpRoutes, MethodAndPathNameTheRoute) {
   EXPECT_EQ(match_route("POST", "/v1/chat/completions"), HttpRoute::Chat);
   EXPECT_EQ(match_route("POST", "/v1/completions"), HttpRoute::Completion);
   EXPECT_EQ(match_route("GET", "/v1/models"), HttpRoute::Models);
+  EXPECT_EQ(match_route("GET", "/v1/models/Qwen/Qwen3-0.6B"), HttpRoute::Model);
+  EXPECT_EQ(model_id_of("/v1/models/Qwen%2FQwen3-0.6B?x=1"), "Qwen/Qwen3-0.6B");
+  EXPECT_EQ(match_route("GET", "/v1/models/"), HttpRoute::NotFound) << "no id";
+  EXPECT_EQ(match_route("POST", "/v1/models/m"), HttpRoute::NotFound);
   EXPECT_EQ(match_route("GET", "/health?probe=1"), HttpRoute::Health) << "a query is ignored";
   EXPECT_EQ(match_route("GET", "/metrics"), HttpRoute::Metrics);
   EXPECT_EQ(match_route("GET", "/v1/completions"), HttpRoute::NotFound) << "wrong method";

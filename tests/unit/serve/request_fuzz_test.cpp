@@ -37,7 +37,8 @@ namespace {
 
 using json = nlohmann::json;
 
-const std::set<Err> kParseCodes = {Err::RequestJson, Err::RequestField, Err::SamplingInvalid};
+const std::set<Err> kParseCodes = {Err::RequestJson, Err::RequestField, Err::SamplingInvalid,
+                                   Err::FieldUnsupported};
 const std::set<Err> kSpecCodes = {Err::RequestField, Err::PromptTooLong, Err::SamplingInvalid};
 constexpr int kMaxFailures = 5;  // per test: enough to see a pattern, not a flood
 

@@ -1,0 +1,98 @@
+// Drives `qmpi serve` with the official `openai` npm client, as an application would, and
+// prints one JSON object of what it saw for serve_openai_npm.py to check. Usage:
+//   node openai_client.mjs OPENAI_MODULE_DIR BASE_URL API_KEY MODEL
+import { createRequire } from "node:module";
+import path from "node:path";
+
+const [moduleDir, baseURL, apiKey, model] = process.argv.slice(2);
+const require = createRequire(path.join(moduleDir, "package.json"));
+const OpenAI = require("openai");
+const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60_000 });
+const out = {};
+const messages = [{ role: "user", content: "Say hello" }];
+const tools = [{
+  type: "function",
+  function: {
+    name: "get_weather", description: "Weather of a city",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
+}];
+
+async function errorOf(promise) {
+  try {
+    await promise;
+    return null;
+  } catch (e) {
+    return { status: e.status ?? null, code: e.code ?? null, type: e.type ?? null };
+  }
+}
+
+const base = { model, messages, max_tokens: 6, temperature: 0, seed: 3 };
+const whole = await client.chat.completions.create(
+  { ...base, store: false, metadata: { run: "test" }, user: "u1", parallel_tool_calls: true });
+out.whole = { content: whole.choices[0].message.content, finish: whole.choices[0].finish_reason,
+  usage: whole.usage, object: whole.object };
+
+let streamed = "";
+let finish = null;
+let usage = null;
+const stream = await client.chat.completions.create(
+  { ...base, stream: true, stream_options: { include_usage: true } });
+for await (const chunk of stream) {
+  for (const c of chunk.choices) {
+    streamed += c.delta?.content ?? "";
+    if (c.finish_reason) finish = c.finish_reason;
+  }
+  if (chunk.usage) usage = chunk.usage;
+}
+out.stream = { content: streamed, finish, usage };
+
+const two = await client.chat.completions.create({ ...base, n: 2, temperature: 1 });
+out.n2 = two.choices.map((c) => c.index);
+
+const stop = await client.chat.completions.create({ ...base, stop: ["\n"], max_tokens: 12 });
+out.stop = { content: stop.choices[0].message.content, finish: stop.choices[0].finish_reason };
+
+const lp = await client.chat.completions.create({ ...base, logprobs: true, top_logprobs: 2 });
+out.logprobs = {
+  n: lp.choices[0].logprobs.content.length, tokens: lp.usage.completion_tokens,
+  top: lp.choices[0].logprobs.content.every((e) => e.top_logprobs.length === 2),
+};
+let streamedLp = 0;
+for await (const chunk of await client.chat.completions.create(
+  { ...base, logprobs: true, top_logprobs: 2, stream: true })) {
+  for (const c of chunk.choices) streamedLp += c.logprobs?.content?.length ?? 0;
+}
+out.logprobs.streamed = streamedLp;
+
+// Tools: the SDK's own round trip (the call, then its result) is accepted.
+const withTools = await client.chat.completions.create({ ...base, tools, tool_choice: "auto" });
+out.tools = { finish: withTools.choices[0].finish_reason,
+  calls: withTools.choices[0].message.tool_calls ?? [] };
+const roundTrip = await client.chat.completions.create({
+  ...base, tools,
+  messages: [...messages,
+    { role: "assistant", content: null, tool_calls: [{ id: "call_1", type: "function",
+      function: { name: "get_weather", arguments: "{\"city\":\"Paris\"}" } }] },
+    { role: "tool", tool_call_id: "call_1", content: "sunny" }],
+});
+out.roundTrip = { finish: roundTrip.choices[0].finish_reason,
+  promptTokens: roundTrip.usage.prompt_tokens };
+const thinkingOff = await client.chat.completions.create(
+  { ...base, chat_template_kwargs: { enable_thinking: false } });
+out.thinkingOff = { promptTokens: thinkingOff.usage.prompt_tokens,
+  thinkingOnPromptTokens: whole.usage.prompt_tokens };
+
+const completion = await client.completions.create(
+  { model, prompt: "Once upon a time", max_tokens: 4, temperature: 0, logprobs: 2 });
+out.completion = { tokens: completion.choices[0].logprobs.tokens.length,
+  finish: completion.choices[0].finish_reason };
+
+out.models = (await client.models.list()).data.map((m) => m.id);
+out.model = (await client.models.retrieve(model)).id;
+out.badModel = await errorOf(client.chat.completions.create({ ...base, model: "gpt-4o" }));
+out.badKey = await errorOf(new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 })
+  .chat.completions.create(base));
+out.unsupported = await errorOf(client.chat.completions.create(
+  { ...base, response_format: { type: "json_object" } }));
+console.log(JSON.stringify(out));

@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""`qmpi serve` through the official `openai` npm client (tests/integration/openai_client.mjs):
+chat whole and streamed (with stream_options usage), n=2, stop, seed, logprobs whole and
+streamed, tools with a tool-call round trip, chat_template_kwargs (thinking off), SDK fields
+(store, metadata, user, parallel_tool_calls) accepted, completions with logprobs, models list
+and retrieve, and the SDK's errors: 404 model_not_found, 401 for a wrong key, 400 for
+response_format json_object.
+
+The client comes from .cache/npm-tests (scripts/setup.sh --tests puts it there); without it
+the test installs the same pinned version into the build folder (a few seconds with npm).
+"""
+
+import json
+import os
+import subprocess
+
+import serve_zmq_http as sz
+import testlib as t
+
+OPENAI_NPM = "openai@4.104.0"
+
+
+def openai_module_dir() -> str:
+    """A folder whose node_modules holds the openai package."""
+    for d in (os.path.join(t.SOURCE_DIR, ".cache", "npm-tests"),
+              os.path.join(os.environ.get("QMPI_BUILD_DIR", t.test_tmp()), "npm-tests")):
+        if os.path.isfile(os.path.join(d, "node_modules", "openai", "package.json")):
+            return d
+    d = os.path.join(os.environ.get("QMPI_BUILD_DIR") or t.test_tmp(), "npm-tests")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "package.json"), "w") as f:
+        f.write('{"name": "qmpi-tests", "private": true}\n')
+    t.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", d, OPENAI_NPM],
+          timeout=300)
+    return d
+
+
+def body(c: t.Checks) -> None:
+    module_dir = openai_module_dir()
+    model = t.make_model("tiny")
+    name = os.path.basename(model)
+    key_file = os.path.join(t.test_tmp("serve_openai_npm"), "key")
+    with open(key_file, "w") as f:
+        f.write("sk-test-123\n")
+    os.chmod(key_file, 0o600)
+    sz.MAX_MODEL_LEN = 512
+    server = sz.Server(model, tp=1, pp=1, extra=["--api-key-file", key_file])
+    try:
+        server.wait_ready()
+        proc = subprocess.run(
+            ["node", os.path.join(t.SOURCE_DIR, "tests", "integration", "openai_client.mjs"),
+             module_dir, f"http://127.0.0.1:{server.http_port}/v1", "sk-test-123", name],
+            capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise t.TestFailure(f"the openai client failed:\n{proc.stderr[-3000:]}\n"
+                                f"server log:\n{server.log_text()[-2000:]}")
+        r = json.loads(proc.stdout.strip().splitlines()[-1])
+        print(json.dumps(r, indent=1)[:3000])
+        w, s = r["whole"], r["stream"]
+        c.check(w["object"] == "chat.completion" and w["usage"]["completion_tokens"] > 0,
+                "chat: an answer, with store/metadata/user/parallel_tool_calls sent by the SDK")
+        c.check(s["content"] == w["content"] and s["finish"] == w["finish"] and
+                s["usage"] == w["usage"], "streamed chat adds up to the whole answer (seed 3)")
+        c.check(r["n2"] == [0, 1], "n=2 gives two choices")
+        c.check(r["stop"]["finish"] in ("stop", "length") and "\n" not in r["stop"]["content"],
+                "stop strings cut the text")
+        lp = r["logprobs"]
+        c.check(lp["n"] == lp["tokens"] and lp["top"] and lp["streamed"] == lp["tokens"],
+                f"logprobs: one entry per token with 2 alternatives, streamed too ({lp})")
+        c.check(r["tools"]["finish"] in ("stop", "length", "tool_calls") and
+                r["roundTrip"]["promptTokens"] > w["usage"]["prompt_tokens"],
+                "tools and a tool-call round trip (assistant tool_calls, role tool) are accepted")
+        th = r["thinkingOff"]
+        c.check(th["promptTokens"] > th["thinkingOnPromptTokens"],
+                "chat_template_kwargs enable_thinking false reaches the template (empty <think>)")
+        c.check(r["completion"]["tokens"] == 4, "completions with logprobs")
+        c.check(r["models"] == [name] and r["model"] == name, "models.list and models.retrieve")
+        c.check(r["badModel"] == {"status": 404, "code": "model_not_found",
+                                  "type": "invalid_request_error"},
+                f"another model: the SDK's NotFoundError with code model_not_found "
+                f"({r['badModel']})")
+        c.check(r["badKey"] is not None and r["badKey"]["status"] == 401, "a wrong key: 401")
+        c.check(r["unsupported"] is not None and r["unsupported"]["status"] == 400 and
+                r["unsupported"]["code"] == "field-unsupported",
+                "response_format json_object: 400 field-unsupported")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    t.main("serve_openai_npm", body)
