@@ -37,7 +37,8 @@ def batch_reference_1x1(model: str, reqs: list) -> dict:
 
 
 def serve_and_compare(c: t.Checks, model: str, label: str, zreqs, hreqs, ref, **layout) -> str:
-    server = sz.Server(model, extra=["--default-max-tokens", "12"], **layout)
+    server = sz.Server(model, extra=["--default-max-tokens", "12", "--served-model-name", "tiny"],
+                       **layout)
     try:
         server.wait_ready(timeout=120)
         zres, hres = {}, {}
