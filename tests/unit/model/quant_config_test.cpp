@@ -130,5 +130,17 @@ TEST(QuantConfig, ModelConfigRefusesBeforeLoading) {
   }
 }
 
+TEST(QuantConfig, Int4MixtureOfExpertsIsRefusedBeforeLoading) {
+  json j = preset_config("tiny-qwen3-moe").raw;
+  j["quantization_config"] = awq_72b();
+  try {
+    ModelConfig::from_json(j, "cfg");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::QuantUnsupported);
+    EXPECT_NE(std::string(e.what()).find("mixture-of-experts"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace qmpi
