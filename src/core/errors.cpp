@@ -380,8 +380,11 @@ constexpr std::array kCatalogue{
                "Bodies and frames are limited so one client cannot exhaust memory.",
                "Send a smaller request.", kExitUser, "HTTP 413 for a very large request."},
     ErrorEntry{Err::Unauthorized, "unauthorized", "The request has no valid API key.",
-               "The server was started with --api-key.", "Send `Authorization: Bearer <key>`.",
-               kExitUser, "HTTP 401 for a request without the server's API key."},
+               "The server was started with --api-key (or --api-key-file, QMPI_API_KEY).",
+               "Send `Authorization: Bearer <key>` over HTTP, \"api_key\" in a ZeroMQ message "
+               "(qmpi client: --api-key-file or QMPI_API_KEY).",
+               kExitUser,
+               "HTTP 401, or a ZeroMQ error reply, for a request without the server's API key."},
     ErrorEntry{Err::ClientTooSlow, "client-too-slow",
                "The server dropped a client that did not read its replies.",
                "Replies waiting for one client are limited (ZeroMQ's high-water mark plus "

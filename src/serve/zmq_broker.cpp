@@ -163,7 +163,7 @@ void ZmqBroker::handle(const std::string& identity, bool delimiter, std::string_
             "the message is " + std::to_string(payload.size()) + " bytes; --max-request-bytes " +
                 std::to_string(opts_.max_message_bytes) + " allows",
             "Send a shorter prompt, or raise --max-request-bytes.");
-    ClientMessage m = parse_client_message(payload, id);
+    ClientMessage m = parse_client_message(payload, id, opts_.api_key);
     switch (m.type) {
       case MessageType::Health:
         return reply(identity, delimiter, health_message(id, hub_.snapshot().health));
