@@ -62,7 +62,11 @@ ZmqBroker::ZmqBroker(const BrokerOptions& opts, const BatchModel& model, Request
   try {
     router_.bind(opts_.endpoint);
   } catch (const zmq::error_t& e) {
-    raise(Err::Usage, "cannot listen on --zmq " + opts_.endpoint + ": " + e.what(),
+    // A port in use or an address not of this host is the host's state (as for HTTP); anything
+    // else is an endpoint that is not well formed.
+    const bool taken = e.num() == EADDRINUSE || e.num() == EADDRNOTAVAIL;
+    raise(taken ? Err::ListenFailed : Err::Usage,
+          "cannot listen on --zmq " + opts_.endpoint + ": " + e.what(),
           "Give a free port on an address of this host, e.g. --zmq tcp://0.0.0.0:5555.");
   }
   endpoint_ = router_.get(zmq::sockopt::last_endpoint);
