@@ -9,6 +9,7 @@ See docs/protocol.md for every message.
 
 import argparse
 import json
+import os
 import sys
 import uuid
 
@@ -35,6 +36,8 @@ def main() -> int:
         request["messages"] = [{"role": "user", "content": args.prompt}]
     else:
         request["prompt"] = args.prompt
+    if os.environ.get("QMPI_API_KEY"):  # a server started with an API key needs it
+        request["api_key"] = os.environ["QMPI_API_KEY"]
     sock.send_json(request)
 
     while True:

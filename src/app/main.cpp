@@ -40,6 +40,7 @@ void usage(std::FILE* to) {
                QMPI_VERSION);
   for (const auto& c : kCommands) std::fprintf(to, "  %-12s %s\n", c.name, c.help);
   std::fprintf(to, "  %-12s %s\n", "help errors", "list every error qmpi reports, with its fix");
+  std::fprintf(to, "  %-12s %s\n", "help QM102", "print one error's entry (its code or name)");
 }
 
 }  // namespace
@@ -60,6 +61,10 @@ int main(int argc, char** argv) {
     if (cmd == "help") {
       if (!args.empty() && args[0] == "errors")
         return qmpi::cmd_help_errors({args.begin() + 1, args.end()});
+      // `qmpi help QM102`: the one entry a message named, not the whole list.
+      bool command = args.empty();
+      for (const auto& c : kCommands) command = command || args[0] == c.name;
+      if (!command) return qmpi::cmd_help_error(args[0]);
       usage(stdout);
       return 0;
     }

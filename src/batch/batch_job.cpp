@@ -13,6 +13,7 @@
 
 #include "batch/batch_ids.h"
 #include "batch/batch_paths.h"
+#include "batch/batch_preflight.h"
 #include "batch/h5_results.h"
 #include "batch/result_file.h"
 #include "core/errors.h"
@@ -101,12 +102,8 @@ void BatchJob::open_files() {
                    existing.torn_bytes > 0
                        ? fmt::format(" (cut a torn last line of {} bytes)", existing.torn_bytes)
                        : std::string());
-  } else if (!opts_.overwrite && count_lines(opts_.output) > 0) {
-    raise(Err::OutputFile,
-          opts_.output + " already holds " + std::to_string(count_lines(opts_.output)) +
-              " result lines",
-          "Pass --resume to carry on with that job, --overwrite to start over, or choose "
-          "another --output.");
+  } else {
+    check_output_reusable(opts_);
   }
   file_ = std::make_unique<ResultFile>(opts_.output, append, opts_.fsync_interval_s);
   if (!opts_.output_h5.empty()) {

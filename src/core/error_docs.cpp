@@ -1,5 +1,7 @@
 #include "core/error_docs.h"
 
+#include <cctype>
+
 #include "core/errors.h"
 
 namespace qmpi {
@@ -26,17 +28,37 @@ std::string section_title(Err code) {
 
 }  // namespace
 
+std::string error_entry_text(const ErrorEntry& e) {
+  return error_id(e.code) + "  " + std::string(e.name) + "  (exit " + std::to_string(e.exit_code) +
+         ")\n" + "  " + std::string(e.summary) + "\n" + "  seen as: " + std::string(e.symptom) +
+         "\n" + "  why:     " + std::string(e.why) + "\n" + "  fix:     " + std::string(e.fix) +
+         "\n";
+}
+
 std::string error_catalogue_text() {
   std::string out;
-  for (const auto& e : error_catalogue()) {
-    out += error_id(e.code) + "  " + std::string(e.name) + "  (exit " +
-           std::to_string(e.exit_code) + ")\n";
-    out += "  " + std::string(e.summary) + "\n";
-    out += "  seen as: " + std::string(e.symptom) + "\n";
-    out += "  why:     " + std::string(e.why) + "\n";
-    out += "  fix:     " + std::string(e.fix) + "\n\n";
-  }
+  for (const auto& e : error_catalogue()) out += error_entry_text(e) + "\n";
   return out;
+}
+
+std::string error_help(std::string_view asked) {
+  std::string lower(asked);
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  for (const auto& e : error_catalogue()) {
+    std::string id = error_id(e.code);
+    for (char& c : id) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (lower == id || lower == e.name) return error_entry_text(e);
+  }
+  // Codes that were in the catalogue once: a message or a page from an older qmpi names them.
+  if (lower == "qm103" || lower == "qm104")
+    raise(Err::Usage,
+          std::string(asked.substr(0, 8)) +
+              " is retired: any --tp up to num_attention_heads runs, "
+              "divisible or not",
+          "Read `qmpi help QM102` (tp-exceeds-heads).");
+  raise(Err::Usage, "\"" + std::string(asked.substr(0, 64)) + "\" is no error code or name of qmpi",
+        "Run `qmpi help errors` for the list (codes look like QM102, names like "
+        "tp-exceeds-heads).");
 }
 
 std::string error_catalogue_markdown() {

@@ -6,8 +6,16 @@
 
 namespace qmpi {
 
+struct ErrorEntry;
+
 std::string error_catalogue_text();
 std::string error_catalogue_markdown();
+
+// One entry as `qmpi help errors` prints it.
+std::string error_entry_text(const ErrorEntry& e);
+// `qmpi help QM102` / `qmpi help tp-exceeds-heads`: that entry's text. Raises Usage for a code
+// or name the catalogue does not have (saying so for a retired code, and what replaced it).
+std::string error_help(std::string_view code_or_name);
 
 // docs/troubleshooting.md = hand-written introduction, this marker line, the markdown above.
 inline constexpr std::string_view kTroubleshootingMarker =

@@ -380,8 +380,11 @@ constexpr std::array kCatalogue{
                "Bodies and frames are limited so one client cannot exhaust memory.",
                "Send a smaller request.", kExitUser, "HTTP 413 for a very large request."},
     ErrorEntry{Err::Unauthorized, "unauthorized", "The request has no valid API key.",
-               "The server was started with --api-key.", "Send `Authorization: Bearer <key>`.",
-               kExitUser, "HTTP 401 for a request without the server's API key."},
+               "The server was started with --api-key (or --api-key-file, QMPI_API_KEY).",
+               "Send `Authorization: Bearer <key>` over HTTP, \"api_key\" in a ZeroMQ message "
+               "(qmpi client: --api-key-file or QMPI_API_KEY).",
+               kExitUser,
+               "HTTP 401, or a ZeroMQ error reply, for a request without the server's API key."},
     ErrorEntry{Err::ClientTooSlow, "client-too-slow",
                "The server dropped a client that did not read its replies.",
                "Replies waiting for one client are limited (ZeroMQ's high-water mark plus "
@@ -424,13 +427,15 @@ constexpr std::array kCatalogue{
                "`The model `gpt-4o` does not exist` (404, code `model_not_found`) from an OpenAI "
                "client pointed at qmpi."},
     ErrorEntry{Err::InputFile, "input-file", "An input file cannot be read.",
-               "It does not exist or is not readable.", "Check the path and its permissions.",
-               kExitUser,
+               "It does not exist, is not readable, or (qmpi batch --input) is not a JSONL file "
+               "of request objects.",
+               "Check the path and its permissions.", kExitUser,
                "`No such file or directory` or `Permission denied` for --prompts or another "
                "input path."},
     ErrorEntry{Err::OutputFile, "output-file", "An output file cannot be written.",
-               "The folder does not exist, is read-only, or the disk is full; or (qmpi batch) "
-               "it is the --input file, or --output and --output-h5 are one file.",
+               "Its folder does not exist or is read-only, or the disk is full; or (qmpi batch) "
+               "it is the --input file, --output and --output-h5 are one file, or --output "
+               "already holds results and neither --resume nor --overwrite was given.",
                "Check the path, its permissions and free space (`df -h`).", kExitUser,
                "`Permission denied` or `No space left on device` while writing results."},
     ErrorEntry{Err::Internal, "internal", "qmpi hit an internal error.", "This is a bug in qmpi.",

@@ -58,4 +58,11 @@ std::string resolve_api_key(const ApiKeySources& from) {
   return key;
 }
 
+bool api_key_matches(std::string_view given, std::string_view key) {
+  if (given.size() != key.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < given.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i]);
+  return diff == 0;
+}
+
 }  // namespace qmpi

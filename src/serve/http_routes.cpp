@@ -1,6 +1,7 @@
 #include "serve/http_routes.h"
 
 #include "requests/served_model.h"
+#include "serve/api_key.h"
 
 namespace qmpi {
 
@@ -37,13 +38,9 @@ bool needs_api_key(std::string_view path) {
 
 bool bearer_matches(std::string_view header, std::string_view key) {
   constexpr std::string_view kScheme = "Bearer ";
-  if (header.size() != kScheme.size() + key.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < header.size(); ++i) {
-    const char want = i < kScheme.size() ? kScheme[i] : key[i - kScheme.size()];
-    diff |= static_cast<unsigned char>(header[i] ^ want);
-  }
-  return diff == 0;
+  // The scheme is no secret; the key part goes through the one constant-time comparison.
+  if (header.substr(0, kScheme.size()) != kScheme) return false;
+  return api_key_matches(header.substr(kScheme.size()), key);
 }
 
 Error not_found_error(std::string_view method, std::string_view target) {

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/api_key.h"
+
 namespace qmpi {
 namespace {
 
@@ -69,9 +71,24 @@ ojson usage(const RequestOutput& out) {
           {"total_tokens", out.prompt_tokens + generated}};
 }
 
+// The key a generate or cancel message must carry; "api_key" leaves the message here.
+void require_api_key(json& j, std::string_view key) {
+  const auto given = j.find("api_key");
+  if (given != j.end() && !given->is_string())
+    raise(Err::RequestField, "\"api_key\" must be a string");
+  if (!key.empty() && (given == j.end() || !api_key_matches(given->get<std::string>(), key)))
+    raise(Err::Unauthorized,
+          given == j.end() ? "the message has no \"api_key\" and the server needs an API key"
+                           : "the message's \"api_key\" is not the server's API key",
+          "Send \"api_key\" with the key given to --api-key (qmpi client: --api-key, "
+          "--api-key-file or QMPI_API_KEY).");
+  if (given != j.end()) j.erase(given);
+}
+
 }  // namespace
 
-ClientMessage parse_client_message(std::string_view text, std::string& id) {
+ClientMessage parse_client_message(std::string_view text, std::string& id,
+                                   std::string_view api_key) {
   RequestJson parsed = parse_request_json(text, "the message");
   json& j = parsed.value;
   if (!j.is_object()) raise(Err::RequestJson, "the message is not a JSON object");
@@ -96,11 +113,12 @@ ClientMessage parse_client_message(std::string_view text, std::string& id) {
   ClientMessage m;
   m.id = id;
   if (type == "health" || type == "stats") {
-    only_fields(j, {"v", "type", "id"}, type.c_str());
+    only_fields(j, {"v", "type", "id", "api_key"}, type.c_str());
     m.type = type == "health" ? MessageType::Health : MessageType::Stats;
     return m;
   }
   if (type == "cancel") {
+    require_api_key(j, api_key);
     only_fields(j, {"v", "type", "id"}, "cancel");
     if (id.empty()) raise(Err::RequestField, "a cancel message needs the \"id\" of the request");
     m.type = MessageType::Cancel;
@@ -109,6 +127,7 @@ ClientMessage parse_client_message(std::string_view text, std::string& id) {
   if (type != "generate")
     raise(Err::RequestField, "\"type\": \"" + type.substr(0, 32) +
                                  "\" is not a message type (generate, cancel, health, stats)");
+  require_api_key(j, api_key);
   if (id.empty()) raise(Err::RequestField, "a generate message needs an \"id\"");
   json body = std::move(j);
   body.erase("v");

@@ -1,7 +1,7 @@
 // The ZeroMQ protocol, version 1 (docs/protocol.md): one JSON object per message.
-//   client -> server: {"v": 1, "type": "generate", "id", "prompt" | "messages", sampling
-//                      fields as in batch, "stream"} | {"type": "cancel", "id"} |
-//                     {"type": "health"} | {"type": "stats"}
+//   client -> server: {"v": 1, "type": "generate", "id", "api_key", "prompt" | "messages",
+//                      sampling fields as in batch, "stream"} | {"type": "cancel", "id",
+//                      "api_key"} | {"type": "health"} | {"type": "stats"}
 //   server -> client: {"type": "delta", "id", "index", "text", "token_ids"} ...
 //                     {"type": "final", "id", "finish_reason", "choices", "usage"} |
 //                     {"type": "error", "id", "code": "QM501", "name", "message"} |
@@ -35,8 +35,12 @@ struct ClientMessage {
 
 // Parses one message. Raises RequestJson (not JSON, not an object), RequestField (unknown
 // field, wrong type, missing id, bad version) or SamplingInvalid; `id` receives the message's id
-// as soon as it is read, so that the error reply can carry it.
-ClientMessage parse_client_message(std::string_view text, std::string& id);
+// as soon as it is read, so that the error reply can carry it. With a non-empty `api_key`,
+// generate and cancel messages must carry it in "api_key" (Unauthorized otherwise, raised
+// before any other field is looked at); health and stats stay open for probes, as HTTP's
+// /health and /metrics do. Every message may carry "api_key", so a client can always send it.
+ClientMessage parse_client_message(std::string_view text, std::string& id,
+                                   std::string_view api_key = {});
 
 // Replies. `id` is the JSON text parse_client_message gave (empty: no "id" in the reply).
 std::string delta_message(const std::string& id, const ServeEvent& delta);

@@ -62,7 +62,11 @@ ZmqBroker::ZmqBroker(const BrokerOptions& opts, const BatchModel& model, Request
   try {
     router_.bind(opts_.endpoint);
   } catch (const zmq::error_t& e) {
-    raise(Err::Usage, "cannot listen on --zmq " + opts_.endpoint + ": " + e.what(),
+    // A port in use or an address not of this host is the host's state (as for HTTP); anything
+    // else is an endpoint that is not well formed.
+    const bool taken = e.num() == EADDRINUSE || e.num() == EADDRNOTAVAIL;
+    raise(taken ? Err::ListenFailed : Err::Usage,
+          "cannot listen on --zmq " + opts_.endpoint + ": " + e.what(),
           "Give a free port on an address of this host, e.g. --zmq tcp://0.0.0.0:5555.");
   }
   endpoint_ = router_.get(zmq::sockopt::last_endpoint);
@@ -163,7 +167,7 @@ void ZmqBroker::handle(const std::string& identity, bool delimiter, std::string_
             "the message is " + std::to_string(payload.size()) + " bytes; --max-request-bytes " +
                 std::to_string(opts_.max_message_bytes) + " allows",
             "Send a shorter prompt, or raise --max-request-bytes.");
-    ClientMessage m = parse_client_message(payload, id);
+    ClientMessage m = parse_client_message(payload, id, opts_.api_key);
     switch (m.type) {
       case MessageType::Health:
         return reply(identity, delimiter, health_message(id, hub_.snapshot().health));

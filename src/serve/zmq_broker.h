@@ -35,6 +35,7 @@ struct BrokerOptions {
   size_t max_message_bytes = size_t(1) << 20;  // larger messages get BodyTooLarge
   int send_hwm = 1000;                         // messages ZeroMQ queues per client
   size_t client_buffer_bytes = size_t(4) << 20;
+  std::string api_key;  // empty: no authentication; else generate and cancel must carry it
 };
 
 class ZmqBroker {

@@ -131,6 +131,34 @@ def same_file(c: t.Checks, model: str, work: str) -> None:
             c.check(proc.stderr.count("QM601") == 1, "the error is printed once")
 
 
+def files_first(c: t.Checks, model: str, work: str) -> None:
+    """Issue 18 item 6: a missing or non-JSONL input, an output folder that does not exist, and
+    an output with results in it without --resume / --overwrite fail before the weights load."""
+    inp = os.path.join(work, "numbers.jsonl")
+    write(inp, NUMBERS)
+    held = os.path.join(work, "held.jsonl")
+    write(held, ['{"id": "old", "choices": []}'])
+    not_jsonl = os.path.join(work, "not.jsonl")
+    with open(not_jsonl, "w") as f:
+        f.write('\n[{"id": "a", "prompt": "x"}]\n')
+    out = os.path.join(work, "files-first.jsonl")
+    for label, inp_, out_, extra, code in [
+            ("a missing input", os.path.join(work, "no-such.jsonl"), out, ["--overwrite"],
+             "QM600"),
+            ("an input that is not JSONL", not_jsonl, out, ["--overwrite"], "QM600"),
+            ("an output in a missing folder", inp, os.path.join(work, "no-dir", "o.jsonl"), [],
+             "QM601"),
+            ("an output with results, no --resume/--overwrite", inp, held, [], "QM601")]:
+        proc = subprocess.run([t.qmpi_binary(), "batch", "--model", model, "--input", inp_,
+                               "--output", out_, *extra], capture_output=True, text=True,
+                              timeout=60)
+        c.check(proc.returncode != 0 and code in proc.stderr and
+                "MiB of weights" not in proc.stderr,
+                f"{label}: {code} before the weights load, exit {proc.returncode}"
+                + ("" if code in proc.stderr else "\n" + proc.stderr[-600:]))
+    c.check(open(held).read() == '{"id": "old", "choices": []}\n', "the held output is intact")
+
+
 def limits(c: t.Checks, model: str, work: str) -> None:
     """Negative limits are refused at once, the value shown as given (-1 sequences was an
     allocation of 18 EB reported as weights-do-not-fit)."""
@@ -170,7 +198,7 @@ def no_tokenizer(c: t.Checks, model: str, work: str) -> None:
 def body(c: t.Checks) -> None:
     model = t.make_model()
     work = t.test_tmp("batch_hostile")
-    for part in (numbers, ids, same_file, limits, no_tokenizer):
+    for part in (numbers, ids, same_file, files_first, limits, no_tokenizer):
         c.guard(part.__name__, part, c, model, work)
 
 

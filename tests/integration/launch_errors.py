@@ -3,6 +3,7 @@ code and exit code, and a layout that would work; printed once, not once per ran
 
 import json
 import os
+import socket
 import subprocess
 
 import testlib as t
@@ -22,6 +23,36 @@ def launch(np_, args):
            t.qmpi_binary()] + [str(a) for a in args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120,
                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def serve_files_first(c: t.Checks, model: str):
+    """Issue 18 item 6: `qmpi serve` finds a port in use (ZeroMQ or HTTP) and a model without
+    tokenizer.json before it reads a weight, with the code that names the cause."""
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    bare = t.test_tmp("serve-no-tokenizer")
+    for name in os.listdir(model):
+        if name != "tokenizer.json" and not os.path.lexists(os.path.join(bare, name)):
+            os.symlink(os.path.join(model, name), os.path.join(bare, name))
+    try:
+        for label, args, code in [
+                ("ZeroMQ port in use", ["--model", model, "--zmq", f"tcp://127.0.0.1:{port}",
+                                        "--no-http"], "QM413"),
+                ("HTTP port in use", ["--model", model, "--zmq", "tcp://127.0.0.1:*", "--http",
+                                      f"127.0.0.1:{port}"], "QM413"),
+                ("no tokenizer.json", ["--model", bare, "--zmq", "tcp://127.0.0.1:*",
+                                       "--no-http"], "QM300")]:
+            p = subprocess.run([t.qmpi_binary(), "serve", *args], capture_output=True, text=True,
+                               timeout=60, env=dict(os.environ, OMP_NUM_THREADS="1"))
+            out = p.stdout + p.stderr
+            c.check(p.returncode != 0 and code in out and "MiB of weights" not in out and
+                    "bytes read" not in out,
+                    f"serve ({label}): {code} before a weight is read, exit {p.returncode}"
+                    + ("" if code in out else "\n" + out[-1500:]))
+    finally:
+        busy.close()
 
 
 def body(c: t.Checks):
@@ -56,6 +87,7 @@ def body(c: t.Checks):
         c.check("bytes read" not in out, f"{code}: no rank read weights before failing")
         if p.returncode != rc:
             print(out[-3000:])
+    serve_files_first(c, model)
 
 
 t.main("launch_errors", body)

@@ -15,6 +15,7 @@ import json
 import os
 import random
 import socket
+import subprocess
 import time
 
 import zmq
@@ -24,8 +25,8 @@ import testlib as t
 
 KEY = "fuzz-secret"
 AUTH = {"Authorization": f"Bearer {KEY}"}
-VALID = {"v": 1, "type": "generate", "id": "ok", "prompt": "the quick brown fox",
-         "max_tokens": 4, "temperature": 0}
+VALID = {"v": 1, "type": "generate", "id": "ok", "api_key": KEY,
+         "prompt": "the quick brown fox", "max_tokens": 4, "temperature": 0}
 
 
 def zmq_cases() -> list:
@@ -96,9 +97,18 @@ def zmq_cases() -> list:
                      ({"type": "generate", "prompt": "x"}, "generate without id"),
                      ({"id": "", "prompt": "x"}, "empty id"), ({"id": [1], "prompt": "x"}, "list id"),
                      ({"id": "x" * 400, "prompt": "x"}, "long id")]:
-        cases.append((label, j(m), "QM501"))
-    cases.append(("cancel of an unknown id", j({"type": "cancel", "id": "nope"}), "QM505"))
-    cases.append(("cancel of an integer id", j({"type": "cancel", "id": 12345}), "QM505"))
+        cases.append((label, j(dict(m, api_key=KEY)), "QM501"))
+    cases.append(("cancel of an unknown id", j({"type": "cancel", "id": "nope", "api_key": KEY}),
+                  "QM505"))
+    cases.append(("cancel of an integer id", j({"type": "cancel", "id": 12345, "api_key": KEY}),
+                  "QM505"))
+    # The server has --api-key: ZeroMQ is no way around it.
+    keyless = dict(VALID, id="nokey")
+    del keyless["api_key"]
+    cases.append(("generate without api_key", j(keyless), "QM507"))
+    cases.append(("generate with a wrong api_key", j(gen(api_key=KEY + "x")), "QM507"))
+    cases.append(("generate with api_key a number", j(gen(api_key=7)), "QM501"))
+    cases.append(("cancel without api_key", j({"type": "cancel", "id": "nope"}), "QM507"))
     # Random mutations of a valid request: each is refused, or (rarely) still valid.
     rng = random.Random(7)
     base = json.dumps(dict(VALID, id="mut")).encode()
@@ -146,7 +156,7 @@ def zmq_round(c: t.Checks, server, label: str) -> None:
     err = ([r for r in replies if r["type"] == "error"] or [{"code": "none", "message": ""}])[0]
     c.check(err["code"] == "QM501" and "already in flight" in err["message"],
             f"{label}: a second request with an id in flight: {err['code']}")
-    sock.send_json({"type": "cancel", "id": "dup"})
+    sock.send_json({"type": "cancel", "id": "dup", "api_key": KEY})
     for i in range(20):
         sock.send_json(dict(VALID, id=f"q{i}", max_tokens=100, ignore_eos=True))
     finals, busy, other = 0, 0, []
@@ -277,6 +287,28 @@ def served(c: t.Checks, server, label: str) -> None:
     c.check(ok, f"{label}: a valid HTTP request with the API key is served (HTTP {status})")
 
 
+def client_key(c: t.Checks, server) -> None:
+    """`qmpi client` reads the key as `qmpi serve` does (--api-key, --api-key-file,
+    QMPI_API_KEY) and sends it over ZeroMQ; without it the server refuses the request."""
+    cmd = [t.qmpi_binary(), "client", "--connect", server.endpoint, "--prompt", "once upon",
+           "--max-tokens", "3", "--temperature", "0", "--json"]
+    env = {k: v for k, v in os.environ.items() if k != "QMPI_API_KEY"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    c.check(proc.returncode != 0 and "QM507" in proc.stderr,
+            f"qmpi client without the key is refused: exit {proc.returncode}, "
+            f"{proc.stderr.strip()[-120:]!r}")
+    key_file = os.path.join(t.test_tmp("serve_fuzz"), "client.key")
+    with open(key_file, "w") as f:
+        f.write(KEY + "\n")
+    for how, extra, run_env in [("--api-key-file", ["--api-key-file", key_file], env),
+                                ("QMPI_API_KEY", [], dict(env, QMPI_API_KEY=KEY))]:
+        proc = subprocess.run(cmd + extra, capture_output=True, text=True, timeout=60,
+                              env=run_env)
+        ok = proc.returncode == 0 and json.loads(proc.stdout)["usage"]["completion_tokens"] == 3
+        c.check(ok, f"qmpi client with the key from {how} is answered: exit {proc.returncode} "
+                    f"{proc.stderr.strip()[-120:]!r}")
+
+
 def slow_reader(c: t.Checks, model: str) -> None:
     """A client that streams many tokens and reads nothing is dropped with client-too-slow; its
     requests are cancelled (their KV blocks freed) and other clients go on being served."""
@@ -291,7 +323,8 @@ def slow_reader(c: t.Checks, model: str) -> None:
         sock.setsockopt(zmq.RCVBUF, 4096)  # a small kernel buffer: the server's replies back up
         sock.connect(server.endpoint)
         for i in range(8):
-            sock.send_json({"v": 1, "type": "generate", "id": f"slow{i}", "prompt": "once upon",
+            sock.send_json({"v": 1, "type": "generate", "id": f"slow{i}", "api_key": KEY,
+                            "prompt": "once upon",
                             "n": 4, "max_tokens": 200, "temperature": 0, "ignore_eos": True,
                             "stream": True})
         dropped = server.wait_stats(lambda s: s["requests"]["cancelled"] >= 8 and
@@ -409,6 +442,7 @@ def body(c: t.Checks) -> None:
     try:
         server.wait_ready()
         served(c, server, "before")
+        client_key(c, server)
         numbers_and_metrics(c, server)
         pid = server.rank0_pid()
         start_kib = rss_kib(pid)

@@ -10,7 +10,7 @@
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
 #include "batch/batch_job.h"
-#include "batch/batch_paths.h"
+#include "batch/batch_preflight.h"
 #include "engine/replica_scheduler.h"
 #include "parallel/signals.h"
 #include "text/chat_template.h"
@@ -71,7 +71,7 @@ int cmd_batch(const Args& args) {
 
   // Before the weights load, on rank 0, which alone reads and writes the job's files.
   if (launcher_rank() == 0) {
-    check_distinct_batch_files(job);
+    check_batch_files(job);  // the input, the output, and that they are distinct files
     require_model_tokenizer(cli.model.empty() ? cli.model_config : cli.model);
   }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
@@ -15,6 +16,7 @@
 
 #include "app/commands/options.h"
 #include "core/errors.h"
+#include "serve/api_key.h"
 
 namespace qmpi {
 namespace {
@@ -32,6 +34,8 @@ struct ClientCli {
   int64_t seed = -1;
   double timeout_s = 600.0;
   double connect_timeout_s = 5.0;
+  ApiKeySources key_sources;  // the server's key, read as `qmpi serve` reads it
+  std::string api_key;
 };
 
 // A reply {"type": "error", "code": "QM501", ...} as the Error it stands for.
@@ -61,6 +65,7 @@ json request_of(const ClientCli& c) {
   if (c.seed >= 0) j["seed"] = c.seed;
   if (c.ignore_eos) j["ignore_eos"] = true;
   j["stream"] = c.stream;
+  if (!c.api_key.empty()) j["api_key"] = c.api_key;
   return j;
 }
 
@@ -87,7 +92,10 @@ int cmd_client(const Args& args) {
       "seconds to wait for each reply before giving up")(
       "connect-timeout", po::value(&c.connect_timeout_s)->default_value(5.0),
       "seconds to wait for the server to answer at all (a health probe sent first; the server "
-      "answers it while it loads)");
+      "answers it while it loads)")(
+      "api-key", po::value(&c.key_sources.option),
+      "the server's API key (visible in `ps`: prefer --api-key-file or QMPI_API_KEY)")(
+      "api-key-file", po::value(&c.key_sources.file), "file holding the server's API key");
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi client --connect tcp://HOST:5555 --prompt TEXT [--chat] [--stream]"))
@@ -96,6 +104,8 @@ int cmd_client(const Args& args) {
     raise(Err::Usage, "give --prompt TEXT (or --health / --stats)");
   if (c.timeout_s <= 0) raise(Err::Usage, "--timeout must be positive");
   if (c.connect_timeout_s <= 0) raise(Err::Usage, "--connect-timeout must be positive");
+  c.key_sources.env = std::getenv("QMPI_API_KEY");
+  c.api_key = resolve_api_key(c.key_sources);
 
   zmq::context_t ctx(1);
   zmq::socket_t sock(ctx, zmq::socket_type::dealer);

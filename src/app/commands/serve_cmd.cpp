@@ -166,6 +166,7 @@ int cmd_serve(const Args& args) {
   loop_opts.model_name = accepted[0];
   key_sources.env = std::getenv("QMPI_API_KEY");
   http.api_key = resolve_api_key(key_sources);
+  zmq.api_key = http.api_key;  // one key for both fronts: neither is a way around the other
   http.model_name = loop_opts.model_name;
   http.listed_models = served_names.empty() ? std::vector<std::string>{accepted[0]} : served_names;
   http.max_body_bytes = zmq.max_message_bytes;
