@@ -88,7 +88,30 @@ def causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     return out.transpose(1, 0, 2).reshape(t, nh * d)
 
 
-class Qwen2Reference:
+class GreedyDecoding:
+    """Greedy decoding for any oracle with hidden_states(ids), lm_head and cfg.vocab."""
+
+    def greedy_trace(self, ids, n: int, valid_vocab: int = 0):
+        """n greedy steps recomputed from scratch each step: [(token, top1 - top2 logit)].
+
+        valid_vocab > 0 restricts the choice to ids below it (embedding rows past the
+        tokenizer's vocabulary have no text, and an engine may refuse to sample them)."""
+        limit = valid_vocab if valid_vocab > 0 else self.cfg.vocab
+        seq, trace = list(ids), []
+        for _ in range(n):
+            last = (self.hidden_states(seq)[-1] @ self.lm_head.T)[:limit]
+            best = int(np.argmax(last))  # first index among exact ties
+            top2 = np.argpartition(-last, 1)[:2]
+            second = top2[0] if top2[0] != best else top2[1]
+            trace.append((best, float(last[best] - last[second])))
+            seq.append(best)
+        return trace
+
+    def greedy(self, ids, n: int, valid_vocab: int = 0) -> list:
+        return [tok for tok, _ in self.greedy_trace(ids, n, valid_vocab)]
+
+
+class Qwen2Reference(GreedyDecoding):
     def __init__(self, config: Qwen2Config, tensors: dict):
         self.cfg = config
         self.w = tensors
@@ -158,25 +181,6 @@ class Qwen2Reference:
     def logits(self, ids) -> np.ndarray:
         """Logits of every position, [T, vocab] float64."""
         return self.hidden_states(ids) @ self.lm_head.T
-
-    def greedy_trace(self, ids, n: int, valid_vocab: int = 0):
-        """n greedy steps recomputed from scratch each step: [(token, top1 - top2 logit)].
-
-        valid_vocab > 0 restricts the choice to ids below it (embedding rows past the
-        tokenizer's vocabulary have no text, and an engine may refuse to sample them)."""
-        limit = valid_vocab if valid_vocab > 0 else self.cfg.vocab
-        seq, trace = list(ids), []
-        for _ in range(n):
-            last = (self.hidden_states(seq)[-1] @ self.lm_head.T)[:limit]
-            best = int(np.argmax(last))  # first index among exact ties
-            top2 = np.argpartition(-last, 1)[:2]
-            second = top2[0] if top2[0] != best else top2[1]
-            trace.append((best, float(last[best] - last[second])))
-            seq.append(best)
-        return trace
-
-    def greedy(self, ids, n: int, valid_vocab: int = 0) -> list:
-        return [tok for tok, _ in self.greedy_trace(ids, n, valid_vocab)]
 
 
 def load_model(model_dir: str) -> Qwen2Reference:

@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_ref  # noqa: E402
-from qwen2_ref import apply_rope, causal_attention, rms_norm, rope_tables, silu  # noqa: E402
+from qwen2_ref import GreedyDecoding, apply_rope, causal_attention, rms_norm, rope_tables, silu  # noqa: E402
 
 ARCHS = {
     # name: (q/k norm, moe, shared expert)
@@ -90,7 +90,7 @@ def route(logits: np.ndarray, k: int, norm_topk: bool):
     return experts, weights
 
 
-class FamilyReference:
+class FamilyReference(GreedyDecoding):
     def __init__(self, config: FamilyConfig, tensors: dict):
         self.cfg = config
         self.w = tensors
@@ -191,23 +191,6 @@ class FamilyReference:
     def logits(self, ids) -> np.ndarray:
         """Logits of every position, [T, vocab] float64."""
         return self.hidden_states(ids) @ self.lm_head.T
-
-    def greedy_trace(self, ids, n: int, valid_vocab: int = 0):
-        """n greedy steps recomputed from scratch: [(token, top1 - top2 logit)]; valid_vocab > 0
-        restricts the choice to ids below it."""
-        limit = valid_vocab if valid_vocab > 0 else self.cfg.vocab
-        seq, out = list(ids), []
-        for _ in range(n):
-            last = (self.hidden_states(seq)[-1] @ self.lm_head.T)[:limit]
-            best = int(np.argmax(last))
-            top2 = np.argpartition(-last, 1)[:2]
-            second = top2[0] if top2[0] != best else top2[1]
-            out.append((best, float(last[best] - last[second])))
-            seq.append(best)
-        return out
-
-    def greedy(self, ids, n: int, valid_vocab: int = 0) -> list:
-        return [tok for tok, _ in self.greedy_trace(ids, n, valid_vocab)]
 
 
 def load_model(model_dir: str) -> FamilyReference:
