@@ -11,7 +11,8 @@
 // the numbers are the kernels'.
 //
 // Usage: qmpi_kernel_bench [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32]
-//                          [--bf16-activations]
+//                          [--bf16-activations] [--int4 awq|gptq-act-order]
+// --int4 times the int4 projections instead, next to their bf16 form (kernel_bench_int4.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/kernel_bench_int4.h"
 #include "core/dtype.h"
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/matmul.h"
@@ -77,6 +79,7 @@ int main(int argc, char** argv) {
   bool bf16_act = false;
   DType dt = DType::BF16;
   std::vector<int64_t> ns{1, 16};
+  std::string int4;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : "";
@@ -88,6 +91,8 @@ int main(int argc, char** argv) {
       dt = std::string(v) == "f32" ? DType::F32 : DType::BF16, ++i;
     else if (a == "--bf16-activations")
       bf16_act = true;
+    else if (a == "--int4")
+      int4 = v, ++i;
     else if (a == "--rows") {
       ns.clear();
       for (const char* p = v; *p;) {
@@ -98,11 +103,14 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32] "
-                   "[--bf16-activations]\n",
+                   "[--bf16-activations] [--int4 awq|gptq-act-order]\n",
                    argv[0]);
       return 2;
     }
   }
+  if (!int4.empty())
+    return bench::int4_bench(int4, threads, reps, ns,
+                             [](const std::function<void()>& f) { return timed(f); });
   const int64_t h = 896, kv = 128, im = 4864, vocab = 151936, layers = 24;
   std::vector<Mat> mats;
   size_t bytes = 0;

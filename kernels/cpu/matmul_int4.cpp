@@ -1,24 +1,18 @@
 #include "kernels/cpu/matmul_int4.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <string>
 
 #include "core/errors.h"
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
-#include "kernels/cpu/parallel.h"
 
 namespace qmpi::cpu {
 namespace {
 
-// Float32 bytes of weight rows dequantized per block on the prefill path. Each block is one
-// call of the float blocked GEMM, which repacks all of x into token panels first; that costs
-// about as much as 30 rows of multiply-adds, so blocks must be large (the whole of a
-// qwen2.5-0.5b projection fits). 96-row blocks ran prefill 5x slower than bf16.
-constexpr int64_t kDequantBytes = int64_t(32) << 20;
-constexpr int64_t kMinDequantRows = 96;
+// Up to this many rows of x the GEMV's 4-row x tile; above, the blocked path's 8-row tile
+// shares each dequantized weight vector among more FMAs.
+constexpr int64_t kInt4GemvMaxRows = 4;
 
 }  // namespace
 
@@ -63,35 +57,10 @@ void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const Weigh
           "int4 matmul bias has " + std::to_string(bias->rows * bias->cols) +
               " elements for a weight with " + std::to_string(w.rows) + " output rows");
   if (n <= 0 || w.rows == 0) return;
-  if (n <= kGemvMaxRows)
+  if (n <= kInt4GemvMaxRows)
     matmul_int4_gemv(x, n, w, bias, out, opt);
   else
     matmul_int4_blocked(x, n, w, bias, out, opt);
-}
-
-void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
-                         float* out, const MatmulOptions& opt) {
-  const int64_t kp = w.words * 8;
-  AlignedArray<float> xg = make_aligned<float>(size_t(n * kp));
-  gather_int4_input(x, n, w, xg.get());
-  AlignedArray<float> b = widen(bias);
-  const int64_t block_rows =
-      std::min(w.rows, std::max(kMinDequantRows, kDequantBytes / int64_t(sizeof(float) * kp)));
-  AlignedArray<float> wf = make_aligned<float>(size_t(block_rows * kp));
-  AlignedArray<float> part = make_aligned<float>(size_t(n * block_rows));
-  const int nt = resolve_threads(opt.threads);
-  MatmulOptions exact = opt;
-  exact.bf16_activations = false;  // the dequantized block is float32
-  for (int64_t r0 = 0; r0 < w.rows; r0 += block_rows) {
-    const int64_t rb = std::min(block_rows, w.rows - r0);
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int64_t r = 0; r < rb; ++r) dequantize_int4_rows(w, r0 + r, r0 + r + 1, wf.get() + r * kp);
-    const WeightView block{wf.get(), DType::F32, rb, kp, nullptr};
-    matmul_blocked(xg.get(), n, block, nullptr, part.get(), exact);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t r = 0; r < rb; ++r)
-        out[i * w.rows + r0 + r] = part[i * rb + r] + (b ? b[r0 + r] : 0.0f);
-  }
 }
 
 void matmul_int4_reference(const float* x, int64_t n, const Int4WeightView& w,

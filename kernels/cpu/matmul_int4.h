@@ -1,10 +1,9 @@
 // out[n, N] = x[n, K] . W^T (+ bias) for an int4 weight (Int4WeightView: AWQ and GPTQ
 // checkpoints both arrive in its layout), x and out float32, accumulated in float32.
 //
-// Two paths, as for the float matmul: a GEMV that unpacks each weight word in registers and
-// multiplies it with all n rows of x (decode), and a blocked path that dequantizes a block of
-// weight rows to float32 and hands it to the float blocked GEMM (prefill). A plain reference
-// sits beside them for the tests.
+// Two paths, as for the float matmul: a GEMV for decode and a token-blocked GEMM for prefill,
+// both dequantizing each weight word in registers (matmul_int4_tile.h) with float32 x, never to
+// memory. A plain reference sits beside them for the tests.
 #pragma once
 #include <cstdint>
 

@@ -1,14 +1,13 @@
 #include "model/synthetic_checkpoint.h"
 
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 #include "core/errors.h"
 #include "io/safetensors_writer.h"
 #include "model/config.h"
 #include "model/synthetic.h"
+#include "model/synthetic_folder.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;
@@ -48,30 +47,6 @@ std::vector<int> assign_shards(const std::vector<TensorSpec>& specs, DType dtype
   return shard_of;
 }
 
-std::string shard_name(int i, int k) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", i + 1, k);
-  return buf;
-}
-
-// Weights of an earlier model in the same folder would mix with the new ones (an old index wins
-// over a new model.safetensors), so they go first.
-void remove_old_weights(const fs::path& dir) {
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    const bool shard = name.rfind("model-", 0) == 0 && name.find("-of-") != std::string::npos &&
-                       entry.path().extension() == ".safetensors";
-    if (shard || name == kSingleSafetensorsName || name == kSafetensorsIndexName)
-      fs::remove(entry.path());
-  }
-}
-
-void write_json(const fs::path& path, const nlohmann::json& j) {
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  if (!out) raise(Err::OutputFile, "cannot write " + path.string());
-}
-
 }  // namespace
 
 std::string torch_dtype_name(DType dtype) {
@@ -103,20 +78,14 @@ CheckpointSummary write_synthetic_checkpoint(const std::string& dir, nlohmann::j
   config_json["torch_dtype"] = torch_dtype_name(dtype);
   const ModelConfig cfg = ModelConfig::from_json(config_json, "the config for " + dir);
   const std::vector<TensorSpec> specs = expected_tensors(cfg);
-  if (shards < 1 || size_t(shards) > specs.size())
-    raise(Err::Usage, "--shards " + std::to_string(shards) + " must be between 1 and the " +
-                          std::to_string(specs.size()) + " tensors of this model");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) raise(Err::OutputFile, "cannot create folder " + dir + ": " + ec.message());
-  remove_old_weights(dir);
+  open_synthetic_folder(dir, shards, specs.size());
 
   CheckpointSummary summary;
   const std::vector<int> shard_of = assign_shards(specs, dtype, shards);
   std::map<std::string, std::string> weight_map;
   uint64_t data_bytes = 0;
   for (int s = 0; s < shards; ++s) {
-    const std::string file = shards == 1 ? kSingleSafetensorsName : shard_name(s, shards);
+    const std::string file = synthetic_shard_name(s, shards);
     SafetensorsWriter writer;
     writer.set_metadata({{"format", "pt"}});
     for (size_t i = 0; i < specs.size(); ++i) {
@@ -135,15 +104,7 @@ CheckpointSummary write_synthetic_checkpoint(const std::string& dir, nlohmann::j
     summary.file_bytes += writer.write((fs::path(dir) / file).string());
     summary.files.push_back(file);
   }
-  if (shards > 1) {
-    write_safetensors_index(dir, data_bytes, weight_map);
-    summary.files.push_back(kSafetensorsIndexName);
-  }
-  write_json(fs::path(dir) / "config.json", config_json);
-  write_json(fs::path(dir) / "generation_config.json",
-             qwen_generation_config_json(cfg.bos_token_id < 0 ? 151643 : cfg.bos_token_id));
-  summary.files.push_back("config.json");
-  summary.files.push_back("generation_config.json");
+  close_synthetic_folder(dir, config_json, cfg, shards, data_bytes, weight_map, summary);
   return summary;
 }
 

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -13,6 +12,7 @@
 #include "model/config.h"
 #include "model/int4_tensors.h"
 #include "model/synthetic.h"
+#include "model/synthetic_folder.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;
@@ -156,37 +156,19 @@ Blob dequantized_blob(const std::string& name, const Int4Values& v) {
   return blob(name, DType::F32, {v.N, v.K}, w);
 }
 
-std::string shard_name(int i, int k) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "model-%05d-of-%05d.safetensors", i + 1, k);
-  return buf;
-}
-
-void write_json(const fs::path& path, const json& j) {
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  if (!out) raise(Err::OutputFile, "cannot write " + path.string());
-}
-
 // Writes one model: entry e of `specs` becomes the tensors make(e) returns, in `shards` files
 // of consecutive entries.
 CheckpointSummary write_model(const std::string& dir, const json& config,
                               const std::vector<TensorSpec>& specs, int shards,
                               const std::function<std::vector<Blob>(const TensorSpec&)>& make,
                               const ModelConfig& cfg) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) raise(Err::OutputFile, "cannot create folder " + dir + ": " + ec.message());
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.path().extension() == ".safetensors" ||
-        entry.path().filename() == kSafetensorsIndexName)
-      fs::remove(entry.path());
+  open_synthetic_folder(dir, shards, specs.size());
   CheckpointSummary summary;
   std::map<std::string, std::string> weight_map;
   uint64_t data_bytes = 0;
   const size_t per = (specs.size() + size_t(shards) - 1) / size_t(shards);
   for (int s = 0; s < shards; ++s) {
-    const std::string file = shards == 1 ? kSingleSafetensorsName : shard_name(s, shards);
+    const std::string file = synthetic_shard_name(s, shards);
     SafetensorsWriter writer;
     writer.set_metadata({{"format", "pt"}});
     std::vector<std::shared_ptr<Blob>> held;
@@ -208,15 +190,7 @@ CheckpointSummary write_model(const std::string& dir, const json& config,
     summary.file_bytes += writer.write((fs::path(dir) / file).string());
     summary.files.push_back(file);
   }
-  if (shards > 1) {
-    write_safetensors_index(dir, data_bytes, weight_map);
-    summary.files.push_back(kSafetensorsIndexName);
-  }
-  write_json(fs::path(dir) / "config.json", config);
-  write_json(fs::path(dir) / "generation_config.json",
-             qwen_generation_config_json(cfg.bos_token_id < 0 ? 151643 : cfg.bos_token_id));
-  summary.files.push_back("config.json");
-  summary.files.push_back("generation_config.json");
+  close_synthetic_folder(dir, config, cfg, shards, data_bytes, weight_map, summary);
   return summary;
 }
 
@@ -253,9 +227,6 @@ CheckpointSummary write_synthetic_int4_checkpoint(const std::string& dir, json c
   config_json["quantization_config"] = quantization_config_json(opt);
   const ModelConfig cfg = ModelConfig::from_json(config_json, "the config for " + dir);
   const std::vector<TensorSpec> specs = expected_tensors(cfg);
-  if (shards < 1 || size_t(shards) > specs.size())
-    raise(Err::Usage, "--shards " + std::to_string(shards) + " must be between 1 and the " +
-                          std::to_string(specs.size()) + " tensors of this model");
 
   auto dense = [seed](const TensorSpec& t, DType dtype) {
     int64_t n = 1;

@@ -7,12 +7,14 @@ from the format description) and must get exactly the float twin's weights; then
 on the int4 model must match the reference's logits to 2e-3 of the largest |logit| at 1x1,
 TP 2, PP 3 and TP 2 x PP 3, and greedy tokens must equal the reference's where the top-2 margin
 is clear. `qmpi convert` carries the int4 tensors into a .h5 file unchanged: the same logits.
-`qmpi batch` on the act-order model gives the same completions at 2x3 as at 1x1.
+`qmpi batch` on the act-order model gives the same completions at 2x3 as at 1x1, and `qmpi serve`
+at 2x3 answers 32 concurrent ZeroMQ and HTTP requests with `qmpi batch` 1x1's tokens and text.
 """
 
 import json
 import os
 import shutil
+import threading
 
 import numpy as np
 
@@ -20,6 +22,7 @@ import testlib  # first: it puts tests/reference on the path
 import int4_ref
 import qwen2_ref
 import safetensors_ref
+import serve_zmq_http as sz
 
 MODELS = [
     ("awq g64", ["--quant", "awq", "--group-size", "64"]),
@@ -85,6 +88,29 @@ def batch_texts(model_dir: str, tp: int, pp: int) -> dict:
     return {r["custom_id"]: r["response"]["body"]["choices"][0]["text"] for r in rows}
 
 
+def serve_matches_batch(c: testlib.Checks, label: str, model_dir: str) -> None:
+    """`qmpi serve --tp 2 --pp 3`: 16 ZeroMQ and 16 HTTP clients at once get batch 1x1's answers."""
+    reqs = sz.make_requests(16, "z", 41) + sz.make_requests(16, "h", 42)
+    ref = c.guard(f"{label} serve reference", sz.batch_reference, model_dir, reqs, tp=1, pp=1)
+    if ref is None:
+        return
+    server = sz.Server(model_dir, tp=2, pp=3, extra=["--served-model-name", "tiny"])
+    try:
+        server.wait_ready(timeout=120)
+        results = {}
+        threads = [threading.Thread(target=sz.zmq_client if r["id"][0] == "z" else sz.http_client,
+                                    args=(server, r, results)) for r in reqs]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=180)
+        sz.compare(c, f"{label} serve 2x3", results, ref)
+        rc = server.stop()
+        c.check(rc == 0, f"{label} serve 2x3: SIGTERM stopped every rank, exit {rc}")
+    finally:
+        server.kill()
+
+
 def key_of(label: str) -> str:
     return label.replace(" ", "-")
 
@@ -123,6 +149,7 @@ def check_model(c: testlib.Checks, label: str, args, convert: bool) -> None:
         if one is not None and six is not None:
             c.check(len(one) == 2 and one == six,
                     f"{label}: qmpi batch completions at 2x3 == 1x1 ({len(one)} requests)")
+        c.guard(f"{label} serve", serve_matches_batch, c, label, model_dir)
     prompt = ids[:5]
     trace = ref.greedy_trace(prompt, GREEDY_TOKENS, testlib.tokenizer_size(model_dir))
     clear = next((i for i, (_, m) in enumerate(trace) if m < CLEAR_MARGIN), len(trace))

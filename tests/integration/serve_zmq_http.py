@@ -187,8 +187,8 @@ def make_requests(n: int, prefix: str, seed: int) -> list:
     return reqs
 
 
-def batch_reference(model: str, reqs: list) -> dict:
-    """{id: body} of the same requests through `qmpi batch` at the same layout."""
+def batch_reference(model: str, reqs: list, tp: int = 2, pp: int = 3) -> dict:
+    """{id: body} of the same requests through `qmpi batch` (by default at the serve layout)."""
     d = t.test_tmp("serve")
     inp, out = os.path.join(d, f"ref-{os.getpid()}.jsonl"), os.path.join(d, f"ref-{os.getpid()}.out")
     with open(inp, "w") as f:
@@ -196,7 +196,7 @@ def batch_reference(model: str, reqs: list) -> dict:
             line = {k: v for k, v in r.items() if k != "stream"}
             f.write(json.dumps(line) + "\n")
     t.qmpi(["batch", "--model", model, "--input", inp, "--output", out, "--overwrite",
-            "--token-ids", "--max-model-len", MAX_MODEL_LEN], tp=2, pp=3, timeout=180)
+            "--token-ids", "--max-model-len", MAX_MODEL_LEN], tp=tp, pp=pp, timeout=180)
     ref = {}
     with open(out) as f:
         for line in f:

@@ -8,32 +8,13 @@
 #include "../text/text_test_util.h"
 #include "doctor/model_checks.h"
 #include "model/synthetic_int4_checkpoint.h"
+#include "model_check_test_util.h"
 
 namespace qmpi::doctor {
 namespace {
 
-nlohmann::json small_config() {
-  return {{"architectures", {"Qwen2ForCausalLM"}},
-          {"model_type", "qwen2"},
-          {"hidden_size", 32},
-          {"intermediate_size", 64},
-          {"num_hidden_layers", 2},
-          {"num_attention_heads", 4},
-          {"num_key_value_heads", 2},
-          {"vocab_size", 512},
-          {"max_position_embeddings", 256},
-          {"rms_norm_eps", 1e-6},
-          {"rope_theta", 10000.0},
-          {"tie_word_embeddings", true}};
-}
-
-std::string dump(const ModelCheck& r) {
-  std::string s;
-  for (const Finding& f : r.findings)
-    s += std::string(status_name(f.status)) + " " + (f.code ? error_id(*f.code) : "") + " " +
-         f.message + "\n";
-  return s;
-}
+using fixtures::dump;
+using fixtures::small_config;
 
 size_t count(const ModelCheck& r, Status status, std::optional<Err> code = std::nullopt) {
   size_t n = 0;

@@ -12,27 +12,15 @@
 #include "io/checkpoint_dir.h"
 #include "io/h5_convert.h"
 #include "model/synthetic_checkpoint.h"
+#include "model_check_test_util.h"
 
 namespace qmpi::doctor {
 namespace {
 
-namespace fs = std::filesystem;
+using fixtures::dump;
+using fixtures::small_config;
 
-nlohmann::json small_config() {
-  return {{"architectures", {"Qwen2ForCausalLM"}},
-          {"model_type", "qwen2"},
-          {"hidden_size", 32},
-          {"intermediate_size", 64},
-          {"num_hidden_layers", 2},
-          {"num_attention_heads", 4},
-          {"num_key_value_heads", 2},
-          {"vocab_size", 512},
-          {"max_position_embeddings", 256},
-          {"rms_norm_eps", 1e-6},
-          {"rope_theta", 10000.0},
-          {"tie_word_embeddings", true},
-          {"torch_dtype", "bfloat16"}};
-}
+namespace fs = std::filesystem;
 
 // A 3-shard model with a tokenizer.json of 257 tokens.
 void write_model(const std::string& dir, int shards = 3) {
@@ -62,14 +50,6 @@ size_t fails(const ModelCheck& r) {
   size_t n = 0;
   for (const Finding& f : r.findings) n += f.status == Status::Fail;
   return n;
-}
-
-std::string dump(const ModelCheck& r) {
-  std::string s;
-  for (const Finding& f : r.findings)
-    s += std::string(status_name(f.status)) + " " + (f.code ? error_id(*f.code) : "") + " " +
-         f.message + "\n";
-  return s;
 }
 
 TEST(ModelChecks, GoodModelPassesEveryCheck) {

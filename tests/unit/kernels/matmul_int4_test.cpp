@@ -116,6 +116,7 @@ TEST(MatmulInt4, PathsMatchReference) {
   const std::vector<Case> cases = {
       {37, {16, 16, 16}, false},        // group 128
       {24, {4, 4, 4, 4, 4, 4}, false},  // group 32: several groups per vector
+      {6, {8, 8, 8}, false},            // group 64: two groups per vector
       {13, {16, 16, 5}, false},         // a short last group (GPTQ's ceil(K / g))
       {29, {3, 17, 1, 9, 0, 6}, true},  // act-order runs, an empty group, padding
       {8, {112}, false},                // group -1: one group of 896 inputs
@@ -124,17 +125,22 @@ TEST(MatmulInt4, PathsMatchReference) {
     const HostInt4 h = random_int4(c.rows, c.groups, c.shuffle, rng);
     const std::vector<float> bias_v = random_floats(size_t(c.rows), rng);
     const WeightView bias{bias_v.data(), DType::F32, 1, c.rows, nullptr};
-    for (int64_t n : {1, 3, 4, 5, 16, 17, 40}) {
+    // Every tail of the 4-row and 8-row x tiles.
+    for (int64_t n : {1, 2, 3, 4, 5, 7, 9, 15, 16, 17, 23, 40, 64}) {
       const std::vector<float> x = random_floats(size_t(n * h.in_features), rng);
-      for (const WeightView* b : {static_cast<const WeightView*>(nullptr), &bias}) {
-        const std::vector<float> want = reference(h, x, n, b);
-        const std::string what = "rows " + std::to_string(c.rows) + " words " +
-                                 std::to_string(h.words) + " n " + std::to_string(n) +
-                                 (b ? " bias" : "") + (c.shuffle ? " act-order" : "");
-        EXPECT_LT(max_rel_err(run(cpu::matmul_int4_gemv, h, x, n, b), want), 2e-6) << what;
-        EXPECT_LT(max_rel_err(run(cpu::matmul_int4_blocked, h, x, n, b), want), 2e-6) << what;
-        EXPECT_LT(max_rel_err(run(cpu::matmul_int4, h, x, n, b), want), 2e-6) << what;
-      }
+      for (const WeightView* b : {static_cast<const WeightView*>(nullptr), &bias})
+        for (int threads : {1, 2}) {
+          const std::vector<float> want = reference(h, x, n, b);
+          const std::string what = "rows " + std::to_string(c.rows) + " words " +
+                                   std::to_string(h.words) + " n " + std::to_string(n) +
+                                   (b ? " bias" : "") + (c.shuffle ? " act-order" : "") +
+                                   " threads " + std::to_string(threads);
+          EXPECT_LT(max_rel_err(run(cpu::matmul_int4_gemv, h, x, n, b, threads), want), 2e-6)
+              << what;
+          EXPECT_LT(max_rel_err(run(cpu::matmul_int4_blocked, h, x, n, b, threads), want), 2e-6)
+              << what;
+          EXPECT_LT(max_rel_err(run(cpu::matmul_int4, h, x, n, b, threads), want), 2e-6) << what;
+        }
     }
   }
 }
@@ -143,7 +149,7 @@ TEST(MatmulInt4, ModelWidthAndThreadCount) {
   std::mt19937 rng(3);
   // qwen2.5-0.5b's down_proj at group 128: 896 outputs, 4864 inputs.
   const HostInt4 h = random_int4(896, std::vector<int32_t>(38, 16), false, rng);
-  for (int64_t n : {1, 2, 33}) {
+  for (int64_t n : {1, 2, 33, 64}) {  // 33 and 64: several token blocks of 24
     const std::vector<float> x = random_floats(size_t(n * h.in_features), rng);
     const std::vector<float> want = reference(h, x, n, nullptr);
     const std::vector<float> one = run(cpu::matmul_int4, h, x, n, nullptr, 1);
