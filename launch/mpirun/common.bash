@@ -6,6 +6,8 @@
 #   MODEL / SYNTHETIC_CONFIG  model folder, or a config.json for --synthetic-weights
 #   TP, PP                    layout (each script sets its default)
 #   DP                        data-parallel replicas of the TP x PP mesh (batch, serve; default 1)
+#   REPLICA_RECOVERY          with DP > 1: 1 (default) keeps the other replicas going when one
+#                             loses a rank (mpirun --enable-recovery), 0 ends the whole job
 #   BACKEND                   cuda (default) or cpu
 #   HOSTFILE                  Open MPI hostfile (default: this host only, TP x PP slots)
 #   RANKS_PER_HOST            ranks on each host (default: the first host's slots=, or TP x PP)
@@ -40,8 +42,11 @@ qmpi_mpirun() {  # qmpi_mpirun COMMAND [qmpi options...]
   fi
   local tp="${TP:?}" pp="${PP:?}" dp="${DP:-1}" np
   np=$((dp * tp * pp))
-  local replicas=()
+  local replicas=() recovery=()
   ((dp > 1)) && replicas=(--dp "$dp")
+  # Open MPI ends the job when a rank dies unless told to recover; qmpi then loses only that
+  # rank's replica (the variable reaches every rank, which is how qmpi knows).
+  ((dp > 1)) && [[ "${REPLICA_RECOVERY:-1}" == 1 ]] && recovery=(--enable-recovery)
 
   local hosts=() per_host
   if [[ -n "${HOSTFILE:-}" ]]; then
@@ -96,7 +101,7 @@ qmpi_mpirun() {  # qmpi_mpirun COMMAND [qmpi options...]
   eval "extra=(${MPIRUN_ARGS:-})"
 
   local cmd=("${MPIRUN:-mpirun}" -np "$np" "${hosts[@]}" --map-by "$map_by" --bind-to "$bind_to"
-    "${forward[@]}" "${logs[@]}" "${extra[@]}"
+    "${recovery[@]}" "${forward[@]}" "${logs[@]}" "${extra[@]}"
     "$qmpi" "$sub" "${model_args[@]}" "${replicas[@]}" --tp "$tp" --pp "$pp" --backend "${BACKEND:-cuda}" "$@")
   if [[ "${DRY_RUN:-0}" == 1 ]]; then
     printf '%q ' "${cmd[@]}"

@@ -50,7 +50,7 @@ class BatchJob {
       : opts_(opts),
         model_(model),
         sched_(sched),
-        pipeline_(sched, model, {opts.default_max_tokens, opts.model_name}),
+        pipeline_(sched, model, {opts.default_max_tokens, opts.model_name, true}),
         progress_(opts.progress_bar, opts.progress_interval_s) {}
 
   BatchSummary run(const std::function<bool()>& stop_requested);

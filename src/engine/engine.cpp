@@ -107,7 +107,8 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   pos.next_stage_rank = mesh_->next_stage_rank();
   pos.dp = mesh_->dp();
   pos.result_rank = pos.replica_result_rank(mesh_->replica());
-  executor_ = std::make_unique<Executor>(pos, *world_, *tp_, *backend_, *model_, *cache_);
+  executor_ = std::make_unique<Executor>(pos, *world_, *tp_, mesh_->replica_group(), *backend_,
+                                         *model_, *cache_);
   if (is_driver()) {
     // Every rank of every replica has the same number of blocks (agreed over the world), so each
     // replica's block table on rank 0 has that many.
@@ -172,7 +173,7 @@ void Engine::serve() {
 
 void Engine::shutdown() {
   if (is_driver() && !shut_down_) {
-    for (auto& r : other_runners_) r->drop_in_flight();
+    for (auto& r : other_runners_) r->shutdown();
     executor_->shutdown();
   }
   shut_down_ = true;

@@ -21,11 +21,12 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-Executor::Executor(const MeshPosition& pos, Comm& world, Comm& tp, Backend& backend,
+Executor::Executor(const MeshPosition& pos, Comm& world, Comm& tp, Comm& replica, Backend& backend,
                    DecoderModel& model, KvCache& cache)
     : pos_(pos),
       world_(world),
       tp_(tp),
+      replica_(replica),
       be_(backend),
       model_(model),
       cache_(cache),
@@ -68,7 +69,7 @@ void Executor::shutdown() {
   while (!in_flight_.empty()) collect();
   StepPlan p;
   p.shutdown = true;
-  link_.send_control(encode_step_plan(p));
+  link_.send_plan(encode_step_plan(p));
   link_.flush();
 }
 
@@ -78,8 +79,8 @@ bool Executor::poll_stop() {
           "poll_stop with " + std::to_string(in_flight_.size()) + " steps still in flight");
   StepPlan p;
   p.poll_stop = true;
-  link_.send_control(encode_step_plan(p));
-  return stop_requested_anywhere(world_);
+  link_.send_plan(encode_step_plan(p));
+  return stop_requested_anywhere(replica_);
 }
 
 void Executor::serve() {
@@ -92,7 +93,7 @@ void Executor::serve() {
       return;
     }
     if (p.poll_stop) {
-      stop_requested_anywhere(world_);
+      stop_requested_anywhere(replica_);
       continue;
     }
     execute(p);

@@ -33,9 +33,10 @@ struct StepTimes {
 
 class Executor {
  public:
-  // `world` and `tp` are the comms the model was built with (TimedComm wrappers).
-  Executor(const MeshPosition& pos, Comm& world, Comm& tp, Backend& backend, DecoderModel& model,
-           KvCache& cache);
+  // `world` and `tp` are the comms the model was built with (TimedComm wrappers); `replica` is
+  // this rank's replica's (Mesh::replica_group), for the stop poll.
+  Executor(const MeshPosition& pos, Comm& world, Comm& tp, Comm& replica, Backend& backend,
+           DecoderModel& model, KvCache& cache);
 
   // Rank 0 only. submit() starts a step (rank 0 runs its own stage's part before returning);
   // collect() returns the result of the oldest step submitted and not yet collected.
@@ -46,12 +47,13 @@ class Executor {
   size_t in_flight() const { return in_flight_.size(); }
 
   void serve();  // ranks other than 0
-  // Rank 0: drops the results of its own steps in flight, then ends every serve() of every
-  // replica (the other replicas' steps must be collected first: ReplicaRunner::drop_in_flight).
+  // Rank 0: drops the results of its own steps in flight, then ends the serve() of every rank of
+  // its replica (the other replicas are ended by their ReplicaRunner::shutdown).
   void shutdown();
-  // Rank 0, nothing in flight on any replica: asks every rank whether it saw SIGINT/SIGTERM
-  // (stop_requested_anywhere, joined by every serve()), so that all ranks agree at the same
-  // point. A server polls it between steps.
+  // Rank 0, nothing in flight: asks every rank of its replica whether it saw SIGINT/SIGTERM
+  // (stop_requested_anywhere, joined by their serve()), so that they agree at the same point.
+  // A server polls it between steps. The other replicas are not asked: one that is lost must
+  // not hold the poll up, and launchers signal every rank (mpirun and Slurm forward SIGTERM).
   bool poll_stop();
 
   // Rank 0: token ids the sampler may pick (the tokenizer's size; embedding rows past it have
@@ -69,6 +71,7 @@ class Executor {
   MeshPosition pos_;
   Comm& world_;
   Comm& tp_;
+  Comm& replica_;
   Backend& be_;
   DecoderModel& model_;
   KvCache& cache_;

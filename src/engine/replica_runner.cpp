@@ -32,8 +32,18 @@ StepResult ReplicaRunner::collect() {
   return decode_step_result(link_.recv_result_from_replica(replica_));
 }
 
-void ReplicaRunner::drop_in_flight() {
+void ReplicaRunner::abandon() {
+  lost_ = true;
+  in_flight_ = 0;
+  link_.forget_replica(replica_);
+}
+
+void ReplicaRunner::shutdown() {
+  if (lost_) return;
   while (in_flight_ > 0) collect();
+  StepPlan p;
+  p.shutdown = true;
+  link_.send_plan_to_replica(encode_step_plan(p), replica_);
 }
 
 }  // namespace qmpi

@@ -24,15 +24,19 @@ class ReplicaRunner final : public StepRunner {
 
   int replica() const { return replica_; }
   size_t in_flight() const { return in_flight_; }
+  // The replica is lost: forgets its steps in flight and the messages on their way to it.
+  void abandon() override;
   // Before the mesh shuts down: collects and drops the results of the steps still in flight, so
-  // that the replica's last stage finishes its sends.
-  void drop_in_flight();
+  // that the replica's last stage finishes its sends, then ends its ranks' serve(). Nothing for a
+  // lost replica.
+  void shutdown();
 
  private:
   const Executor& driver_;
   StageLink link_;
   int replica_;
   size_t in_flight_ = 0;
+  bool lost_ = false;
 };
 
 }  // namespace qmpi

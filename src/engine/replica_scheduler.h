@@ -11,10 +11,16 @@
 //
 // A replica with no work gets no steps, only an empty one now and then (keep_alive_s), so that
 // its ranks, waiting for a plan under --comm-timeout, hear from rank 0.
+//
+// A replica other than rank 0's that stops answering (its runner raises CommTimeout, which the
+// world comm does only when the launcher recovers from lost ranks: replica_survival.h) is lost:
+// logged by name, never given work again, and each of its unfinished sequences comes back once
+// as a TokenEvent whose `lost` holds the error (the pipeline fails or re-queues its request).
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/scheduler.h"
@@ -43,6 +49,7 @@ class ReplicaScheduler final : public SequenceScheduler {
   const SchedulerConfig& config() const override { return cfg_; }
   int64_t kv_blocks_in_use() const override;
   int64_t kv_blocks_total() const override;
+  std::vector<ReplicaLoad> replica_loads() const override;
 
   int replicas() const { return int(scheds_.size()); }
   int replica_of(int64_t id) const { return int((id - 1) % int64_t(scheds_.size())); }
@@ -55,11 +62,19 @@ class ReplicaScheduler final : public SequenceScheduler {
 
  private:
   using Clock = std::chrono::steady_clock;
-  void keep_idle_replicas_alive();
+  void keep_idle_replicas_alive(std::vector<TokenEvent>& events);
+  // Runs `f` (something that talks to replica r); a CommTimeout from it loses the replica, its
+  // sequences' events going to `events`.
+  template <class F>
+  void guarded(int r, std::vector<TokenEvent>& events, F&& f);
+  void lose(int r, const Error& e, std::vector<TokenEvent>& events);
+  bool up(int r) const { return lost_[size_t(r)].empty(); }
 
   SchedulerConfig cfg_;
   std::vector<std::unique_ptr<Scheduler>> scheds_;
   std::vector<Clock::time_point> last_step_;  // per replica: when it last ran a step
+  std::vector<std::string> lost_;             // per replica: why it was lost; empty while up
+  std::vector<TokenEvent> lost_events_;       // from losses outside step(), for the next one
   bool keep_alive_on_;
   Clock::duration keep_alive_;    // may round to zero: then every step pings the idle replicas
   mutable SchedulerStats stats_;  // the replicas' summed, refreshed by stats()

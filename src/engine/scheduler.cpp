@@ -290,6 +290,21 @@ void Scheduler::keep_alive() {
   runner_.collect();
 }
 
+std::vector<int64_t> Scheduler::abandon() {
+  std::vector<int64_t> ids;
+  for (const auto& [id, seq] : seqs_)
+    if (!seq->cancelled) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  runner_.abandon();
+  in_flight_.clear();
+  computing_.clear();
+  finished_.clear();
+  waiting_.clear();
+  running_.clear();
+  seqs_.clear();
+  return ids;
+}
+
 std::vector<TokenEvent> Scheduler::drain() {
   std::vector<TokenEvent> events;
   while (!in_flight_.empty()) {

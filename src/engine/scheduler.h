@@ -43,6 +43,9 @@ class StepRunner {
   virtual int depth() const { return 1; }
   virtual void submit(const StepPlan& plan) { done_.push_back(run(plan)); }
   virtual StepResult collect();
+  // The mesh behind it is lost (a data-parallel replica): forget what is in flight without
+  // waiting for it. Only a replica's runner has anything to forget.
+  virtual void abandon() {}
 
  private:
   std::deque<StepResult> done_;
@@ -86,6 +89,9 @@ class Scheduler final : public SequenceScheduler {
   // Idle only: one empty step (carrying the finished list), so that a mesh that has had no work
   // for a while hears from rank 0 before its --comm-timeout.
   void keep_alive();
+  // The mesh is gone (a lost replica): forgets every sequence and step in flight without
+  // talking to it (StepRunner::abandon), and returns the ids of the sequences not finished.
+  std::vector<int64_t> abandon();
 
   // Ids first, first + stride, first + 2 stride, ...: schedulers side by side (one per
   // replica) number their sequences apart. Before the first add().
@@ -102,6 +108,9 @@ class Scheduler final : public SequenceScheduler {
   size_t num_running() const override { return running_.size(); }
   const Sequence* find(int64_t id) const override;
   const SchedulerStats& stats() const override { return stats_; }
+  std::vector<ReplicaLoad> replica_loads() const override {
+    return {{int64_t(num_waiting()), int64_t(num_running()), stats_.generated, {}}};
+  }
   const BlockPool& pool() const { return pool_; }
   const SchedulerConfig& config() const override { return cfg_; }
   int64_t kv_blocks_in_use() const override { return pool_.in_use(); }

@@ -3,8 +3,12 @@
 // ReplicaScheduler, which spreads sequences over data-parallel replicas (one Scheduler each).
 #pragma once
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "core/errors.h"
+#include "engine/sampler.h"
 #include "engine/sequence.h"
 
 namespace qmpi {
@@ -24,6 +28,8 @@ struct TokenEvent {
   float logprob = 0.0f;
   std::vector<TokenLogprob> top;  // spec.sampling.top_logprobs alternatives
   FinishReason finish = FinishReason::None;
+  // Set instead of a token: the sequence's replica was lost with it (no token, no finish).
+  std::optional<Error> lost;
 };
 
 struct SchedulerStats {
@@ -35,6 +41,14 @@ struct SchedulerStats {
   int64_t peak_blocks = 0;  // most KV blocks in use by running sequences at once
   int64_t peak_running = 0;
   int64_t peak_in_flight = 0;  // most steps in flight at once (pipeline micro-batches)
+};
+
+// One data-parallel replica's share of the work, for /metrics and the stats reply.
+struct ReplicaLoad {
+  int64_t waiting = 0;    // sequences placed on it, not yet running
+  int64_t running = 0;    // sequences in its running batch
+  int64_t generated = 0;  // tokens it sampled
+  std::string lost;       // why it was lost (a job goes on with the others); empty while up
 };
 
 class SequenceScheduler {
@@ -62,6 +76,8 @@ class SequenceScheduler {
   virtual const SchedulerConfig& config() const = 0;
   virtual int64_t kv_blocks_in_use() const = 0;
   virtual int64_t kv_blocks_total() const = 0;
+  // One entry per data-parallel replica (one for a single mesh).
+  virtual std::vector<ReplicaLoad> replica_loads() const = 0;
 };
 
 }  // namespace qmpi

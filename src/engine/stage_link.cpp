@@ -77,9 +77,10 @@ std::vector<uint8_t> StageLink::recv_result_from_replica(int replica) {
   return recv_message(pos_.replica_result_rank(replica));
 }
 
-void StageLink::send_control(std::vector<uint8_t> bytes) {
-  for (int r = 1; r < pos_.dp; ++r) send_plan_to_replica(bytes, r);
-  send_plan(std::move(bytes));
+void StageLink::forget_replica(int replica) {
+  std::vector<int> ranks(size_t(pos_.pp * pos_.tp));
+  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = pos_.replica_base(replica) + int(i);
+  world_.forget_peers(ranks);
 }
 
 }  // namespace qmpi

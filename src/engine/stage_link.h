@@ -51,8 +51,8 @@ class StageLink {
   // result. Replica 0 is rank 0's own and goes through send_plan / recv_result.
   void send_plan_to_replica(std::vector<uint8_t> bytes, int replica);
   std::vector<uint8_t> recv_result_from_replica(int replica);
-  // Rank 0: a control plan (shutdown, stop poll) to every replica.
-  void send_control(std::vector<uint8_t> bytes);
+  // Rank 0, a replica lost: drops the messages still on their way to its ranks.
+  void forget_replica(int replica);
 
   void flush() { world_.flush_sends(); }
 

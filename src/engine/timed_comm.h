@@ -38,6 +38,11 @@ class TimedComm : public Comm {
     time([&] { inner_.flush_sends(); });
   }
 
+  void allow_peer_failure(const std::vector<int>& peers) override {
+    inner_.allow_peer_failure(peers);
+  }
+  void forget_peers(const std::vector<int>& peers) override { inner_.forget_peers(peers); }
+
   double seconds() const { return seconds_; }
   void reset() { seconds_ = 0.0; }
 

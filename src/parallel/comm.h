@@ -35,6 +35,13 @@ class Comm {
     send(data->data(), data->size(), peer);
   }
   virtual void flush_sends() {}
+
+  // Peers (ranks of this group) whose loss the caller survives (rank 0 and a data-parallel
+  // replica): a send or receive with one of them that times out raises Error(CommTimeout)
+  // instead of ending the job. forget_peers() drops the sends still on their way to lost ones.
+  // The defaults: every peer's loss ends the job, nothing to drop.
+  virtual void allow_peer_failure(const std::vector<int>& /*peers*/) {}
+  virtual void forget_peers(const std::vector<int>& /*peers*/) {}
 };
 
 }  // namespace qmpi

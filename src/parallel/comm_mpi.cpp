@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <iterator>
 #include <numeric>
 
 #include "core/errors.h"
@@ -38,6 +39,7 @@ MpiComm::MpiComm(MPI_Comm comm, std::string label, std::vector<std::string> host
   MPI_Group_translate_ranks(mine, size_, ranks.data(), world, world_ranks_.data());
   MPI_Group_free(&mine);
   MPI_Group_free(&world);
+  may_fail_.assign(size_t(size_), false);
   for (int w : world_ranks_)
     if (w < 0 || w >= int(hosts_.size()))
       raise(Err::Internal, label_ + ": world rank " + std::to_string(w) + " has no host among " +
@@ -62,7 +64,29 @@ void MpiComm::finish(MPI_Request& request, const Op& op, int peer, MPI_Status* s
   for (int r = 0; r < size_; ++r)
     if (r != rank_ && (peer < 0 || r == peer))
       report.peers.emplace_back(world_ranks_[r], hosts_[world_ranks_[r]]);
-  abort_job(comm_timeout_error(report));
+  const Error timeout = comm_timeout_error(report);
+  if (peer < 0 || !may_fail_[size_t(peer)]) abort_job(timeout);
+  // The caller goes on without the peer: a late message must not land in a buffer it reuses.
+  MPI_Cancel(&request);
+  MPI_Request_free(&request);
+  raise(Err::CommTimeout, timeout.message(), timeout.fix());
+}
+
+void MpiComm::allow_peer_failure(const std::vector<int>& peers) {
+  for (int p : peers) {
+    check_peer(p, "allow_peer_failure");
+    may_fail_[size_t(p)] = true;
+  }
+}
+
+void MpiComm::forget_peers(const std::vector<int>& peers) {
+  const auto lost = [&](const PendingSend& p) {
+    return std::find(peers.begin(), peers.end(), p.peer) != peers.end();
+  };
+  const auto gone = std::stable_partition(pending_.begin(), pending_.end(),
+                                          [&](const auto& p) { return !lost(p); });
+  std::move(gone, pending_.end(), std::back_inserter(abandoned_));
+  pending_.erase(gone, pending_.end());
 }
 
 void MpiComm::check_peer(int peer, const char* operation) const {

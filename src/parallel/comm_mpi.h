@@ -3,6 +3,7 @@
 #pragma once
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ class MpiComm : public Comm {
   void barrier() override;
   void send_async(std::shared_ptr<const std::vector<uint8_t>> data, int peer) override;
   void flush_sends() override;
+  void allow_peer_failure(const std::vector<int>& peers) override;
+  void forget_peers(const std::vector<int>& peers) override;
   ~MpiComm() override;
 
   MPI_Comm handle() const { return comm_.get(); }
@@ -46,7 +49,8 @@ class MpiComm : public Comm {
     int root = -1;  // broadcast root, a rank of this group
   };
   // Waits for `request`; on timeout aborts the job naming `op` and `peer` (a rank of this group,
-  // or -1 for a collective, which names every other member).
+  // or -1 for a collective, which names every other member), or raises CommTimeout for a peer
+  // whose failure is allowed.
   void finish(MPI_Request& request, const Op& op, int peer, MPI_Status* status = MPI_STATUS_IGNORE);
   void check_peer(int peer, const char* operation) const;
 
@@ -58,6 +62,9 @@ class MpiComm : public Comm {
   void drop_delivered();
 
   std::vector<PendingSend> pending_;
+  // Sends to lost peers, never completed; their bytes stay alive as long as MPI may read them.
+  std::vector<PendingSend> abandoned_;
+  std::vector<bool> may_fail_;  // per rank of this group
   MpiCommHandle comm_;
   std::string label_;
   std::vector<std::string> hosts_;

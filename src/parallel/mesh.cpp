@@ -3,11 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
+#include <numeric>
 #include <sstream>
 
 #include "core/errors.h"
 #include "parallel/comm_mpi.h"
 #include "parallel/gather_strings.h"
+#include "parallel/replica_survival.h"
 
 namespace qmpi {
 namespace {
@@ -60,15 +62,34 @@ Mesh::Mesh(MpiRuntime& mpi, const ModelFit& fit, const MeshOptions& options,
       check_placement(fit, layout_, placements_, options.allow_tp_across_hosts);
 
   const std::vector<std::string> names = host_names(placements_, layout_.dp);
-  world_ = std::make_unique<MpiComm>(MPI_COMM_WORLD, "world", names, options.comm_timeout_s);
+  // Rank 0 waits on every other rank, and the others mostly on rank 0: they wait twice as long,
+  // so that rank 0 is the one that reports a failure and answers its clients first.
+  const double timeout = rank_ == 0 ? options.comm_timeout_s : 2 * options.comm_timeout_s;
+  world_ = std::make_unique<MpiComm>(MPI_COMM_WORLD, "world", names, timeout);
+  if (layout_.dp > 1 && replica_survival_enabled()) {
+    if (rank_ == 0) {
+      std::vector<int> others(size_t(size() - replica_base(1)));
+      std::iota(others.begin(), others.end(), replica_base(1));
+      world_->allow_peer_failure(others);
+    }
+    set_fail_alone(replica() > 0);
+  }
   MPI_Comm split = MPI_COMM_NULL;
+  MPI_Comm_split(MPI_COMM_WORLD, replica(), replica_rank(), &split);
+  replica_comm_ =
+      std::make_unique<MpiComm>(split,
+                                "replica " + std::to_string(replica()) + " (world ranks " +
+                                    std::to_string(replica_base(replica())) + "-" +
+                                    std::to_string(replica_base(replica() + 1) - 1) + ")",
+                                names, timeout);
+  MPI_Comm_free(&split);
   // One TP group per stage of every replica; NCCL communicators are built from this split too.
   MPI_Comm_split(MPI_COMM_WORLD, replica() * pp() + stage(), tp_rank(), &split);
   tp_split_ = MpiCommHandle(split);
   if (tp_comm_factory)
     tp_ = tp_comm_factory(tp_split_.get(), tp_label());
   else
-    tp_ = std::make_unique<MpiComm>(tp_split_.get(), tp_label(), names, options.comm_timeout_s);
+    tp_ = std::make_unique<MpiComm>(tp_split_.get(), tp_label(), names, timeout);
 
   if (rank_ == 0) {
     spdlog::info("mesh ({}):\n{}", layout_flags(layout_), mapping_table());

@@ -61,6 +61,9 @@ class Mesh {
   // and rank 0 drives every replica through it.
   Comm& world() { return *world_; }
   Comm& tp_group() { return *tp_; }
+  // This rank's replica's ranks (the world's with one replica): the server's stop poll, which
+  // a lost replica must not hold up.
+  Comm& replica_group() { return *replica_comm_; }
   // Rebuilds the TP group's Comm (e.g. NCCL once the CUDA device is selected). Collective over
   // the TP group.
   void replace_tp_comm(const CommFactory& factory);
@@ -84,6 +87,7 @@ class Mesh {
   Layout layout_;
   std::vector<Placement> placements_;
   std::unique_ptr<Comm> world_;
+  std::unique_ptr<Comm> replica_comm_;
   MpiCommHandle tp_split_;  // declared before tp_: a factory's Comm may use it until destroyed
   std::unique_ptr<Comm> tp_;
 };

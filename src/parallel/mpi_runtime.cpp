@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/errors.h"
+#include "parallel/replica_survival.h"
 
 namespace qmpi {
 namespace {
@@ -61,12 +62,19 @@ MpiRuntime::~MpiRuntime() {
   if (!finalized) MPI_Finalize();
 }
 
+void MpiRuntime::end_job(int exit_code) const {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
 void MpiRuntime::abort_job(const Error& e) const {
   std::fprintf(stderr, "qmpi: [rank %d %s] %s\n", rank_, processor_name_.c_str(),
                e.render().c_str());
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, e.exit_code());
-  std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] honest
+  if (!fail_alone()) MPI_Abort(MPI_COMM_WORLD, e.exit_code());
+  std::_Exit(e.exit_code());  // MPI_Abort does not return; this keeps [[noreturn]] honest
 }
 
 }  // namespace qmpi

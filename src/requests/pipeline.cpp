@@ -27,6 +27,7 @@ void RequestPipeline::admit(int64_t key, std::string id, const BatchRequest& req
   a->format = output_format(req, model_.reasoning_parser, model_.tokenizer, prompt);
   SequenceSpec spec = request_sequence_spec(req, prompt, model_, opts_.default_max_tokens);
   a->prompt = std::move(prompt);
+  if (opts_.requeue_lost) a->stop = rs.stop;
   const uint64_t seed = spec.sampling.seed;
   a->choices.resize(size_t(rs.n));
   try {
@@ -34,6 +35,7 @@ void RequestPipeline::admit(int64_t key, std::string id, const BatchRequest& req
       spec.sampling.seed = choice_seed(seed, uint32_t(c));
       Choice& ch = a->choices[size_t(c)];
       ch.seq = sched_.add(spec);
+      if (opts_.requeue_lost) ch.spec = spec;
       if (model_.tokenizer)
         ch.text = std::make_unique<StopStringMatcher>(*model_.tokenizer, rs.stop, true);
       by_seq_[ch.seq] = {a.get(), size_t(c)};
@@ -59,6 +61,7 @@ void RequestPipeline::on_token(const TokenEvent& ev) {
   if (it == by_seq_.end()) return;  // another choice of its request failed earlier this step
   Active& a = *it->second.first;
   const size_t index = it->second.second;
+  if (ev.lost) return on_lost(a, index, *ev.lost);
   Choice& c = a.choices[index];
   c.out.tokens.push_back(ev.token);
   c.out.logprobs.push_back(ev.logprob);
@@ -80,6 +83,18 @@ void RequestPipeline::on_token(const TokenEvent& ev) {
   if (stopped && ev.finish == FinishReason::None) sched_.finish(ev.seq);
   if (stopped || ev.finish != FinishReason::None)
     finish_choice(a, c, stopped ? "stop" : finish_reason_name(ev.finish));
+}
+
+// The same spec gives the same tokens on any replica (seeded per request and token), so a
+// restarted choice ends as it would have.
+void RequestPipeline::on_lost(Active& a, size_t index, const Error& e) {
+  if (!opts_.requeue_lost) return fail(a, e);
+  Choice& c = a.choices[index];
+  by_seq_.erase(c.seq);
+  c.out = {};
+  if (c.text) c.text = std::make_unique<StopStringMatcher>(*model_.tokenizer, a.stop, true);
+  c.seq = sched_.add(c.spec);
+  by_seq_[c.seq] = {&a, index};
 }
 
 void RequestPipeline::finish_choice(Active& a, Choice& c, const std::string& reason) {

@@ -27,6 +27,9 @@ struct PipelineOptions {
   // --max-model-len for chat).
   int64_t default_max_tokens = 0;
   std::string model_name;  // "model" of outputs whose request names none
+  // A choice lost with its data-parallel replica starts again on another (batch, whose sinks
+  // show nothing before the final) instead of failing its request (serve, which streamed it).
+  bool requeue_lost = false;
 };
 
 class RequestPipeline {
@@ -57,6 +60,7 @@ class RequestPipeline {
  private:
   struct Choice {
     int64_t seq = 0;
+    SequenceSpec spec;  // to start it again (requeue_lost)
     ChoiceOutput out;
     std::unique_ptr<StopStringMatcher> text;  // null without a tokenizer
     bool done = false;
@@ -70,12 +74,14 @@ class RequestPipeline {
     int32_t top_logprobs = 0;
     OutputFormat format;
     std::vector<int32_t> prompt;
+    std::vector<std::string> stop;  // its stop strings, for a choice started again
     std::vector<Choice> choices;
     size_t remaining = 0;
     std::shared_ptr<RequestSink> sink;
   };
 
   void on_token(const TokenEvent& ev);
+  void on_lost(Active& a, size_t index, const Error& e);
   void finish_choice(Active& a, Choice& c, const std::string& reason);
   void complete(Active& a);
   void fail(Active& a, const Error& e);

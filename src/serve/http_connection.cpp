@@ -23,6 +23,7 @@
 #include "serve/http_completion.h"
 #include "serve/http_request_sink.h"
 #include "serve/openai_stream.h"
+#include "serve/protocol.h"
 #include "serve/sse_writer.h"
 
 namespace qmpi {
@@ -179,9 +180,8 @@ void HttpConnection::on_read_error(beast::error_code ec) {
 void HttpConnection::dispatch() {
   switch (route_) {
     case HttpRoute::Health: {
-      const Health h = front_.hub.snapshot().health;
-      return respond(h == Health::Ready ? 200 : 503, json{{"status", health_name(h)}}.dump(),
-                     kJson);
+      const EngineSnapshot s = front_.hub.snapshot();
+      return respond(s.health == Health::Ready ? 200 : 503, health_body(s), kJson);
     }
     case HttpRoute::Metrics:
       return respond(200, front_.metrics.render(front_.hub.snapshot(), front_.hub.queued()),

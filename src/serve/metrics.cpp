@@ -95,6 +95,27 @@ MetricCounters ServeMetrics::counters() const {
   return c_;
 }
 
+namespace {
+
+// Per data-parallel replica, labelled replica="r": where the load sits and which replica is up.
+void render_replicas(const std::vector<ReplicaLoad>& replicas, std::string& out) {
+  const auto each = [&](const char* name, const char* type, const char* help, auto value) {
+    header(out, name, type, help);
+    for (size_t r = 0; r < replicas.size(); ++r)
+      out += fmt::format("{}{{replica=\"{}\"}} {}\n", name, r, value(replicas[r]));
+  };
+  each("qmpi_replica_up", "gauge", "1 while the data-parallel replica serves, 0 once lost.",
+       [](const ReplicaLoad& l) { return l.lost.empty() ? 1 : 0; });
+  each("qmpi_replica_sequences_waiting", "gauge", "Sequences placed on the replica, not running.",
+       [](const ReplicaLoad& l) { return l.waiting; });
+  each("qmpi_replica_sequences_running", "gauge", "Sequences in the replica's running batch.",
+       [](const ReplicaLoad& l) { return l.running; });
+  each("qmpi_replica_generation_tokens_total", "counter", "Tokens the replica generated.",
+       [](const ReplicaLoad& l) { return l.generated; });
+}
+
+}  // namespace
+
 std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const {
   std::lock_guard lock(mu_);
   std::string out;
@@ -141,6 +162,7 @@ std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const 
   header(out, "qmpi_ready", "gauge",
          "1 once every rank holds its weights, 0 while loading or draining.");
   sample(out, "qmpi_ready", e.health == Health::Ready ? 1.0 : 0.0);
+  render_replicas(e.replicas, out);
   return out;
 }
 

@@ -85,6 +85,12 @@ void require_api_key(json& j, std::string_view key) {
   if (given != j.end()) j.erase(given);
 }
 
+ojson replica_state(const ReplicaLoad& l) {
+  ojson j{{"state", l.lost.empty() ? "up" : "down"}};
+  if (!l.lost.empty()) j["reason"] = l.lost;
+  return j;
+}
+
 }  // namespace
 
 ClientMessage parse_client_message(std::string_view text, std::string& id,
@@ -199,6 +205,15 @@ std::string health_message(const std::string& id, Health h) {
   return dump(j);
 }
 
+std::string health_body(const EngineSnapshot& e) {
+  ojson j{{"status", health_name(e.health)}};
+  if (e.replicas.size() > 1) {
+    j["replicas"] = ojson::array();
+    for (const ReplicaLoad& l : e.replicas) j["replicas"].push_back(replica_state(l));
+  }
+  return dump(j);
+}
+
 std::string stats_message(const std::string& id, const EngineSnapshot& e, int64_t queued,
                           const MetricCounters& c, int64_t clients) {
   ojson j = with_id("stats", id);
@@ -216,6 +231,12 @@ std::string stats_message(const std::string& id, const EngineSnapshot& e, int64_
   j["requests"] = {{"ok", c.ok}, {"cancelled", c.cancelled}, {"error", c.failed}};
   j["prompt_tokens"] = c.prompt_tokens;
   j["generation_tokens"] = c.generation_tokens;
+  j["replicas"] = ojson::array();
+  for (const ReplicaLoad& l : e.replicas) {
+    ojson r{{"waiting", l.waiting}, {"running", l.running}, {"generated", l.generated}};
+    r.update(replica_state(l));
+    j["replicas"].push_back(std::move(r));
+  }
   return dump(j);
 }
 

@@ -48,6 +48,9 @@ std::string delta_message(const std::string& id, const ServeEvent& delta);
 std::string final_message(const std::string& id, const RequestOutput& out, bool with_text);
 std::string error_message(const std::string& id, const Error& error);
 std::string health_message(const std::string& id, Health health);
+// GET /health's body: {"status"} and, with several data-parallel replicas, "replicas": each
+// one's "state" ("up" or "down", with the "reason" it was lost).
+std::string health_body(const EngineSnapshot& engine);
 std::string stats_message(const std::string& id, const EngineSnapshot& engine, int64_t queued,
                           const MetricCounters& counters, int64_t clients);
 

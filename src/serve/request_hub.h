@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/sequence_scheduler.h"
 #include "requests/request_parser.h"
 #include "serve/serve_event.h"
 
@@ -40,6 +41,7 @@ struct EngineSnapshot {
   int64_t kv_blocks_total = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
+  std::vector<ReplicaLoad> replicas;  // per data-parallel replica, in replica order
 };
 
 class RequestHub {

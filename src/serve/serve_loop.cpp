@@ -173,6 +173,7 @@ void ServeLoop::publish(Health h) {
   s.kv_blocks_total = sched_.kv_blocks_total();
   s.steps = sched_.stats().steps;
   s.preemptions = sched_.stats().preemptions;
+  s.replicas = sched_.replica_loads();
   hub_.publish(s);
 }
 

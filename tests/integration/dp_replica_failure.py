@@ -1,11 +1,13 @@
 #!/usr/bin/python3
-"""A replica that stops answering, under `qmpi serve --dp 2 --tp 3` (6 oversubscribed ranks).
+"""A replica that stops answering, under `qmpi serve --dp 2 --tp 3` (6 oversubscribed ranks) on
+a plain mpirun (not told to recover from a lost rank, so the job cannot go on without it;
+dp_replica_survival.py has the launcher that can).
 
-qmpi cannot keep the other replica serving (Open MPI without ULFM ends the job when a rank is
-lost, and rank 0 steps the replicas in lock step; docs/architecture.md), so what is checked is
-that the failure is loud and precise: a rank of replica 1 is stopped (SIGSTOP) while four streams
-run; within --comm-timeout every stream in flight ends with a QM402 error that names replica 1
-and its rank, the job exits non-zero instead of hanging, and no rank is left running.
+What is checked is that the failure is loud and precise: a rank of replica 1 is stopped
+(SIGSTOP) while four streams run; within --comm-timeout every stream in flight ends with a QM402
+error that names replica 1 (rank 0 notices first: the other ranks wait twice as long, so none of
+their watchdogs ends the job before rank 0 has answered), the job exits non-zero instead of
+hanging, and no rank is left running.
 """
 
 import json

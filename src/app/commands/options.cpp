@@ -9,6 +9,7 @@
 
 #include "core/errors.h"
 #include "parallel/mpi_runtime.h"
+#include "parallel/replica_survival.h"
 
 namespace qmpi {
 
@@ -186,6 +187,7 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
     if (engine->is_driver()) {
       rc = driver(*engine);
       engine->shutdown();
+      if (replica_lost()) mpi.end_job(rc);
     } else {
       engine->serve();
     }

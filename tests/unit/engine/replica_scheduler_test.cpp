@@ -1,7 +1,8 @@
 // Data-parallel replicas behind one queue (ReplicaScheduler) against one FakeModel per replica:
 // every request gets the tokens it gets alone, the work is spread by load, the choices of a
 // request stay on one replica, ids lead back to their replica, and an idle replica hears from
-// rank 0 (keep-alive steps).
+// rank 0 (keep-alive steps); a lost replica's sequences come back once, marked lost, and
+// started again elsewhere they end as they would have.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -145,6 +146,73 @@ TEST(ReplicaScheduler, AnIdleReplicaGetsKeepAliveSteps) {
   while (!sched.idle()) sched.step();
   EXPECT_GT(two.models[1]->steps(), 0);
   for (const StepPlan& p : two.models[1]->plans()) EXPECT_TRUE(p.seqs.empty());
+}
+
+// A replica whose mesh stops answering: collect() raises CommTimeout from its `fail_at`th step
+// on, as rank 0's world comm does when a replica's rank is gone.
+class FailingRunner final : public StepRunner {
+ public:
+  FailingRunner(StepRunner& inner, int fail_at) : inner_(inner), fail_at_(fail_at) {}
+  StepResult run(const StepPlan& plan) override { return inner_.run(plan); }
+  int depth() const override { return inner_.depth(); }
+  void submit(const StepPlan& plan) override {
+    EXPECT_FALSE(abandoned) << "a step for a lost replica";
+    inner_.submit(plan);
+  }
+  StepResult collect() override {
+    if (++collected_ >= fail_at_) raise(Err::CommTimeout, "rank 3 stopped answering");
+    return inner_.collect();
+  }
+  void abandon() override { abandoned = true; }
+  bool abandoned = false;
+
+ private:
+  StepRunner& inner_;
+  int fail_at_;
+  int collected_ = 0;
+};
+
+TEST(ReplicaScheduler, ALostReplicasSequencesComeBackOnceAndEndElsewhereAsBefore) {
+  const std::vector<SequenceSpec> specs = mixed_specs(30, 5);
+  Replicas one(1, 1);
+  Scheduler single(*one.models[0], *one.tables[0], config());
+  const Tokens want = run_all(single, specs);
+  for (int depth : {1, 2}) {
+    Replicas three(3, depth);
+    FailingRunner failing(*three.models[1], 6);
+    std::vector<StepRunner*> runners = three.runners();
+    runners[1] = &failing;
+    ReplicaScheduler sched(runners, three.blocks(), config(), 0);
+    std::map<int64_t, size_t> index;
+    for (size_t i = 0; i < specs.size(); ++i) index[sched.add(specs[i])] = i;
+    Tokens got;
+    size_t lost = 0;
+    for (int steps = 0; !sched.idle() && steps < 100000; ++steps)
+      for (const TokenEvent& ev : sched.step()) {
+        const size_t i = index.at(ev.seq);
+        if (!ev.lost) {
+          got[i].push_back(ev.token);
+          continue;
+        }
+        EXPECT_EQ(ev.lost->code(), Err::CommTimeout);
+        EXPECT_NE(ev.lost->message().find("replica 1"), std::string::npos);
+        ++lost;
+        got[i].clear();  // what a batch job does: the request starts again
+        const int64_t again = sched.add(specs[i]);
+        EXPECT_NE(sched.replica_of(again), 1);
+        index[again] = i;
+      }
+    sched.flush_finished();
+    EXPECT_GT(lost, 0u) << "depth " << depth;
+    EXPECT_TRUE(failing.abandoned);
+    EXPECT_EQ(got, want) << "depth " << depth;
+    EXPECT_EQ(sched.kv_blocks_in_use(), 0);
+    const std::vector<ReplicaLoad> loads = sched.replica_loads();
+    ASSERT_EQ(loads.size(), 3u);
+    EXPECT_TRUE(loads[0].lost.empty());
+    EXPECT_NE(loads[1].lost.find("rank 3"), std::string::npos);
+    EXPECT_TRUE(loads[2].lost.empty());
+  }
 }
 
 }  // namespace

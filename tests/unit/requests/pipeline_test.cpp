@@ -213,5 +213,39 @@ TEST(RequestPipeline, WithoutATokenizerOnlyIds) {
   testing::expect_error([&] { s.admit(p, 2, r); }, Err::RequestField, {"tokenizer"});
 }
 
+// A sequence lost with its data-parallel replica: serve fails its request with the error, batch
+// (requeue_lost) starts the choice again and gets the tokens it would have had.
+TEST(RequestPipeline, ALostSequenceFailsItsRequestOrStartsAgain) {
+  Rig ref;
+  RequestPipeline whole(ref.sched, ref.model, {});
+  const auto want = ref.admit(whole, 1, request("a", 12));
+  ref.run(whole);
+  ASSERT_TRUE(want->out);
+  for (bool requeue : {false, true}) {
+    Rig s;
+    PipelineOptions o;
+    o.requeue_lost = requeue;
+    RequestPipeline p(s.sched, s.model, o);
+    const auto rec = s.admit(p, 1, request("a", 12));
+    for (int i = 0; i < 3; ++i) p.dispatch(s.sched.step());
+    ASSERT_EQ(rec->ids[0].size(), 3u);
+    s.sched.finish(1);  // what the lost replica's scheduler forgot
+    TokenEvent lost;
+    lost.seq = 1;
+    lost.lost = Error(Err::CommTimeout, "replica 1 was lost");
+    p.dispatch({lost});
+    s.run(p);
+    if (requeue) {
+      ASSERT_TRUE(rec->out);
+      EXPECT_EQ(rec->out->choices[0].tokens, want->out->choices[0].tokens);
+      EXPECT_EQ(rec->out->choices[0].text, want->out->choices[0].text);
+    } else {
+      ASSERT_TRUE(rec->err);
+      EXPECT_EQ(rec->err->message(), "replica 1 was lost");
+      EXPECT_EQ(p.active(), 0u);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qmpi

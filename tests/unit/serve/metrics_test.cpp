@@ -38,6 +38,7 @@ TEST(Metrics, RendersEverySeries) {
   e.health = Health::Ready;
   e.kv_blocks_used = 3;
   e.kv_blocks_total = 64;
+  e.replicas = {{1, 2, 30, ""}, {0, 0, 12, "rank 3 stopped answering"}};
   const std::string t = m.render(e, 4);
   EXPECT_THAT(t, HasSubstr("qmpi_requests_total{status=\"ok\"} 2\n"));
   EXPECT_THAT(t, HasSubstr("qmpi_requests_total{status=\"cancelled\"} 1\n"));
@@ -57,6 +58,12 @@ TEST(Metrics, RendersEverySeries) {
   EXPECT_THAT(t, HasSubstr("qmpi_kv_blocks_total 64\n"));
   EXPECT_THAT(t, HasSubstr("qmpi_ready 1\n"));
   EXPECT_THAT(t, HasSubstr("# TYPE qmpi_time_to_first_token_seconds histogram\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_replica_up{replica=\"0\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_replica_up{replica=\"1\"} 0\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_replica_sequences_waiting{replica=\"0\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_replica_sequences_running{replica=\"0\"} 2\n"));
+  EXPECT_THAT(t, HasSubstr("qmpi_replica_generation_tokens_total{replica=\"1\"} 12\n"));
+  EXPECT_THAT(t, HasSubstr("# TYPE qmpi_replica_generation_tokens_total counter\n"));
   const MetricCounters c = m.counters();
   EXPECT_EQ(c.ok, 2);
   EXPECT_EQ(c.prompt_tokens, 12);

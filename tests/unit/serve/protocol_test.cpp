@@ -139,9 +139,24 @@ TEST(Protocol, RepliesHaveTheDocumentedShape) {
   EngineSnapshot e;
   e.kv_blocks_total = 10;
   e.kv_blocks_used = 3;
+  e.replicas = {{1, 2, 30, ""}, {0, 0, 12, "rank 3 stopped answering"}};
   j = json::parse(stats_message("", e, 2, MetricCounters{}, 1));
   EXPECT_EQ(j["kv_blocks_free"], 7);
   EXPECT_EQ(j["queued"], 2);
+  ASSERT_EQ(j["replicas"].size(), 2u);
+  EXPECT_EQ(j["replicas"][0]["running"], 2);
+  EXPECT_EQ(j["replicas"][0]["state"], "up");
+  EXPECT_FALSE(j["replicas"][0].contains("reason"));
+  EXPECT_EQ(j["replicas"][1]["generated"], 12);
+  EXPECT_EQ(j["replicas"][1]["state"], "down");
+  EXPECT_EQ(j["replicas"][1]["reason"], "rank 3 stopped answering");
+
+  e.health = Health::Ready;
+  j = json::parse(health_body(e));
+  EXPECT_EQ(j["status"], "ready");
+  EXPECT_EQ(j["replicas"][1]["state"], "down");
+  e.replicas.resize(1);  // one mesh: /health stays {"status"}
+  EXPECT_FALSE(json::parse(health_body(e)).contains("replicas"));
 }
 
 }  // namespace

@@ -1,0 +1,40 @@
+#include "parallel/replica_survival.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+namespace qmpi {
+namespace {
+
+std::atomic<bool> g_fail_alone{false};
+std::atomic<bool> g_replica_lost{false};
+
+}  // namespace
+
+bool replica_survival_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("OMPI_MCA_orte_enable_recovery");
+    const std::string s = v ? v : "";
+    return s == "1" || s == "true" || s == "yes";
+  }();
+  return on;
+}
+
+void set_fail_alone(bool alone) {
+  g_fail_alone = alone;
+}
+
+bool fail_alone() {
+  return g_fail_alone;
+}
+
+void note_replica_lost() {
+  g_replica_lost = true;
+}
+
+bool replica_lost() {
+  return g_replica_lost;
+}
+
+}  // namespace qmpi

@@ -1,0 +1,24 @@
+// Whether a data-parallel replica may be lost while the job goes on, and what this process does
+// about it. Open MPI 4.1 (no ULFM) keeps the other ranks running after one dies only when its
+// launcher was told so (mpirun --enable-recovery, or OMPI_MCA_orte_enable_recovery=1, which
+// reaches every rank's environment either way); then rank 0 must never wait on a lost rank
+// without a deadline, a lost replica's surviving ranks must leave on their own instead of
+// aborting the job, and the job must end with MPI_Abort, since MPI_Finalize waits for a rank
+// that is stopped rather than dead.
+#pragma once
+
+namespace qmpi {
+
+// True when the launcher keeps the job alive after a rank dies (read once from the environment).
+bool replica_survival_enabled();
+
+// This rank's comm failures end this process alone (a rank of replica 1 or later, survival on);
+// the default ends the whole job.
+void set_fail_alone(bool alone);
+bool fail_alone();
+
+// Rank 0 lost a replica: the job ends with MPI_Abort instead of MPI_Finalize (see above).
+void note_replica_lost();
+bool replica_lost();
+
+}  // namespace qmpi
