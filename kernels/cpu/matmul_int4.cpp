@@ -8,13 +8,6 @@
 #include "kernels/cpu/convert.h"
 
 namespace qmpi::cpu {
-namespace {
-
-// Up to this many rows of x the GEMV's 4-row x tile; above, the blocked path's 8-row tile
-// shares each dequantized weight vector among more FMAs.
-constexpr int64_t kInt4GemvMaxRows = 4;
-
-}  // namespace
 
 void dequantize_int4_rows(const Int4WeightView& w, int64_t r0, int64_t r1, float* dst) {
   const int64_t kp = w.words * 8;
@@ -57,7 +50,7 @@ void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const Weigh
           "int4 matmul bias has " + std::to_string(bias->rows * bias->cols) +
               " elements for a weight with " + std::to_string(w.rows) + " output rows");
   if (n <= 0 || w.rows == 0) return;
-  if (n <= kInt4GemvMaxRows)
+  if (n <= kGemvMaxRows)
     matmul_int4_gemv(x, n, w, bias, out, opt);
   else
     matmul_int4_blocked(x, n, w, bias, out, opt);

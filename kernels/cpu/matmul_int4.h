@@ -1,9 +1,10 @@
 // out[n, N] = x[n, K] . W^T (+ bias) for an int4 weight (Int4WeightView: AWQ and GPTQ
 // checkpoints both arrive in its layout), x and out float32, accumulated in float32.
 //
-// Two paths, as for the float matmul: a GEMV for decode and a token-blocked GEMM for prefill,
-// both dequantizing each weight word in registers (matmul_int4_tile.h) with float32 x, never to
-// memory. A plain reference sits beside them for the tests.
+// Two paths, as for the float matmul: a GEMV for decode that dequantizes each weight word in
+// registers (matmul_int4_tile.h), and for prefill a float GEMM that dequantizes its weight panels
+// a 16 KiB chunk at a time; x stays float32 throughout. A plain reference sits beside them for
+// the tests.
 #pragma once
 #include <cstdint>
 

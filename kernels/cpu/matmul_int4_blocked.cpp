@@ -1,33 +1,148 @@
-// The prefill int4 matmul: the GEMV's register tile made wider in x (2 weight rows x 8 rows of
-// x, 16 accumulators), so each dequantized weight vector feeds 8 FMAs, and blocked over tokens
-// so that a block of x planes stays in L2 while every row tile of a thread passes over it. The
-// weights are never dequantized to memory and x is packed once per call, not per block.
-#include <algorithm>
+// The prefill int4 matmul, a float GEMM whose weight panels are dequantized on the way in: each
+// thread takes panels of kPanelRows output rows; a panel's weights are dequantized one chunk of
+// kChunkWords words (128 inputs) at a time into an L1-sized buffer laid out input-major (the 32
+// rows of one input side by side), and every token of x multiplies that buffer before the next
+// chunk is made. The inner loop is the classic broadcast kernel: two weight vectors from L1 and
+// one broadcast of x per token feed 2 FMAs, 24 accumulators in registers. x is read in place
+// (gathered once per call only for act-order), never repacked per panel, and no projection is
+// ever dequantized whole.
+#include <omp.h>
 
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/aligned.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul_int4.h"
-#include "kernels/cpu/matmul_int4_tile.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
 namespace {
 
-// x plane bytes per token block: half of a Zen 4 core's 1 MiB L2, leaving room for the weights
-// streaming through.
-constexpr int64_t kXBlockBytes = 512 * 1024;
-// Rows per thread share; a multiple of the tile's 2 rows so tiles never straddle threads.
-constexpr int64_t kRowQuantum = 4;
+constexpr int kPanelRows = 32;   // two vectors of output rows
+constexpr int kChunkWords = 16;  // 128 inputs: a 16 KiB float panel chunk
+constexpr int kTokens = 12;      // tokens per register tile: 24 accumulators
+
+struct PanelArgs {
+  const Int4WeightView* w;
+  const int32_t* group_of_word;
+  const float* x;  // [n][kp], packed-input order
+  int64_t kp;
+  const float* bias;
+  float* out;  // [n][w->rows]
+};
+
+// Rows [r0, r0 + 32) (zero past the last row), words [c0, c1): dst[(k - 8 c0) * 32 + rr].
+void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, float* dst) {
+  const Int4WeightView& w = *a.w;
+  for (int rr = 0; rr < kPanelRows; ++rr) {
+    const int64_t r = r0 + rr;
+    if (r >= w.rows) {
+      for (int64_t k = 0; k < (c1 - c0) * 8; ++k) dst[k * kPanelRows + rr] = 0.0f;
+      continue;
+    }
+    const uint32_t* q = w.qweight + r * w.words;
+    for (int64_t v = c0; v < c1; ++v) {
+      const int64_t e = r * w.groups + a.group_of_word[v];
+      const float s = half_to_f32(w.scales[e]), z = float(w.zeros[e]);
+      float* d = dst + (v - c0) * 8 * kPanelRows + rr;
+      for (int j = 0; j < 8; ++j) d[j * kPanelRows] = (float((q[v] >> (4 * j)) & 15u) - z) * s;
+    }
+  }
+}
+
+#if defined(__AVX512F__)
+
+// Tokens [t0, t0 + T) times the chunk; the first chunk of a panel stores (with the bias), the
+// others add, so each output is a sum of per-chunk partial sums.
+template <int T>
+void tokens_tile(const PanelArgs& a, const float* panel, int64_t r0, int64_t c0, int64_t c1,
+                 int64_t t0, __mmask16 m0, __mmask16 m1) {
+  const int64_t k0 = c0 * 8, kn = (c1 - c0) * 8, N = a.w->rows;
+  __m512 acc[T][2];
+  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kn; ++k) {
+    const __m512 w0 = _mm512_load_ps(panel + k * kPanelRows);
+    const __m512 w1 = _mm512_load_ps(panel + k * kPanelRows + 16);
+    for (int t = 0; t < T; ++t) {
+      const __m512 xb = _mm512_set1_ps(a.x[(t0 + t) * a.kp + k0 + k]);
+      acc[t][0] = _mm512_fmadd_ps(w0, xb, acc[t][0]);
+      acc[t][1] = _mm512_fmadd_ps(w1, xb, acc[t][1]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    float* o = a.out + (t0 + t) * N + r0;
+    if (c0 == 0) {
+      const __m512 b0 = a.bias ? _mm512_maskz_loadu_ps(m0, a.bias + r0) : _mm512_setzero_ps();
+      const __m512 b1 = a.bias ? _mm512_maskz_loadu_ps(m1, a.bias + r0 + 16) : _mm512_setzero_ps();
+      _mm512_mask_storeu_ps(o, m0, _mm512_add_ps(acc[t][0], b0));
+      _mm512_mask_storeu_ps(o + 16, m1, _mm512_add_ps(acc[t][1], b1));
+    } else {
+      _mm512_mask_storeu_ps(o, m0, _mm512_add_ps(acc[t][0], _mm512_maskz_loadu_ps(m0, o)));
+      _mm512_mask_storeu_ps(o + 16, m1,
+                            _mm512_add_ps(acc[t][1], _mm512_maskz_loadu_ps(m1, o + 16)));
+    }
+  }
+}
+
+void chunk_times_x(const PanelArgs& a, const float* panel, int64_t r0, int64_t c0, int64_t c1,
+                   int64_t n) {
+  const int64_t live = std::min<int64_t>(kPanelRows, a.w->rows - r0);
+  const __mmask16 m0 = live >= 16 ? __mmask16(0xffff) : __mmask16((1u << live) - 1);
+  const __mmask16 m1 = live >= 32   ? __mmask16(0xffff)
+                       : live <= 16 ? __mmask16(0)
+                                    : __mmask16((1u << (live - 16)) - 1);
+  int64_t t = 0;
+  for (; t + kTokens <= n; t += kTokens) tokens_tile<kTokens>(a, panel, r0, c0, c1, t, m0, m1);
+  for (; t + 4 <= n; t += 4) tokens_tile<4>(a, panel, r0, c0, c1, t, m0, m1);
+  for (; t < n; ++t) tokens_tile<1>(a, panel, r0, c0, c1, t, m0, m1);
+}
+
+#else  // portable: the same partial sums, one output at a time
+
+void chunk_times_x(const PanelArgs& a, const float* panel, int64_t r0, int64_t c0, int64_t c1,
+                   int64_t n) {
+  const int64_t k0 = c0 * 8, kn = (c1 - c0) * 8, N = a.w->rows;
+  for (int64_t t = 0; t < n; ++t)
+    for (int rr = 0; rr < kPanelRows && r0 + rr < N; ++rr) {
+      float s = 0.0f;
+      for (int64_t k = 0; k < kn; ++k) s += panel[k * kPanelRows + rr] * a.x[t * a.kp + k0 + k];
+      float& o = a.out[t * N + r0 + rr];
+      o = c0 == 0 ? s + (a.bias ? a.bias[r0 + rr] : 0.0f) : o + s;
+    }
+}
+
+#endif
 
 }  // namespace
 
 void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                          float* out, const MatmulOptions& opt) {
-  const int64_t row_bytes = 8 * int4::plane_stride(w) * int64_t(sizeof(float));
-  const int64_t block = std::max<int64_t>(8, kXBlockBytes / row_bytes / 8 * 8);
-  int4::parallel_rows(x, n, w, bias, out, resolve_threads(opt.threads), kRowQuantum,
-                      [n, block](const int4::TileArgs& a, int64_t r0, int64_t r1) {
-                        for (int64_t i0 = 0; i0 < n; i0 += block)
-                          int4::rows_range<2, 8, true>(a, r0, r1, i0, std::min(n, i0 + block));
-                      });
+  const int64_t kp = w.words * 8;
+  AlignedArray<float> xg;
+  if (w.x_index || kp != w.in_features) {
+    xg = make_aligned<float>(size_t(n * kp));
+    gather_int4_input(x, n, w, xg.get());
+  }
+  std::vector<int32_t> group_of_word(size_t(w.words));
+  for (int64_t g = 0; g < w.groups; ++g)
+    std::fill(group_of_word.begin() + w.group_words[g],
+              group_of_word.begin() + w.group_words[g + 1], int32_t(g));
+  const AlignedArray<float> b = widen(bias);
+  const PanelArgs a{&w, group_of_word.data(), xg ? xg.get() : x, kp, b.get(), out};
+  const int nt = resolve_threads(opt.threads);
+#pragma omp parallel num_threads(nt)
+  {
+    AlignedArray<float> panel = make_aligned<float>(size_t(kChunkWords * 8 * kPanelRows));
+    const Range rr = split_range(w.rows, kPanelRows, omp_get_thread_num(), omp_get_num_threads());
+    for (int64_t r0 = rr.begin; r0 < rr.end; r0 += kPanelRows)
+      for (int64_t c0 = 0; c0 < w.words; c0 += kChunkWords) {
+        const int64_t c1 = std::min<int64_t>(w.words, c0 + kChunkWords);
+        dequantize_chunk(a, r0, c0, c1, panel.get());
+        chunk_times_x(a, panel.get(), r0, c0, c1, n);
+      }
+  }
 }
 
 }  // namespace qmpi::cpu
