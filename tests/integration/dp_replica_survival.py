@@ -127,6 +127,8 @@ def batch_part(c: t.Checks, model: str) -> None:
            t.qmpi_binary()] + common + ["--output", out, "--dp", "2", "--tp", "3", "--comm-timeout",
                                         str(TIMEOUT), "--max-num-seqs", "4"]
     env = dict(os.environ, OMP_NUM_THREADS="1", **RECOVER)
+    if os.path.exists(out):
+        os.remove(out)  # the first result line of this run is the signal to kill
     log_path = os.path.join(d, "batch.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -137,7 +139,8 @@ def batch_part(c: t.Checks, model: str) -> None:
                 if os.path.exists(out) and os.path.getsize(out) > 0:
                     break
                 time.sleep(0.05)
-            pids = t.rank_pids(proc.pid)
+            while time.monotonic() < deadline and proc.poll() is None and len(pids) < 6:
+                pids = t.rank_pids(proc.pid)
             killed = proc.poll() is None and 4 in pids
             if killed:
                 os.kill(pids[4], signal.SIGKILL)
