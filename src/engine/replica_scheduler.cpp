@@ -8,7 +8,6 @@
 #include <spdlog/spdlog.h>
 
 #include "core/errors.h"
-#include "parallel/replica_survival.h"
 
 namespace qmpi {
 
@@ -45,7 +44,6 @@ void ReplicaScheduler::guarded(int r, std::vector<TokenEvent>& events, F&& f) {
 void ReplicaScheduler::lose(int r, const Error& e, std::vector<TokenEvent>& events) {
   std::vector<int64_t> ids = scheds_[size_t(r)]->abandon();
   lost_[size_t(r)] = e.message();
-  note_replica_lost();
   spdlog::error("replica {} lost, {} unfinished sequences on it; the other replicas go on: {}", r,
                 ids.size(), e.message());
   const Error lost(Err::CommTimeout,

@@ -24,9 +24,9 @@ class MpiRuntime {
   // A failure on this rank alone: prints it with the rank and host, then ends the whole job
   // (MPI_Abort with the error's exit code) so that no other rank waits for this one.
   [[noreturn]] void abort_job(const Error& e) const;
-  // Rank 0, done, after a data-parallel replica was lost: ends every rank with `exit_code`.
-  // MPI_Finalize would wait for the lost replica's ranks, which may be stopped rather than dead;
-  // MPI_Abort kills them, and a launcher told to recover passes exit_code on as the job's.
+  // Done, in a job that survives lost replicas (replica_survival.h): exits without
+  // MPI_Finalize, whose fence waited forever once a rank was lost (Open MPI 4.1, recovery on;
+  // MPI_Abort from rank 0 hung as well). Under recovery the launcher reports exit 0 anyway.
   [[noreturn]] void end_job(int exit_code) const;
 
  private:

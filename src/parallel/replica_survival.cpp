@@ -8,7 +8,6 @@ namespace qmpi {
 namespace {
 
 std::atomic<bool> g_fail_alone{false};
-std::atomic<bool> g_replica_lost{false};
 
 }  // namespace
 
@@ -27,14 +26,6 @@ void set_fail_alone(bool alone) {
 
 bool fail_alone() {
   return g_fail_alone;
-}
-
-void note_replica_lost() {
-  g_replica_lost = true;
-}
-
-bool replica_lost() {
-  return g_replica_lost;
 }
 
 }  // namespace qmpi

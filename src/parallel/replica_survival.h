@@ -3,8 +3,7 @@
 // launcher was told so (mpirun --enable-recovery, or OMPI_MCA_orte_enable_recovery=1, which
 // reaches every rank's environment either way); then rank 0 must never wait on a lost rank
 // without a deadline, a lost replica's surviving ranks must leave on their own instead of
-// aborting the job, and the job must end with MPI_Abort, since MPI_Finalize waits for a rank
-// that is stopped rather than dead.
+// aborting the job, and no rank may call MPI_Finalize (MpiRuntime::end_job).
 #pragma once
 
 namespace qmpi {
@@ -16,9 +15,5 @@ bool replica_survival_enabled();
 // the default ends the whole job.
 void set_fail_alone(bool alone);
 bool fail_alone();
-
-// Rank 0 lost a replica: the job ends with MPI_Abort instead of MPI_Finalize (see above).
-void note_replica_lost();
-bool replica_lost();
 
 }  // namespace qmpi

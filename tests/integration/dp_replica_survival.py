@@ -2,8 +2,9 @@
 """A replica killed outright (SIGKILL) under `--dp 2 --tp 3` with the launcher told to recover
 (OMPI_MCA_orte_enable_recovery=1): the other replica goes on.
 
-serve: four streams run (two per replica) when a rank of replica 1 is killed. The streams on
-replica 1 end with a QM402 error naming replica 1 (not silence), those on replica 0 finish;
+serve: four ZeroMQ streams and two HTTP completions run (three per replica) when a rank of
+replica 1 is killed. The requests on replica 1 end with a QM402 error naming replica 1 (not
+silence), those on replica 0 finish;
 afterwards new requests get the same tokens as before the kill; /metrics, /health and the
 ZeroMQ stats show replica 1 down with per-replica counters; SIGTERM ends the job with exit 0
 and no rank is left.
@@ -16,6 +17,7 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import serve_zmq_http as sz
@@ -55,7 +57,8 @@ def serve_part(c: t.Checks, model: str) -> None:
     os.environ.update(RECOVER)
     try:
         server = sz.Server(model, tp=3, pp=1, dp=2,
-                           extra=["--comm-timeout", str(TIMEOUT), "--max-num-seqs", "4"])
+                           extra=["--comm-timeout", str(TIMEOUT), "--max-num-seqs", "4",
+                                  "--served-model-name", "tiny"])
     finally:
         for k in RECOVER:
             del os.environ[k]
@@ -66,6 +69,20 @@ def serve_part(c: t.Checks, model: str) -> None:
         c.check(len(pids) == 6, f"serve: found the 6 rank processes ({sorted(pids)})")
         before = [probe_tokens(server, f"p{i}") for i in range(2)]
         socks = [sz.streaming_socket(server, f"s{i}") for i in range(4)]
+        http = {}
+
+        def http_call(i):
+            body = dict(sz.LONG, stream=False, model="tiny")
+            try:
+                http[i] = sz.http_request(server.http_port, "POST", "/v1/completions", body,
+                                          timeout=TIMEOUT * 4 + 60)[::2]
+            except Exception as e:  # noqa: BLE001 (silence is what is checked)
+                http[i] = (None, str(e))
+
+        threads = [threading.Thread(target=http_call, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        server.wait_stats(lambda st: st["running"] == 6)
         os.kill(pids[4], signal.SIGKILL)  # replica 1, TP rank 1
         ends = []
         for sock in socks:
@@ -74,12 +91,19 @@ def serve_part(c: t.Checks, model: str) -> None:
             except t.TestFailure as e:
                 ends.append({"type": "silence", "message": str(e)})
             sock.close()
+        for th in threads:
+            th.join()
         lost = [e for e in ends if e["type"] == "error" and e.get("code") == "QM402" and
                 "replica 1" in e.get("message", "")]
         done = [e for e in ends if e["type"] == "final"]
-        c.check(len(lost) >= 1 and len(lost) + len(done) == 4,
-                f"serve: {len(lost)} streams on replica 1 ended with QM402 naming it, {len(done)} "
-                f"finished, none silent: {json.dumps(lost[0] if lost else ends)[:300]}")
+        http_lost = [b for st, b in http.values() if st not in (None, 200) and "QM402" in b and
+                     "replica 1" in b]
+        http_done = [b for st, b in http.values() if st == 200]
+        c.check(len(lost) + len(http_lost) >= 1 and len(lost) + len(done) == 4 and
+                len(http_lost) + len(http_done) == 2,
+                f"serve: requests on replica 1 ended with QM402 naming it ({len(lost)} ZeroMQ "
+                f"streams, {len(http_lost)} HTTP), the others finished, none silent: "
+                f"{json.dumps(lost[0] if lost else ends)[:200]} {str(http)[:200]}")
         after = [probe_tokens(server, f"q{i}") for i in range(4)]
         c.check(all(a == before[0] for a in after + before),
                 f"serve: after the loss 4 new requests get the tokens of before ({after[0]})")
@@ -127,6 +151,8 @@ def batch_part(c: t.Checks, model: str) -> None:
            t.qmpi_binary()] + common + ["--output", out, "--dp", "2", "--tp", "3", "--comm-timeout",
                                         str(TIMEOUT), "--max-num-seqs", "4"]
     env = dict(os.environ, OMP_NUM_THREADS="1", **RECOVER)
+    if os.path.exists(out):
+        os.remove(out)  # the first result line of this run is the signal to kill
     log_path = os.path.join(d, "batch.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -137,7 +163,8 @@ def batch_part(c: t.Checks, model: str) -> None:
                 if os.path.exists(out) and os.path.getsize(out) > 0:
                     break
                 time.sleep(0.05)
-            pids = t.rank_pids(proc.pid)
+            while time.monotonic() < deadline and proc.poll() is None and len(pids) < 6:
+                pids = t.rank_pids(proc.pid)
             killed = proc.poll() is None and 4 in pids
             if killed:
                 os.kill(pids[4], signal.SIGKILL)

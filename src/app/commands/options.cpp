@@ -8,6 +8,7 @@
 #include <mpi.h>
 
 #include "core/errors.h"
+#include "parallel/mesh.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/replica_survival.h"
 
@@ -187,10 +188,10 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
     if (engine->is_driver()) {
       rc = driver(*engine);
       engine->shutdown();
-      if (replica_lost()) mpi.end_job(rc);
     } else {
       engine->serve();
     }
+    if (engine->mesh().dp() > 1 && replica_survival_enabled()) mpi.end_job(rc);
     return rc;
   } catch (const std::exception& failure) {
     // Not one of ours (a library's exception): still this rank's failure, and the other ranks
