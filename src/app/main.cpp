@@ -41,6 +41,10 @@ void usage(std::FILE* to) {
   for (const auto& c : kCommands) std::fprintf(to, "  %-12s %s\n", c.name, c.help);
   std::fprintf(to, "  %-12s %s\n", "help errors", "list every error qmpi reports, with its fix");
   std::fprintf(to, "  %-12s %s\n", "help QM102", "print one error's entry (its code or name)");
+  std::fprintf(to,
+               "\nlogging: --log-level debug|info|warn|error (listed in a command's --help), or "
+               "QMPI_LOG_LEVEL; default info: rank 0 logs one start-up summary, debug adds every "
+               "rank's own lines\n");
 }
 
 }  // namespace

@@ -85,6 +85,9 @@ class BatchJob {
   std::unique_ptr<H5Results> h5_;
   std::optional<OrderedLines> ordered_;
   BatchSummary summary_;
+  // Tokens the running requests have generated so far, for the progress lines' output rate:
+  // a request's count moves to summary_ when it finishes.
+  int64_t running_generated_ = 0;
 };
 
 void BatchJob::open_files() {
@@ -133,6 +136,8 @@ class BatchJob::LineSink final : public RequestSink {
         first_token_s(size_t(n), -1.0) {}
   void delta(int32_t choice, const std::string&, int32_t) override {
     if (first_token_s[size_t(choice)] < 0) first_token_s[size_t(choice)] = now_s();
+    ++streamed;
+    ++job.running_generated_;
   }
   void final(RequestOutput out) override { job.complete(*this, std::move(out)); }
   void error(const Error& e) override { job.fail(*this, e); }
@@ -143,6 +148,7 @@ class BatchJob::LineSink final : public RequestSink {
   const std::string custom_id;
   const double arrival_s;
   std::vector<double> first_token_s;  // per choice
+  int64_t streamed = 0;               // tokens delta() has seen, all choices
 };
 
 // Reads one input line and acts on it. False at the end of the input.
@@ -181,6 +187,7 @@ void BatchJob::emit(int64_t index, std::string line) {
 
 void BatchJob::complete(const LineSink& line, RequestOutput out) {
   const double done_s = now_s();
+  running_generated_ -= line.streamed;
   for (size_t i = 0; i < out.choices.size(); ++i) {
     const ChoiceOutput& c = out.choices[i];
     summary_.counts.generated_tokens += int64_t(c.tokens.size());
@@ -205,6 +212,7 @@ void BatchJob::complete(const LineSink& line, RequestOutput out) {
 }
 
 void BatchJob::fail(const LineSink& line, const Error& e) {
+  running_generated_ -= line.streamed;
   summary_.counts.failed++;
   emit(line.index,
        error_line(
@@ -222,6 +230,7 @@ void BatchJob::drain() {
 
 ProgressCounts BatchJob::counts() const {
   ProgressCounts c = summary_.counts;
+  c.running_generated_tokens = running_generated_;
   c.running = int64_t(sched_.num_running());
   c.waiting = int64_t(sched_.num_waiting());
   c.kv_blocks_used = sched_.kv_blocks_in_use();

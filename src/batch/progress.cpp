@@ -20,29 +20,46 @@ std::string duration(double s) {
   return fmt::format("{}s", t);
 }
 
-}  // namespace
-
-Progress::Progress(bool tty, double interval_s)
-    : tty_(tty), interval_s_(tty ? 0.2 : interval_s), start_s_(now_s()) {}
-
-double Progress::elapsed_s() const {
-  return now_s() - start_s_;
+std::string rates(const ProgressRates& r) {
+  return fmt::format("{:.1f} tok/s in, {:.1f} tok/s out", r.prompt_tok_s, r.output_tok_s);
 }
 
-std::string Progress::rates(const ProgressCounts& c) const {
-  const double t = std::max(elapsed_s(), 1e-9);
-  return fmt::format("{:.1f} tok/s in, {:.1f} tok/s out", double(c.prompt_tokens) / t,
-                     double(c.generated_tokens) / t);
+}  // namespace
+
+ProgressRates progress_rates(const ProgressCounts& c, double elapsed_s) {
+  ProgressRates r;
+  const double t = std::max(elapsed_s, 1e-9);
+  const double generated = double(c.generated_tokens + c.running_generated_tokens);
+  r.prompt_tok_s = double(c.prompt_tokens) / t;
+  r.output_tok_s = generated / t;
+  const int64_t done = c.ok + c.failed;
+  const int64_t todo = c.total - c.skipped;
+  if (done >= todo) return {r.prompt_tok_s, r.output_tok_s, 0.0};
+  if (done == 0 || c.generated_tokens == 0 || r.output_tok_s <= 0) return r;
+  const double expected = double(c.generated_tokens) / double(done) * double(todo);
+  r.eta_s = std::max(expected - generated, 0.0) / r.output_tok_s;
+  return r;
+}
+
+Progress::Progress(bool tty, double interval_s, std::function<double()> clock)
+    : clock_(clock ? std::move(clock) : std::function<double()>(now_s)),
+      tty_(tty),
+      interval_s_(tty ? 0.2 : interval_s),
+      start_s_(clock_()) {}
+
+double Progress::elapsed_s() const {
+  return clock_() - start_s_;
 }
 
 void Progress::update(const ProgressCounts& c, bool force) {
-  const double now = now_s();
+  const double now = clock_();
   if (!force && now - last_s_ < interval_s_) return;
   last_s_ = now;
   const int64_t done = c.ok + c.failed;
   const int64_t todo = c.total - c.skipped;
   const double t = elapsed_s();
-  const double eta = done > 0 ? t * double(todo - done) / double(done) : -1.0;
+  const ProgressRates r = progress_rates(c, t);
+  const double eta = r.eta_s;
   const double pct = todo > 0 ? 100.0 * double(done) / double(todo) : 100.0;
   if (tty_) {
     const int width = 24;
@@ -50,7 +67,7 @@ void Progress::update(const ProgressCounts& c, bool force) {
     std::fprintf(stderr, "\r[%s%s] %lld/%lld %s, ETA %s, KV %lld/%lld  ",
                  std::string(size_t(fill), '#').c_str(),
                  std::string(size_t(width - fill), '.').c_str(), (long long)done, (long long)todo,
-                 rates(c).c_str(), duration(eta).c_str(), (long long)c.kv_blocks_used,
+                 rates(r).c_str(), duration(eta).c_str(), (long long)c.kv_blocks_used,
                  (long long)c.kv_blocks);
     drew_bar_ = true;
   } else {
@@ -58,7 +75,7 @@ void Progress::update(const ProgressCounts& c, bool force) {
                  "batch: %lld/%lld done (%.0f%%, %lld failed), %lld running, %lld waiting, %s, "
                  "KV %lld/%lld blocks, %s elapsed, ETA %s\n",
                  (long long)done, (long long)todo, pct, (long long)c.failed, (long long)c.running,
-                 (long long)c.waiting, rates(c).c_str(), (long long)c.kv_blocks_used,
+                 (long long)c.waiting, rates(r).c_str(), (long long)c.kv_blocks_used,
                  (long long)c.kv_blocks, duration(t).c_str(), duration(eta).c_str());
   }
   std::fflush(stderr);
@@ -67,15 +84,15 @@ void Progress::update(const ProgressCounts& c, bool force) {
 void Progress::summary(const ProgressCounts& c, int64_t peak_kv_blocks, const std::string& extra) {
   if (drew_bar_) std::fprintf(stderr, "\n");
   const double t = std::max(elapsed_s(), 1e-9);
-  std::fprintf(stderr,
-               "batch: %lld ok, %lld failed, %lld skipped (done before) | prompt %lld tokens, "
-               "generated %lld tokens | wall %.1f s | %s, %.2f req/s | peak KV %lld/%lld blocks "
-               "(%.0f%%)%s\n",
-               (long long)c.ok, (long long)c.failed, (long long)c.skipped,
-               (long long)c.prompt_tokens, (long long)c.generated_tokens, t, rates(c).c_str(),
-               double(c.ok + c.failed) / t, (long long)peak_kv_blocks, (long long)c.kv_blocks,
-               c.kv_blocks > 0 ? 100.0 * double(peak_kv_blocks) / double(c.kv_blocks) : 0.0,
-               extra.c_str());
+  std::fprintf(
+      stderr,
+      "batch: %lld ok, %lld failed, %lld skipped (done before) | prompt %lld tokens, "
+      "generated %lld tokens | wall %.1f s | %s, %.2f req/s | peak KV %lld/%lld blocks "
+      "(%.0f%%)%s\n",
+      (long long)c.ok, (long long)c.failed, (long long)c.skipped, (long long)c.prompt_tokens,
+      (long long)c.generated_tokens, t, rates(progress_rates(c, t)).c_str(),
+      double(c.ok + c.failed) / t, (long long)peak_kv_blocks, (long long)c.kv_blocks,
+      c.kv_blocks > 0 ? 100.0 * double(peak_kv_blocks) / double(c.kv_blocks) : 0.0, extra.c_str());
   std::fflush(stderr);
 }
 

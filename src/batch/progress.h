@@ -2,6 +2,7 @@
 // every few seconds (logs and Slurm output files), and a summary at the end.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace qmpi {
@@ -12,16 +13,30 @@ struct ProgressCounts {
   int64_t ok = 0;
   int64_t failed = 0;
   int64_t prompt_tokens = 0;
-  int64_t generated_tokens = 0;
-  int64_t running = 0;  // sequences
+  int64_t generated_tokens = 0;          // by the requests that finished (ok or failed)
+  int64_t running_generated_tokens = 0;  // so far by the requests still running
+  int64_t running = 0;                   // sequences
   int64_t waiting = 0;
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks = 0;
 };
 
+// What the progress lines show at `elapsed_s` seconds into the job.
+struct ProgressRates {
+  double prompt_tok_s = 0;  // prompts of finished requests
+  double output_tok_s = 0;  // every generated token, running requests' too
+  // Seconds left, from the output token rate and the output of the requests finished so far
+  // (their mean times the requests left, less what the running ones have made): requests
+  // finish in waves under continuous batching, so a rate of finished requests misleads until
+  // late in the job. Negative while no request has finished (unknown).
+  double eta_s = -1;
+};
+ProgressRates progress_rates(const ProgressCounts& c, double elapsed_s);
+
 class Progress {
  public:
-  Progress(bool tty, double interval_s);
+  // `clock` gives seconds from any fixed origin (tests pass a fake one).
+  Progress(bool tty, double interval_s, std::function<double()> clock = {});
   // Prints when the interval has passed (or always with `force`).
   void update(const ProgressCounts& c, bool force = false);
   // Ends the bar and prints the summary; `extra` is appended to it.
@@ -29,8 +44,7 @@ class Progress {
   double elapsed_s() const;
 
  private:
-  std::string rates(const ProgressCounts& c) const;
-
+  std::function<double()> clock_;
   bool tty_;
   double interval_s_;
   double start_s_;

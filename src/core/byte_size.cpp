@@ -71,6 +71,23 @@ uint64_t parse_byte_size(const std::string& text, const std::string& option) {
   return bad("has an unknown unit (use KiB, MiB, GiB, TiB, KB, MB, GB or TB)");
 }
 
+uint64_t parse_gpu_memory(const std::string& text, const std::string& option, std::string& note) {
+  note.clear();
+  const size_t unit = text.find_first_not_of("0123456789. ");
+  std::string read_as;
+  if (unit == std::string::npos && !text.empty()) {
+    read_as = text + "GB";
+  } else if (unit != std::string::npos && unit + 1 == text.size() &&
+             std::string_view("kKmMgGtT").find(text[unit]) != std::string_view::npos) {
+    read_as = text + "B";
+  }
+  if (read_as.empty()) return parse_byte_size(text, option);
+  const uint64_t bytes = parse_byte_size(read_as, option);
+  note = option + " " + text + " read as " + read_as + " (" + format_gib(bytes) +
+         " GiB); write GiB for 1024-based units.";
+  return bytes;
+}
+
 std::string format_gib(uint64_t bytes) {
   return two_decimals(double(bytes) / double(1ull << 30));
 }

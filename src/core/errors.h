@@ -107,6 +107,13 @@ class Error : public std::runtime_error {
   const std::string& message() const { return message_; }
   const std::string& fix() const { return fix_; }
   int exit_code() const { return error_entry(code_).exit_code; }
+  // The request field the error is about ("temperature", "tools[0].function.name"), which
+  // OpenAI error objects carry as "param"; empty when it is about no one field.
+  const std::string& param() const { return param_; }
+  Error& with_param(std::string param) {
+    param_ = std::move(param);
+    return *this;
+  }
   // "error QM102 (tp-exceeds-heads): <message>\n  why: ...\n  fix: ..."
   std::string render() const;
 
@@ -114,6 +121,7 @@ class Error : public std::runtime_error {
   Err code_;
   std::string message_;
   std::string fix_;
+  std::string param_;
 };
 
 [[noreturn]] void raise(Err code, std::string message, std::string fix = {});

@@ -10,6 +10,7 @@
 #include "engine/kv_sizing.h"
 #include "engine/profile_step.h"
 #include "model/synthetic.h"
+#include "parallel/gather_strings.h"
 #include "parallel/mesh.h"
 #include "parallel/mpi_runtime.h"
 
@@ -33,6 +34,22 @@ ModelConfig load_config(const EngineOptions& o) {
   }
   if (o.model_path.empty()) raise(Err::Usage, "--model is required");
   return ModelConfig::load(o.model_path);
+}
+
+// Rank 0 logs one start-up summary: the layout, the model and the KV cache, then every rank's
+// line in rank order (gathered: a rank's own log lines would interleave with the others').
+// Each rank's line is also at debug level on that rank, for when a rank never gets here.
+void log_startup(const Mesh& mesh, const ModelConfig& cfg, const KvCacheShape& kv,
+                 const std::string& rank_line) {
+  spdlog::debug("{}", rank_line);
+  const std::vector<std::string> lines = all_gather_strings(MPI_COMM_WORLD, rank_line);
+  if (mesh.rank() != 0) return;
+  std::string s = fmt::format(
+      "start-up: {}, {} layers, as {} on {} rank{}; KV cache {} blocks of {} tokens per rank",
+      cfg.architecture, cfg.num_layers, layout_flags(mesh.layout()), mesh.size(),
+      mesh.size() == 1 ? "" : "s", kv.num_blocks, kv.block_size);
+  for (const std::string& line : lines) s += "\n" + line;
+  spdlog::info("{}", s);
 }
 
 }  // namespace
@@ -81,9 +98,13 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   DecoderWeights weights = load_decoder_weights(cfg_, plan, *source, *backend_);
   weight_bytes_ = weights.bytes;
   bytes_read_ = source->bytes_read();
-  spdlog::info("[rank {} {}] stage {} tp {}: layers {}-{}, {:.1f} MiB of weights ({} bytes read)",
-               mesh_->rank(), mesh_->host(), plan.stage, plan.tp_rank, plan.layers.begin,
-               plan.layers.end - 1, double(weight_bytes_) / (1 << 20), bytes_read_);
+  const std::string origin = opts_.synthetic_weights
+                                 ? fmt::format("generated from seed {}", opts_.synthetic_seed)
+                                 : fmt::format("{} bytes read", bytes_read_);
+  std::string rank_line =
+      fmt::format("[{}] stage {} tp {}: layers {}-{}, {:.1f} MiB of weights ({})", mesh_->log_tag(),
+                  plan.stage, plan.tp_rank, plan.layers.begin, plan.layers.end - 1,
+                  double(weight_bytes_) / (1 << 20), origin);
   model_ = std::make_unique<DecoderModel>(cfg_, plan, *backend_, *tp_, std::move(weights),
                                           tensor_dump_from_env(mesh_->rank()));
 
@@ -94,8 +115,8 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   kv.head_dim = int(cfg_.head_dim);
   size_kv_cache(kv);
   cache_ = std::make_unique<KvCache>(*backend_, kv);
-  if (opts_.memory_report)
-    spdlog::info("[{}] {}", mesh_->log_tag(), opts_.memory_report(cfg_, *mesh_, opts_, measured_));
+  if (opts_.memory_report) rank_line += "; " + opts_.memory_report(cfg_, *mesh_, opts_, measured_);
+  log_startup(*mesh_, cfg_, kv, rank_line);
 
   MeshPosition pos;
   pos.rank = mesh_->rank();

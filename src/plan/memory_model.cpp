@@ -51,16 +51,29 @@ int64_t resolved_max_model_len(const ModelConfig& cfg, const PlanInputs& in) {
                               : std::min<int64_t>(cfg.max_position_embeddings, 8192);
 }
 
+int64_t sequence_kv_tokens(const ModelConfig& cfg, const PlanInputs& in) {
+  const int bs = std::max(in.block_size, 1);
+  return blocks_for_sequences(1, resolved_max_model_len(cfg, in), bs) * bs;
+}
+
+bool kv_cache_fixed(const PlanInputs& in) {
+  return in.kv_blocks > 0 || in.backend == BackendKind::Cpu;
+}
+
 int64_t kv_cache_tokens(const ModelConfig& cfg, const PlanInputs& in) {
-  const int64_t bs = std::max(in.block_size, 1);
-  if (in.kv_blocks > 0) return in.kv_blocks * bs;
-  const int64_t len = resolved_max_model_len(cfg, in);
-  return in.max_num_seqs * ((len + bs - 1) / bs) * bs;
+  if (in.kv_blocks > 0) return in.kv_blocks * std::max(in.block_size, 1);
+  const int64_t seqs = in.backend == BackendKind::Cpu ? std::max<int64_t>(in.max_num_seqs, 1) : 1;
+  return seqs * sequence_kv_tokens(cfg, in);
+}
+
+uint64_t kv_bytes_per_token(const ModelConfig& cfg, int64_t layers, int64_t kv_heads,
+                            DType kv_dtype) {
+  return 2ull * uint64_t(layers) * uint64_t(kv_heads) * uint64_t(cfg.head_dim) *
+         dtype_size(kv_dtype);
 }
 
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_dtype) {
-  return 2ull * uint64_t(cfg.num_layers) * uint64_t(cfg.num_kv_heads) * uint64_t(cfg.head_dim) *
-         dtype_size(kv_dtype);
+  return kv_bytes_per_token(cfg, cfg.num_layers, cfg.num_kv_heads, kv_dtype);
 }
 
 uint64_t runtime_overhead(BackendKind backend) {
@@ -120,8 +133,8 @@ RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const Plan
     m.weights += bytes;
     if (t.name.find(".mlp.experts.") != std::string::npos) m.expert_weights += bytes;
   }
-  m.kv_per_token = 2ull * uint64_t(plan.layers.size()) * uint64_t(plan.kv_heads.size()) *
-                   uint64_t(cfg.head_dim) * dtype_size(in.kv_dtype);
+  m.kv_per_token =
+      kv_bytes_per_token(cfg, plan.layers.size(), int64_t(plan.kv_heads.size()), in.kv_dtype);
   m.kv_cache = m.kv_per_token * uint64_t(kv_cache_tokens(cfg, in));
   m.activations = activation_bytes(cfg, plan, in);
   m.overhead = runtime_overhead(in.backend);

@@ -13,8 +13,11 @@
 //              (4-bit value + fp16 scale and 4-bit zero per group of 128: facts §7), every other
 //              tensor at 2 bytes (fp16).
 // KV cache:    2 (K, V) x layers on the stage x KV heads on the rank x head_dim x KV dtype size
-//              x tokens, tokens = max_num_seqs x max_model_len rounded up to whole blocks (or
-//              kv_blocks x block_size when given).
+//              (kv_bytes_per_token) x tokens: kv_blocks x block_size when given; else, on CUDA,
+//              one sequence of max_model_len in whole blocks, the least the cache must hold (the
+//              engine gives the cache the memory left over and --max-num-seqs only limits how
+//              many sequences run at once, as in vLLM); on CPU max_num_seqs such sequences,
+//              which the CPU cache allocates up front.
 // Activations: float32 (the Backend convention), T tokens per step: max_step_tokens
 //              (--max-batched-tokens of batch and serve) or else max(max_model_len,
 //              max_num_seqs) (a whole prompt prefilled in one step, or one token per sequence),
@@ -85,9 +88,18 @@ struct PlanInputs {
 };
 
 int64_t resolved_max_model_len(const ModelConfig& cfg, const PlanInputs& in);
-// Tokens the KV cache holds on every rank.
+// One max_model_len sequence in whole blocks.
+int64_t sequence_kv_tokens(const ModelConfig& cfg, const PlanInputs& in);
+// Whether the KV cache is allocated for max_num_seqs sequences (CPU, or --kv-blocks: a fixed
+// count) rather than from the memory left (CUDA).
+bool kv_cache_fixed(const PlanInputs& in);
+// Tokens of KV cache every rank must hold before the first step (see KV cache above).
 int64_t kv_cache_tokens(const ModelConfig& cfg, const PlanInputs& in);
-// Whole model: 2 x layers x kv_heads x head_dim x dtype size.
+// K and V of one token over `layers` layers and `kv_heads` KV heads:
+// 2 x layers x kv_heads x head_dim x the KV dtype's size. The one place that size is taken.
+uint64_t kv_bytes_per_token(const ModelConfig& cfg, int64_t layers, int64_t kv_heads,
+                            DType kv_dtype);
+// Whole model: every layer and KV head.
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_dtype);
 uint64_t runtime_overhead(BackendKind backend);
 // Ranks of a `ranks`-rank layout on its busiest host (ranks fill hosts in order).

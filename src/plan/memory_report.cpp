@@ -29,7 +29,7 @@ PredictedMemory predict_rank_memory(const ModelConfig& cfg, const ShardPlan& pla
   PredictedMemory p;
   p.rank = rank_memory(cfg, plan, in, expected_tensors(cfg));
   const uint64_t per_block = p.rank.kv_per_token * uint64_t(std::max(in.block_size, 1));
-  p.kv_from_budget = in.backend == BackendKind::Cuda && in.kv_blocks == 0 && in.gpu_mem > 0;
+  p.kv_from_budget = !kv_cache_fixed(in) && in.gpu_mem > 0;
   if (!p.kv_from_budget) {
     p.kv_blocks = kv_cache_tokens(cfg, in) / std::max(in.block_size, 1);
     return p;

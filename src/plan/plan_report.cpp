@@ -92,9 +92,18 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
        std::string(dtype_name(in.kv_dtype));
   if (in.kv_dtype != DType::BF16)
     s += " (" + format_bytes(kv_bytes_per_token(cfg, DType::BF16)) + " in BF16)";
-  s += "; " + std::to_string(tokens) + " tokens (max-model-len " + std::to_string(len) +
-       " x max-num-seqs " + std::to_string(in.max_num_seqs) +
-       ") = " + format_gib(per_token * uint64_t(tokens)) + " GiB over all ranks\n";
+  const std::string bytes = format_gib(per_token * uint64_t(tokens)) + " GiB over all ranks";
+  if (in.kv_blocks > 0)
+    s += "; " + std::to_string(tokens) + " tokens (--kv-blocks " + std::to_string(in.kv_blocks) +
+         ") = " + bytes + "\n";
+  else if (kv_cache_fixed(in))
+    s += "; " + std::to_string(tokens) + " tokens (max-model-len " + std::to_string(len) +
+         " x max-num-seqs " + std::to_string(in.max_num_seqs) + ", allocated up front) = " + bytes +
+         "\n";
+  else
+    s += "; one max-model-len sequence (" + std::to_string(tokens) + " tokens) = " + bytes +
+         " at least; the cache takes the memory left, max-num-seqs " +
+         std::to_string(in.max_num_seqs) + " caps the sequences at once\n";
   s += "budget    " + budget_line(in) + "\n";
   return s;
 }
@@ -164,6 +173,8 @@ json verdict_json(const LayoutVerdict& v, bool all_ranks) {
   }
   j["budget_bytes"] = v.budget;
   j["kv_room_tokens"] = v.kv_room_tokens;
+  j["rank_kv_tokens"] = v.rank_kv_tokens;
+  j["full_length_seqs"] = v.full_length_seqs;
   j["kv_head_copies"] = v.kv_head_copies;
   j["tp_bytes_per_token"] = v.tp_bytes_per_token;
   j["hosts"] = v.hosts;
@@ -285,7 +296,9 @@ std::string render_layout_text(const ModelConfig& cfg, const LayoutVerdict& v,
   if (v.fits)
     s += "KV room: " + std::to_string(v.kv_room_tokens) + " tokens on the tightest rank" +
          (v.layout.dp > 1 ? " (its " + std::to_string(v.layout.dp) + " replicas together)" : "") +
-         ".\n  " + launch_command(v.layout, in) + "\n";
+         "; " + std::to_string(v.full_length_seqs) + " sequences of " +
+         std::to_string(resolved_max_model_len(cfg, in)) + " tokens at once.\n  " +
+         launch_command(v.layout, in) + "\n";
   else
     s += "Does not fit: " + memory_sentence(v, in) + ".\n";
   return s;

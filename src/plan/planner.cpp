@@ -87,6 +87,9 @@ LayoutVerdict evaluate(const ModelConfig& cfg, const Layout& layout, const PlanI
     v.ranks.push_back(m);
     if (m.total() > v.ranks[size_t(v.biggest)].total()) v.biggest = int(v.ranks.size()) - 1;
   }
+  v.rank_kv_tokens = kv_cache_fixed(in) ? kv_cache_tokens(cfg, in) : v.kv_room_tokens;
+  if (v.rank_kv_tokens != INT64_MAX)
+    v.full_length_seqs = v.rank_kv_tokens / sequence_kv_tokens(cfg, in) * layout.dp;
   // Replicas add up: the job holds dp times the tokens one replica holds.
   if (v.kv_room_tokens != INT64_MAX) v.kv_room_tokens *= layout.dp;
   v.fits = v.biggest_rank().total() <= v.budget;
@@ -201,8 +204,15 @@ std::string budget_words(const PlanInputs& in, int ranks) {
 
 std::string kv_room_words(const ModelConfig& cfg, const LayoutVerdict& v, const PlanInputs& in) {
   const int64_t len = resolved_max_model_len(cfg, in);
-  return "room for " + with_commas(v.kv_room_tokens) + " tokens of KV cache (" +
-         with_commas(v.kv_room_tokens / len) + " sequences of " + std::to_string(len) + ")";
+  const std::string tokens = with_commas(v.rank_kv_tokens) + " tokens";
+  std::string s = kv_cache_fixed(in) ? "a KV cache of " + tokens + " per rank"
+                                     : "room for " + tokens + " of KV cache per rank";
+  s += ": " + with_commas(v.full_length_seqs) + " sequence" + (v.full_length_seqs == 1 ? "" : "s") +
+       " of " + std::to_string(len) + " tokens at once";
+  if (v.layout.dp > 1) s += " over its " + std::to_string(v.layout.dp) + " replicas";
+  if (!kv_cache_fixed(in) && in.max_num_seqs < v.full_length_seqs)
+    s += " (--max-num-seqs caps them at " + std::to_string(in.max_num_seqs) + ")";
+  return s;
 }
 
 std::string memory_breakdown(const RankMemory& m) {

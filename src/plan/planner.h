@@ -3,6 +3,12 @@
 // model (TP up to the head count, stages vs layers, TP inside a host), whether its most loaded rank
 // fits the budget, and the layout to use — or, when none fits, what would.
 //
+// Paged semantics: a layout fits when its ranks hold their weights, a step's activations and
+// the KV cache of one --max-model-len sequence (on CPU, where the cache is allocated for
+// --max-num-seqs sequences, of that many); the plan then reports how many full-length
+// sequences the KV cache holds at once. --max-num-seqs is a scheduling limit, not a
+// reservation (memory_model.h, KV cache).
+//
 // Per-rank bytes come from the shard plan the engine loads with, so an uneven TP split is
 // costed as it runs: a KV head shared by two TP ranks is counted, with its k/v projection rows
 // and its KV cache, on both. Each layout also reports the KV-head copies of a stage and the
@@ -49,6 +55,11 @@ struct LayoutVerdict {
   Err memory_code = Err::Internal;  // WeightsDoNotFit or KvCacheDoesNotFit when valid && !fits
   // KV tokens the tightest rank has room for (0: none), times dp: what the job holds at once.
   int64_t kv_room_tokens = 0;
+  // KV tokens every rank's cache holds: the tightest rank's room on CUDA (the ranks agree on
+  // the smallest), the fixed count on CPU or with --kv-blocks; and how many max-model-len
+  // sequences that holds at once, over all replicas. --max-num-seqs only caps the latter.
+  int64_t rank_kv_tokens = 0;
+  int64_t full_length_seqs = 0;
   int tightest = 0;                 // index in `ranks` of the rank with the least KV room
   int64_t kv_head_copies = 0;       // KV heads the TP ranks of one stage hold together
   uint64_t tp_bytes_per_token = 0;  // ring all-reduce bytes a rank of stage 0 sends per token

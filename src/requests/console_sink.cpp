@@ -7,13 +7,19 @@ namespace qmpi {
 ConsoleSink::ConsoleSink(std::ostream& out, bool json, bool has_text)
     : out_(out), json_(json), has_text_(has_text) {}
 
-void ConsoleSink::delta(int32_t index, const std::string& text, int32_t) {
-  if (index == 0 && has_text_ && !json_) out_ << text << std::flush;
+void ConsoleSink::delta(int32_t index, const std::string& text, int32_t token) {
+  if (index != 0 || json_) return;
+  if (has_text_)
+    out_ << text;
+  else
+    out_ << (printed_ ? " " : "") << token;
+  printed_ = true;
+  out_ << std::flush;
 }
 
 void ConsoleSink::final(RequestOutput out) {
   if (!json_) {
-    if (has_text_) out_ << std::endl;
+    out_ << std::endl;
     return;
   }
   const ChoiceOutput& c = out.choices.at(0);

@@ -11,7 +11,8 @@ namespace qmpi {
 
 class ConsoleSink final : public RequestSink {
  public:
-  // `has_text`: the model has a tokenizer (without one, text mode prints nothing).
+  // `has_text`: the model has a tokenizer; without one, text mode prints the token ids,
+  // space-separated, as they come.
   ConsoleSink(std::ostream& out, bool json, bool has_text);
 
   void delta(int32_t index, const std::string& text, int32_t token) override;
@@ -25,6 +26,7 @@ class ConsoleSink final : public RequestSink {
   std::ostream& out_;
   const bool json_, has_text_;
   std::optional<Error> error_;
+  bool printed_ = false;
 };
 
 }  // namespace qmpi

@@ -29,18 +29,19 @@ class LineChecker {
   explicit LineChecker(std::string where, bool allow_stream = false)
       : where_(std::move(where)), allow_stream_(allow_stream) {}
 
-  [[noreturn]] void field_error(const std::string& what) const {
-    raise(Err::RequestField, where_ + ": " + what);
+  // `param`: the request field at fault, for the OpenAI error object.
+  [[noreturn]] void field_error(const std::string& what, const std::string& param = {}) const {
+    throw Error(Err::RequestField, where_ + ": " + what).with_param(param);
   }
-  [[noreturn]] void sampling_error(const std::string& what) const {
-    raise(Err::SamplingInvalid, where_ + ": " + what);
+  [[noreturn]] void sampling_error(const std::string& what, const std::string& param) const {
+    throw Error(Err::SamplingInvalid, where_ + ": " + what).with_param(param);
   }
   static std::string shown(const json& v) {
     std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
     return s.size() > 60 ? s.substr(0, 57) + "..." : s;
   }
   void expect(bool ok, const std::string& key, const char* type, const json& v) const {
-    if (!ok) field_error("\"" + key + "\" must be " + type + ", got " + shown(v));
+    if (!ok) field_error("\"" + key + "\" must be " + type + ", got " + shown(v), key);
   }
 
   double number(const json& obj, const std::string& key) const {
@@ -72,7 +73,8 @@ class LineChecker {
 
   // Shows the value as the request wrote it: -1, not -1.0; 1e300, not the float it became.
   void in_range(bool ok, const json& obj, const std::string& key, const std::string& range) const {
-    if (!ok) sampling_error("\"" + key + "\" must be " + range + ", got " + shown(obj.at(key)));
+    if (!ok)
+      sampling_error("\"" + key + "\" must be " + range + ", got " + shown(obj.at(key)), key);
   }
 
   // The messages as sent (tool_calls, tool_call_id, reasoning_content... go to the template).
@@ -81,7 +83,7 @@ class LineChecker {
     try {
       r.chat.extras.messages = normalize_chat_messages(v);
     } catch (const Error& e) {
-      raise(e.code(), where_ + ": " + e.message(), e.fix());
+      throw Error(e.code(), where_ + ": " + e.message(), e.fix()).with_param("messages");
     }
     r.messages = chat_message_list(r.chat.extras.messages);
   }
@@ -117,7 +119,8 @@ class LineChecker {
       if (word == "none") {
         c.tool_choice = ToolChoice::None;
       } else if (word == "auto" || word == "required") {
-        if (names.empty()) field_error("\"tool_choice\": \"" + word + "\" needs \"tools\"");
+        if (names.empty())
+          field_error("\"tool_choice\": \"" + word + "\" needs \"tools\"", "tool_choice");
         c.tool_choice = word == "auto" ? ToolChoice::Auto : ToolChoice::Required;
       } else {
         const bool named = v.is_object() && v.value("type", json()) == "function" &&
@@ -131,7 +134,8 @@ class LineChecker {
         c.tool_name = v.at("function").at("name").get<std::string>();
         if (std::find(names.begin(), names.end(), c.tool_name) == names.end())
           field_error("\"tool_choice\" names the function \"" + c.tool_name.substr(0, 64) +
-                      "\", which is not in \"tools\"");
+                          "\", which is not in \"tools\"",
+                      "tool_choice");
         c.tool_choice = ToolChoice::Named;
       }
     }
@@ -149,7 +153,7 @@ class LineChecker {
   void prompt(const json& v, BatchRequest& r) const {
     if (v.is_string()) {
       r.prompt = v.get<std::string>();
-      if (r.prompt.empty()) field_error("\"prompt\" is empty");
+      if (r.prompt.empty()) field_error("\"prompt\" is empty", "prompt");
       return;
     }
     if (v.is_array() && !v.empty() && v[0].is_number_integer()) {
@@ -161,7 +165,8 @@ class LineChecker {
       return;
     }
     if (v.is_array())
-      field_error("\"prompt\" as a list of prompts is not supported: put one prompt per line");
+      field_error("\"prompt\" as a list of prompts is not supported: put one prompt per line",
+                  "prompt");
     expect(false, "prompt", "a string or an array of token ids", v);
   }
 
@@ -216,9 +221,10 @@ class LineChecker {
       }
       if (s.stop.size() > kMaxStopStrings)
         sampling_error("\"stop\" has " + std::to_string(s.stop.size()) + " strings; at most " +
-                       std::to_string(kMaxStopStrings) + " are allowed");
+                           std::to_string(kMaxStopStrings) + " are allowed",
+                       "stop");
       for (const auto& x : s.stop)
-        if (x.empty()) sampling_error("\"stop\" strings must not be empty");
+        if (x.empty()) sampling_error("\"stop\" strings must not be empty", "stop");
     }
     if (obj.contains("stop_token_ids") && !obj.at("stop_token_ids").is_null()) {
       const json& v = obj.at("stop_token_ids");
@@ -237,7 +243,8 @@ class LineChecker {
     }
     if (obj.contains("stream") && !obj.at("stream").is_null() && boolean(obj, "stream")) {
       if (!allow_stream_)
-        field_error("\"stream\": true is not available in batch jobs (results are whole lines)");
+        field_error("\"stream\": true is not available in batch jobs (results are whole lines)",
+                    "stream");
       r.stream = true;
     }
     if (obj.contains("user") && !obj.at("user").is_null()) string(obj, "user");
@@ -248,7 +255,8 @@ class LineChecker {
       if (obj.contains("top_logprobs") && !obj.at("top_logprobs").is_null()) {
         const int64_t k = integer(obj, "top_logprobs");
         in_range(k >= 0 && k <= kMaxTopLogprobs, obj, "top_logprobs", range);
-        if (!s.logprobs) sampling_error("\"top_logprobs\" needs \"logprobs\": true");
+        if (!s.logprobs)
+          sampling_error("\"top_logprobs\" needs \"logprobs\": true", "top_logprobs");
         s.top_logprobs = int32_t(k);
       }
     } else if (obj.contains("logprobs") && !obj.at("logprobs").is_null()) {
@@ -280,9 +288,10 @@ class LineChecker {
           break;
         case FieldVerdict::Kind::OtherEndpoint:
         case FieldVerdict::Kind::Misspelt:
-          field_error(verdict.why);
+          field_error(verdict.why, k);
         case FieldVerdict::Kind::Unsupported:
-          raise(Err::FieldUnsupported, where_ + ": " + verdict.why, verdict.fix);
+          throw Error(Err::FieldUnsupported, where_ + ": " + verdict.why, verdict.fix)
+              .with_param(k);
       }
     }
     if (obj.contains("model") && !obj.at("model").is_null()) r.model = string(obj, "model");

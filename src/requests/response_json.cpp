@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "requests/message_shaper.h"
+#include "requests/openai_error.h"
 
 namespace qmpi {
 namespace {
@@ -150,16 +151,10 @@ std::string success_line(const RequestOutput& out, const Tokenizer& tok, bool to
 }
 
 std::string error_line(int64_t line_no, const std::string& custom_id, const Error& e) {
-  const auto& entry = error_entry(e.code());
   const std::string code = error_id(e.code());
-  std::string message = e.message();
-  if (!e.fix().empty()) message += " (" + e.fix() + ")";
   const bool user = e.code() != Err::Internal;
-  const json body = {{"error",
-                      {{"message", message},
-                       {"type", user ? "invalid_request_error" : "server_error"},
-                       {"param", nullptr},
-                       {"code", std::string(entry.name)}}}};
+  const json body = {{"error", openai_error_object(e, user)}};
+  const std::string& message = body["error"]["message"].get_ref<const std::string&>();
   const json line = {
       {"id", batch_id(line_no)},
       {"custom_id", custom_id},

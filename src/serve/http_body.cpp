@@ -19,16 +19,21 @@ HttpBody parse_http_body(std::string_view text, Endpoint endpoint, std::string c
   if (body.contains("stream_options") && !body.at("stream_options").is_null()) {
     const json& so = body.at("stream_options");
     has_stream_options = true;
-    if (!so.is_object()) raise(Err::RequestField, "\"stream_options\" must be an object");
+    if (!so.is_object())
+      throw Error(Err::RequestField, "\"stream_options\" must be an object")
+          .with_param("stream_options");
     for (const auto& [k, v] : so.items())
       if (k != "include_usage" || !v.is_boolean())
-        raise(Err::RequestField, "\"stream_options\" takes only \"include_usage\": true/false");
+        throw Error(Err::RequestField,
+                    "\"stream_options\" takes only \"include_usage\": true/false")
+            .with_param("stream_options");
     out.include_usage = so.value("include_usage", false);
   }
   body.erase("stream_options");
   if (body.contains("return_token_ids")) {
     if (!body.at("return_token_ids").is_boolean())
-      raise(Err::RequestField, "\"return_token_ids\" must be true or false");
+      throw Error(Err::RequestField, "\"return_token_ids\" must be true or false")
+          .with_param("return_token_ids");
     out.token_ids = body.at("return_token_ids").get<bool>();
     body.erase("return_token_ids");
   }
@@ -38,7 +43,8 @@ HttpBody parse_http_body(std::string_view text, Endpoint endpoint, std::string c
   r.custom_id = std::move(custom_id);
   read_request_body(body, r, "the request", true);
   if (has_stream_options && !r.stream)
-    raise(Err::RequestField, "\"stream_options\" is only allowed with \"stream\": true");
+    throw Error(Err::RequestField, "\"stream_options\" is only allowed with \"stream\": true")
+        .with_param("stream_options");
   return out;
 }
 

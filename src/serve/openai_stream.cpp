@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "requests/openai_error.h"
+
 namespace qmpi {
 namespace {
 
@@ -110,22 +112,11 @@ std::string sse_usage_chunk(const StreamShape& s, const RequestOutput& out) {
   return event(j);
 }
 
-// OpenAI's own code where it has one (clients test for it), else the catalogue's name.
-std::string openai_error_code(Err code) {
-  if (code == Err::ModelNotFound) return "model_not_found";
-  return std::string(error_entry(code).name);
-}
-
 std::string http_error_body(const Error& e) {
-  std::string message = e.message();
-  if (!e.fix().empty()) message += " (" + e.fix() + ")";
   const bool user = e.code() != Err::Internal && error_entry(e.code()).exit_code == 2;
-  const json j = {{"error",
-                   {{"message", message},
-                    {"type", user ? "invalid_request_error" : "server_error"},
-                    {"param", nullptr},
-                    {"code", openai_error_code(e.code())},
-                    {"qmpi_code", error_id(e.code())}}}};
+  json error = openai_error_object(e, user);
+  error["qmpi_code"] = error_id(e.code());
+  const json j = {{"error", error}};
   return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -39,10 +39,9 @@ std::string sse_usage_chunk(const StreamShape& s, const RequestOutput& out);
 std::string sse_error_chunk(const Error& e);
 inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 
-// {"error": {"message", "type", "param", "code": "request-field", "qmpi_code": "QM501"}}
+// {"error": {"message", "type", "param", "code", "qmpi_code": "QM501"}}: openai_error_object
+// with the catalogue's id besides.
 std::string http_error_body(const Error& e);
-int http_status(Err code);
-std::string openai_error_code(
-    Err code);  // "model_not_found", else the catalogue's name  // 400, 401, 404, 413, 503 or 500
+int http_status(Err code);  // 400, 401, 404, 413, 503 or 500
 
 }  // namespace qmpi

@@ -23,7 +23,8 @@ async function errorOf(promise) {
     await promise;
     return null;
   } catch (e) {
-    return { status: e.status ?? null, code: e.code ?? null, type: e.type ?? null };
+    return { status: e.status ?? null, code: e.code ?? null, type: e.type ?? null,
+      param: e.param ?? null };
   }
 }
 
@@ -95,4 +96,6 @@ out.badKey = await errorOf(new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 
   .chat.completions.create(base));
 out.unsupported = await errorOf(client.chat.completions.create(
   { ...base, response_format: { type: "json_object" } }));
+out.tooLong = await errorOf(client.chat.completions.create({ ...base, max_tokens: 1000000 }));
+out.badTemperature = await errorOf(client.chat.completions.create({ ...base, temperature: -1 }));
 console.log(JSON.stringify(out));

@@ -76,13 +76,23 @@ def body(c: t.Checks) -> None:
         c.check(r["completion"]["tokens"] == 4, "completions with logprobs")
         c.check(r["models"] == [name] and r["model"] == name, "models.list and models.retrieve")
         c.check(r["badModel"] == {"status": 404, "code": "model_not_found",
-                                  "type": "invalid_request_error"},
+                                  "type": "invalid_request_error", "param": None},
                 f"another model: the SDK's NotFoundError with code model_not_found "
                 f"({r['badModel']})")
-        c.check(r["badKey"] is not None and r["badKey"]["status"] == 401, "a wrong key: 401")
-        c.check(r["unsupported"] is not None and r["unsupported"]["status"] == 400 and
-                r["unsupported"]["code"] == "field-unsupported",
-                "response_format json_object: 400 field-unsupported")
+        c.check(r["badKey"] is not None and r["badKey"]["status"] == 401 and
+                r["badKey"]["code"] == "invalid_api_key", f"a wrong key: 401 invalid_api_key "
+                f"({r['badKey']})")
+        c.check(r["unsupported"] == {"status": 400, "code": "unsupported_parameter",
+                                     "type": "invalid_request_error",
+                                     "param": "response_format"},
+                f"response_format json_object: 400 unsupported_parameter ({r['unsupported']})")
+        c.check(r["tooLong"] is not None and r["tooLong"]["status"] == 400 and
+                r["tooLong"]["code"] == "context_length_exceeded",
+                f"max_tokens past the context: 400 context_length_exceeded ({r['tooLong']})")
+        c.check(r["badTemperature"] == {"status": 400, "code": "sampling-invalid",
+                                        "type": "invalid_request_error",
+                                        "param": "temperature"},
+                f"temperature -1: 400 naming the param ({r['badTemperature']})")
     finally:
         server.stop()
 

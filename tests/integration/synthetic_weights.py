@@ -13,7 +13,9 @@ own shard.
    about 30 MiB per rank on the dev box for a CPU-only build, about 180 MiB when the CUDA
    libraries (cudart, cuBLAS, NCCL) are linked in and loaded without a GPU.
 2. A synthetic run equals a run on the `qmpi make-model` checkpoint of the same seed: the same
-   greedy tokens under the same --tp 2 --pp 3 (tiny preset, to stay fast)."""
+   greedy tokens under the same --tp 2 --pp 3 (tiny preset, to stay fast).
+3. Without a tokenizer (a config.json alone), `qmpi run` prints the generated token ids and one
+   line saying why, and its log does not claim bytes were read."""
 
 import glob
 import json
@@ -106,7 +108,25 @@ def equality_test(c: t.Checks):
             f"another seed gives other tokens {other['output_ids']}")
 
 
+def no_tokenizer_test(c: t.Checks):
+    cfg_dir = t.test_tmp("synthetic", "config-only")
+    shutil.copy(os.path.join(t.make_model(preset="tiny", seed=3), "config.json"),
+                os.path.join(cfg_dir, "config.json"))
+    common = ["--synthetic-weights", "--model-config", os.path.join(cfg_dir, "config.json"),
+              "--ids", "1,2,3", "--max-tokens", "5", "--temperature", "0", "--ignore-eos"]
+    text = t.run([t.qmpi_binary(), "run"] + common, timeout=60)
+    as_json = t.run([t.qmpi_binary(), "run", "--json"] + common, timeout=60)
+    ids = last_json(as_json)["output_ids"]
+    c.check(text.returncode == 0 and text.stdout.split() == [str(i) for i in ids],
+            f"no tokenizer: stdout is the generated ids {ids}: {text.stdout!r}")
+    c.check("no tokenizer.json" in text.stderr and "output is token ids" in text.stderr,
+            "no tokenizer: stderr says why the output is ids\n" + text.stderr[-600:])
+    c.check("bytes read" not in text.stderr and "generated from seed 0" in text.stderr,
+            "synthetic weights are logged as generated, not read\n" + text.stderr[-600:])
+
+
 def body(c: t.Checks):
+    no_tokenizer_test(c)
     rss_test(c)
     equality_test(c)
 

@@ -31,6 +31,7 @@ int cmd_batch(const Args& args) {
   EngineCli cli;
   BatchJobOptions job;
   SchedulerCli sched_cli;
+  cli.max_num_seqs = kSchedulerMaxNumSeqs;
   po::options_description desc = engine_options(cli);
   po::options_description b("batch");
   b.add_options()(
@@ -48,20 +49,18 @@ int cmd_batch(const Args& args) {
       "add prompt_token_ids and each choice's token_ids to the results")(
       "served-model-name", po::value(&job.model_name),
       "\"model\" in responses of requests that name none (default: the model folder's name)")(
-      "fsync-interval", po::value(&job.fsync_interval_s)->default_value(2.0),
+      "fsync-interval", decimal_value(&job.fsync_interval_s, 2.0),
       "seconds between fsyncs of the results")(
-      "progress-interval", po::value(&job.progress_interval_s)->default_value(5.0),
+      "progress-interval", decimal_value(&job.progress_interval_s, 5.0),
       "seconds between progress lines when stderr is not a terminal");
   std::string reasoning_parser;
   add_reasoning_parser_option(b, reasoning_parser);
   desc.add(b);
   desc.add(scheduler_options(sched_cli));
   po::variables_map vm;
-  if (!parse_options(args, desc, vm,
-                     "qmpi batch --model DIR --input FILE --output FILE [options]\n"
-                     "       (--max-num-seqs defaults to 16 here)"))
+  if (!parse_options(args, desc, vm, "qmpi batch --model DIR --input FILE --output FILE [options]"))
     return 0;
-  SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli, vm);
+  SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli);
   const bool reasoning = reasoning_parser_on(reasoning_parser);
   if (job.resume && job.overwrite) raise(Err::Usage, "give --resume or --overwrite, not both");
   if (job.fsync_interval_s <= 0) raise(Err::Usage, "--fsync-interval must be positive");

@@ -88,9 +88,9 @@ int cmd_client(const Args& args) {
       "json", po::bool_switch(&c.json_out), "print the server's final message as JSON")(
       "health", po::bool_switch(&c.health), "print the server's health and exit")(
       "stats", po::bool_switch(&c.stats), "print the server's stats (JSON) and exit")(
-      "timeout", po::value(&c.timeout_s)->default_value(600.0),
+      "timeout", decimal_value(&c.timeout_s, 600.0),
       "seconds to wait for each reply before giving up")(
-      "connect-timeout", po::value(&c.connect_timeout_s)->default_value(5.0),
+      "connect-timeout", decimal_value(&c.connect_timeout_s, 5.0),
       "seconds to wait for the server to answer at all (a health probe sent first; the server "
       "answers it while it loads)")(
       "api-key", po::value(&c.key_sources.option),

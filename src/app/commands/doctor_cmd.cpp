@@ -43,18 +43,19 @@ int cmd_doctor(const Args& args) {
        "as for run/serve: sizes the KV cache in the memory check")
       ("max-num-seqs", po::value(&o.max_num_seqs)->default_value(1), "as for run/serve")
       ("block-size", po::value(&o.block_size)->default_value(16), "KV cache block (tokens)")
-      ("gpu-memory-utilization", po::value(&o.gpu_util)->default_value(0.9),
+      ("gpu-memory-utilization", decimal_value(&o.gpu_util, 0.9),
        "share of each GPU the memory check plans with")
       ("comm-sizes", po::value(&sizes)->default_value("8,1MiB,64MiB"),
        "message sizes of the self-test, or none")
-      ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(60.0),
+      ("comm-timeout", decimal_value(&o.comm_timeout_s, 60.0),
        "seconds a self-test operation may wait before the job is aborted naming the peer")
       ("json", po::bool_switch(&json), "print one JSON document instead of text");
   // clang-format on
   po::variables_map vm;
-  if (!parse_options(args, desc, vm,
-                     "qmpi doctor [--model DIR] [--verify-sha256 MANIFEST] [--dp D] [--tp T --pp P] "
-                     "[--json]      (alone, or under the job's mpirun line)"))
+  if (!parse_options(
+          args, desc, vm,
+          "qmpi doctor [--model DIR] [--verify-sha256 MANIFEST] [--dp D] [--tp T --pp P] "
+          "[--json]      (alone, or under the job's mpirun line)"))
     return 0;
   if (o.backend != "auto" && o.backend != "cpu" && o.backend != "cuda")
     raise(Err::Usage, "--backend must be auto, cpu or cuda, not '" + o.backend + "'");

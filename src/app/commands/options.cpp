@@ -1,5 +1,6 @@
 #include "app/commands/options.h"
 
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -8,6 +9,7 @@
 #include <mpi.h>
 
 #include "core/errors.h"
+#include "core/logging.h"
 #include "parallel/mesh.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/replica_survival.h"
@@ -16,8 +18,9 @@ namespace qmpi {
 
 namespace {
 
-// vLLM's spellings of qmpi options, so that a vLLM command line works as typed. Each is
-// rewritten to qmpi's name before parsing, so one option has one value whichever name set it.
+// vLLM's spellings of qmpi options, so that a vLLM command line works as typed, and names an
+// option had before it took the one every command uses. Each is rewritten to qmpi's name
+// before parsing, so one option has one value whichever name set it.
 constexpr std::pair<std::string_view, std::string_view> kVllmAliases[] = {
     {"--tensor-parallel-size", "--tp"},
     {"-tp", "--tp"},
@@ -26,6 +29,7 @@ constexpr std::pair<std::string_view, std::string_view> kVllmAliases[] = {
     {"--data-parallel-size", "--dp"},
     {"-dp", "--dp"},
     {"--max-num-batched-tokens", "--max-batched-tokens"},
+    {"--gpu-util", "--gpu-memory-utilization"},  // `qmpi plan`'s former name
 };
 
 }  // namespace
@@ -48,10 +52,24 @@ Args with_vllm_aliases(const Args& args) {
   return out;
 }
 
+std::string decimal_text(double v) {
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
+  return std::string(buf, end);
+}
+
+po::typed_value<double>* decimal_value(double* target, double def) {
+  return po::value(target)->default_value(def, decimal_text(def));
+}
+
 bool parse_options(const Args& raw_args, const po::options_description& desc, po::variables_map& vm,
                    const std::string& usage_line) {
   po::options_description all(desc);
-  all.add_options()("help,h", "show this help");
+  std::string log_level;
+  all.add_options()("help,h", "show this help")(
+      "log-level", po::value(&log_level),
+      "debug, info, warn or error (default info, or QMPI_LOG_LEVEL); at info rank 0 logs one "
+      "start-up summary, debug adds each rank's own lines");
   const Args args = with_vllm_aliases(raw_args);
   try {
     // `qmpi serve MODEL`, as `vllm serve MODEL`: a bare first argument is the model.
@@ -63,6 +81,7 @@ bool parse_options(const Args& raw_args, const po::options_description& desc, po
       return false;
     }
     po::notify(vm);
+    if (!log_level.empty()) set_log_level(log_level);
   } catch (const po::error& e) {
     raise(Err::Usage, e.what(),
           "Run `" + usage_line.substr(0, usage_line.find(' ', 5)) + " --help` for the options.");
@@ -100,18 +119,19 @@ po::options_description engine_options(EngineCli& c) {
       "CPU, BF16 weights: round activations to bf16 inside matmuls and use bf16 dot products "
       "(faster prefill and batched decode; ~1.5e-3 relative error per matmul, beyond the 2e-3 "
       "end-to-end bound the default float32 path keeps)")(
-      "comm-timeout", po::value(&c.comm_timeout)->default_value(300.0),
+      "comm-timeout", decimal_value(&c.comm_timeout, 300.0),
       "seconds a collective or receive may wait before the job is aborted with a message "
       "naming the waiting rank and its peer")(
       "block-size", po::value(&c.block_size)->default_value(16), "KV cache block size (tokens)")(
       "max-model-len", po::value(&c.max_model_len)->default_value(0),
       "longest sequence (prompt + output) in tokens (0: min(max_position_embeddings, 8192))")(
-      "max-num-seqs", po::value(&c.max_num_seqs)->default_value(1),
-      "sequences the KV cache is sized for")(
+      "max-num-seqs", po::value(&c.max_num_seqs)->default_value(c.max_num_seqs),
+      "most sequences scheduled at once (on CUDA a limit, the KV cache takes what memory is "
+      "left; on CPU the cache also holds this many max-model-len sequences)")(
       "kv-blocks", po::value(&c.kv_blocks)->default_value(0),
       "KV cache blocks per rank (0: on CPU max-num-seqs x max-model-len worth; on CUDA what "
       "--gpu-memory-utilization leaves after the weights and a measured step)")(
-      "gpu-memory-utilization", po::value(&c.gpu_memory_utilization)->default_value(0.9),
+      "gpu-memory-utilization", decimal_value(&c.gpu_memory_utilization, 0.9),
       "fraction of each GPU's memory qmpi may use, KV cache included (CUDA)")(
       "allow-tp-across-hosts", po::bool_switch(&c.allow_tp_across_hosts),
       "let a TP group span hosts (slow; warns instead of failing)");
@@ -148,9 +168,7 @@ bool reasoning_parser_on(const std::string& value) {
         "Give --reasoning-parser qwen3 (Qwen3's <think>...</think>), or leave it out.");
 }
 
-SchedulerConfig to_scheduler_config(EngineCli& cli, const SchedulerCli& s,
-                                    const po::variables_map& vm) {
-  if (vm["max-num-seqs"].defaulted()) cli.max_num_seqs = 16;
+SchedulerConfig to_scheduler_config(const EngineCli& cli, const SchedulerCli& s) {
   if (s.micro_batches < 0) raise(Err::Usage, "--micro-batches must be 0 (one per stage) or more");
   SchedulerConfig c;
   c.max_num_seqs = cli.max_num_seqs;

@@ -16,8 +16,15 @@ namespace qmpi {
 namespace po = boost::program_options;
 
 // `args` with vLLM's option names (--tensor-parallel-size, -tp, --pipeline-parallel-size, -pp,
-// --max-num-batched-tokens; also as --name=value) rewritten to qmpi's.
+// --max-num-batched-tokens; also as --name=value) and qmpi's former names (--gpu-util)
+// rewritten to qmpi's.
 Args with_vllm_aliases(const Args& args);
+
+// `v` as people write it: the shortest text that reads back as v ("0.9", "300").
+std::string decimal_text(double v);
+// An option's value with `def` as its default, shown in --help as decimal_text writes it
+// (Boost would print 0.9 as 0.90000000000000002).
+po::typed_value<double>* decimal_value(double* target, double def);
 
 // Parses `args` (vLLM's names accepted, see above); prints help and returns false for --help.
 // Bad options raise Err::Usage.
@@ -51,6 +58,7 @@ struct EngineCli {
   std::string command = "run";
 };
 
+// The options bind to `cli`, whose values on entry are the defaults --help shows.
 po::options_description engine_options(EngineCli& cli);
 
 // The scheduler options `batch` and `serve` share.
@@ -61,10 +69,12 @@ struct SchedulerCli {
   int64_t micro_batches = 0;
 };
 po::options_description scheduler_options(SchedulerCli& s);
-// batch and serve, once the command line is parsed: --max-num-seqs defaults to 16 here (run's
-// default is 1), and the scheduler takes its limits from both option groups.
-SchedulerConfig to_scheduler_config(EngineCli& cli, const SchedulerCli& s,
-                                    const po::variables_map& vm);
+// --max-num-seqs of batch and serve when not given (run's is 1): set it in EngineCli before
+// engine_options(), which shows it in --help.
+inline constexpr int64_t kSchedulerMaxNumSeqs = 16;
+// batch and serve, once the command line is parsed: the scheduler takes its limits from both
+// option groups.
+SchedulerConfig to_scheduler_config(const EngineCli& cli, const SchedulerCli& s);
 // --reasoning-parser (batch and serve): vLLM's switch for returning Qwen3's <think> text as
 // reasoning_content. reasoning_parser_on() raises Usage for a parser other than qwen3.
 void add_reasoning_parser_option(po::options_description& d, std::string& value);

@@ -58,7 +58,9 @@ PlanInputs to_inputs(const PlanCli& c) {
     if (c.gpu_mem.empty())
       raise(Err::Usage, "--gpu-mem is required with --backend cuda",
             "Give the memory of one GPU, e.g. --gpu-mem 24GiB or --gpu-mem 80GB.");
-    in.gpu_mem = parse_byte_size(c.gpu_mem, "--gpu-mem");
+    std::string note;
+    in.gpu_mem = parse_gpu_memory(c.gpu_mem, "--gpu-mem", note);
+    if (!note.empty()) std::fprintf(stderr, "note: %s\n", note.c_str());
   } else {
     in.host_mem =
         c.host_mem.empty() ? host_available_memory() : parse_byte_size(c.host_mem, "--host-mem");
@@ -67,7 +69,7 @@ PlanInputs to_inputs(const PlanCli& c) {
             "Give the host memory, e.g. --host-mem 256GiB.");
   }
   if (!(c.gpu_util > 0.0 && c.gpu_util <= 1.0))
-    raise(Err::Usage, "--gpu-util " + std::to_string(c.gpu_util) + " is not in (0, 1]");
+    raise(Err::Usage, "--gpu-memory-utilization " + decimal_text(c.gpu_util) + " is not in (0, 1]");
   in.gpu_util = c.gpu_util;
   if (c.max_model_len < 0) raise(Err::Usage, "--max-model-len must not be negative");
   in.max_model_len = c.max_model_len;
@@ -98,23 +100,25 @@ int cmd_plan(const Args& args) {
       ("model", po::value(&c.model), "model folder (config.json; safetensors headers if present)")
       ("model-config", po::value(&c.model_config), "a config.json file instead of --model")
       ("gpus", po::value(&c.gpus), "GPUs (or CPU ranks with --backend cpu) to plan for")
-      ("gpu-mem", po::value(&c.gpu_mem), "memory of one GPU, e.g. 24GiB, 80GB")
+      ("gpu-mem", po::value(&c.gpu_mem), "memory of one GPU, e.g. 24GiB, 80GB (80 or 80G: 80GB)")
       ("nodes", po::value(&c.nodes)->default_value(1), "hosts the GPUs are spread over, evenly")
       ("max-model-len", po::value(&c.max_model_len)->default_value(0),
        "longest sequence in tokens (0: min(max_position_embeddings, 8192), as qmpi serve)")
-      ("max-num-seqs", po::value(&c.max_num_seqs), "sequences the KV cache is sized for (1)")
+      ("max-num-seqs", po::value(&c.max_num_seqs),
+       "most sequences at once (1); reserves KV cache on cpu only, on cuda the cache takes the "
+       "memory left after one --max-model-len sequence")
       ("max-seqs", po::value(&c.max_seqs), "same as --max-num-seqs")
       ("kv-dtype", po::value(&c.kv_dtype)->default_value("f32"),
        "KV cache element type: f32 (what qmpi stores), bf16, f16 or fp8")
-      ("gpu-util", po::value(&c.gpu_util)->default_value(kDefaultGpuUtil),
-       "fraction of each GPU's memory to plan with")
+      ("gpu-memory-utilization", decimal_value(&c.gpu_util, kDefaultGpuUtil),
+       "fraction of each GPU's memory to plan with (also --gpu-util)")
       ("backend", po::value(&c.backend)->default_value("cuda"),
-       "cuda (budget: --gpu-mem x --gpu-util) or cpu (budget: host memory / ranks per host)")
+       "cuda (budget: --gpu-mem x --gpu-memory-utilization) or cpu (budget: host memory / ranks per host)")
       ("host-mem", po::value(&c.host_mem),
        "memory per host for --backend cpu (default: MemAvailable)")
       ("block-size", po::value(&c.block_size)->default_value(16), "KV cache block (tokens)")
       ("kv-blocks", po::value(&c.kv_blocks)->default_value(0),
-       "KV cache blocks per rank (0: max-num-seqs x max-model-len worth)")
+       "KV cache blocks per rank (0: cuda the memory left, cpu max-num-seqs x max-model-len)")
       ("tp", po::value(&c.tp), "explain this layout only: tensor-parallel size")
       ("pp", po::value(&c.pp), "explain this layout only: pipeline stages")
       ("dp", po::value(&c.dp), "explain this layout only: data-parallel replicas")

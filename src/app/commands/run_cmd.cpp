@@ -3,6 +3,8 @@
 #include <iostream>
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
 #include "engine/scheduler.h"
@@ -59,6 +61,8 @@ int cmd_run(const Args& args) {
     ExecutorRunner runner(engine.executor());
     Scheduler sched(runner, engine.blocks(), cfg);
     RequestPipeline pipeline(sched, model, {});
+    if (!src.tokenizer && !json)
+      spdlog::warn("no tokenizer.json next to the model's config, so the output is token ids");
     const auto sink = std::make_shared<ConsoleSink>(std::cout, json, src.tokenizer != nullptr);
     pipeline.admit(0, req.custom_id, req, src.ids, sink);
     while (!sched.idle()) pipeline.dispatch(sched.step());

@@ -103,6 +103,7 @@ int cmd_serve(const Args& args) {
   int http_port = 8000;
   bool no_http = false;
   std::string max_request, client_buffer;
+  cli.max_num_seqs = kSchedulerMaxNumSeqs;
   po::options_description desc = engine_options(cli);
   po::options_description s("serve");
   s.add_options()(
@@ -144,10 +145,9 @@ int cmd_serve(const Args& args) {
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi serve --model DIR [--host 127.0.0.1 --port 8000] "
-                     "[--zmq tcp://127.0.0.1:5555] [options]\n       (--max-num-seqs defaults to "
-                     "16 here)"))
+                     "[--zmq tcp://127.0.0.1:5555] [options]"))
     return 0;
-  SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli, vm);
+  SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli);
   const bool reasoning = reasoning_parser_on(reasoning_parser);
   http.listen = http_listen_address(http.listen, http_host, http_port, no_http, vm);
   zmq.max_message_bytes = size_t(parse_byte_size(max_request, "--max-request-bytes"));

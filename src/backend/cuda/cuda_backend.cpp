@@ -39,11 +39,12 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       inv_freq_(allocator_, "RoPE frequencies"),
       int4_x_(allocator_, cuda::MemPurpose::Scratch, "int4 matmul inputs"),
       int4_w_(allocator_, cuda::MemPurpose::Scratch, "int4 weights dequantized to bf16") {
-  spdlog::info("cuda: device {} {} (sm_{}{}, {} SMs, {:.1f} GiB), driver CUDA {}, runtime {}",
-               device_.index, device_.name, device_.major, device_.minor, device_.multiprocessors,
-               double(device_.total_bytes) / double(1ull << 30),
-               cuda_version_text(device_.driver_version),
-               cuda_version_text(device_.runtime_version));
+  // One per rank: debug, as the start-up summary rank 0 logs has each rank's device and memory.
+  spdlog::debug("cuda: device {} {} (sm_{}{}, {} SMs, {:.1f} GiB), driver CUDA {}, runtime {}",
+                device_.index, device_.name, device_.major, device_.minor, device_.multiprocessors,
+                double(device_.total_bytes) / double(1ull << 30),
+                cuda_version_text(device_.driver_version),
+                cuda_version_text(device_.runtime_version));
 }
 
 Buffer CudaBackend::alloc(size_t bytes) {

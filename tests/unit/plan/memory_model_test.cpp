@@ -64,6 +64,10 @@ TEST(MemoryModel, KvBytesPerTokenMatchFactsAndFormula) {
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::BF16), row.kv_bytes_per_token_bf16) << row.fixture;
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::F32), 2 * formula) << row.fixture;
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::F8_E4M3), formula / 2) << row.fixture;
+    EXPECT_EQ(
+        kv_bytes_per_token(cfg, 1, 1, DType::BF16) * uint64_t(cfg.num_layers * cfg.num_kv_heads),
+        formula)
+        << row.fixture;
   }
   EXPECT_EQ(format_bytes(kv_bytes_per_token(fixture("qwen2.5-72b-instruct"), DType::BF16)),
             "320 KiB");
@@ -134,7 +138,7 @@ TEST(MemoryModel, KvCacheAndActivationsOfOneRank) {
   const RankMemory m = rank_memory(cfg, plan, in, expected_tensors(cfg));
   EXPECT_EQ(m.layers.size(), 26);
   EXPECT_EQ(m.kv_per_token, 2ull * 26 * 4 * 128 * 2);
-  EXPECT_EQ(m.kv_cache, m.kv_per_token * 32768 * 2);
+  EXPECT_EQ(m.kv_cache, m.kv_per_token * 32768);  // one sequence: CUDA reserves no more
   // T = 32768 step tokens x (3h + 2q + 2kv + 2im) floats, + per sequence h + per_rank(1+tp) +
   // 2V floats on the last stage.
   const uint64_t T = 32768, h = 8192, q = 32 * 128, kv = 4 * 128, im = 29568 / 2;
@@ -153,7 +157,14 @@ TEST(MemoryModel, KvTokensFollowTheEngineDefaultsAndBlocks) {
   EXPECT_EQ(kv_cache_tokens(cfg, in), 8192);
   in.max_model_len = 1000;
   in.max_num_seqs = 3;
-  EXPECT_EQ(kv_cache_tokens(cfg, in), 3 * 1008);  // whole 16-token blocks
+  EXPECT_EQ(sequence_kv_tokens(cfg, in), 1008);  // whole 16-token blocks
+  // CUDA sizes the cache from the memory left: one sequence is what it must hold.
+  EXPECT_FALSE(kv_cache_fixed(in));
+  EXPECT_EQ(kv_cache_tokens(cfg, in), 1008);
+  // The CPU cache is allocated for every sequence up front.
+  in.backend = BackendKind::Cpu;
+  EXPECT_TRUE(kv_cache_fixed(in));
+  EXPECT_EQ(kv_cache_tokens(cfg, in), 3 * 1008);
   in.kv_blocks = 10;
   EXPECT_EQ(kv_cache_tokens(cfg, in), 160);
 }

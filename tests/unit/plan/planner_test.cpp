@@ -26,6 +26,15 @@ PlanInputs gpus(int n, const std::string& mem, int64_t max_model_len = 32768) {
   return in;
 }
 
+// The CPU backend, whose KV cache holds --max-num-seqs sequences from the start, with the
+// memory of `n` GPUs of `mem` in one host.
+PlanInputs cpu_ranks(int n, const std::string& mem, int64_t max_model_len = 32768) {
+  PlanInputs in = gpus(n, mem, max_model_len);
+  in.backend = BackendKind::Cpu;
+  in.host_mem = uint64_t(n) * uint64_t(double(in.gpu_mem) * in.gpu_util);
+  return in;
+}
+
 const LayoutVerdict& find(const PlanResult& r, int tp, int pp) {
   for (const auto& v : r.layouts)
     if (v.layout.tp == tp && v.layout.pp == pp) return v;
@@ -243,9 +252,57 @@ TEST(Planner, NearTiesInKvRoomGoToFewerStagesThenReplicas) {
   }
 }
 
-TEST(Planner, KvCacheThatDoesNotFitSuggestsFewerSequences) {
+TEST(Planner, PagedKvNeedsOneFullLengthSequenceAndCountsTheRest) {
+  // Issue 18: 16 sequences of 32768 tokens on 6 x 80 GB fit, as a paged engine runs them: the
+  // cache must hold one sequence, and the plan says how many it holds at once.
   const ModelConfig cfg = fixture("qwen2.5-72b-instruct");
   PlanInputs in = gpus(6, "80GB");
+  in.max_num_seqs = 16;
+  const PlanResult r = plan_layouts(cfg, in);
+  ASSERT_GE(r.best, 0) << r.recommendation;
+  const LayoutVerdict& best = r.layouts[size_t(r.best)];
+  const RankMemory& m = best.biggest_rank();
+  EXPECT_EQ(m.kv_cache, m.kv_per_token * 32768);  // one sequence, not 16
+  EXPECT_EQ(best.rank_kv_tokens * best.layout.dp, best.kv_room_tokens);
+  EXPECT_EQ(best.full_length_seqs, best.rank_kv_tokens / 32768 * best.layout.dp);
+  EXPECT_GE(best.full_length_seqs, 1);
+  EXPECT_TRUE(contains(r.recommendation,
+                       " tokens of KV cache per rank: " + std::to_string(best.full_length_seqs) +
+                           " sequences of 32768 tokens at once"))
+      << r.recommendation;
+  EXPECT_TRUE(contains(r.command, "--max-num-seqs 16")) << r.command;
+  // --max-num-seqs schedules; it reserves nothing, so the verdicts do not move with it (but
+  // for the logit rows of a step).
+  PlanInputs one = in;
+  one.max_num_seqs = 1;
+  const PlanResult r1 = plan_layouts(cfg, one);
+  ASSERT_EQ(r1.best, r.best);
+  EXPECT_EQ(r1.layouts[size_t(r1.best)].biggest_rank().kv_cache, m.kv_cache);
+  EXPECT_NO_THROW(preflight(cfg, best.layout, in));
+  // A sequence longer than any rank's room does not fit, whatever --max-num-seqs says.
+  PlanInputs longest = one;
+  longest.max_model_len = 4'000'000;
+  longest.max_step_tokens = 2048;
+  const PlanResult r2 = plan_layouts(cfg, longest);
+  EXPECT_EQ(r2.best, -1);
+  EXPECT_EQ(r2.failure, Err::KvCacheDoesNotFit);
+}
+
+TEST(Planner, CpuKvCacheReservesEverySequence) {
+  const ModelConfig cfg = fixture("qwen2.5-7b-instruct");
+  PlanInputs in = cpu_ranks(2, "80GB", 1000);
+  in.max_num_seqs = 3;
+  EXPECT_EQ(kv_cache_tokens(cfg, in), 3 * 1008);
+  const LayoutVerdict v = evaluate_layout(cfg, {2, 1, {}}, in);
+  ASSERT_TRUE(v.fits);
+  EXPECT_EQ(v.rank_kv_tokens, 3 * 1008);  // what the CPU cache allocates, not the room
+  EXPECT_EQ(v.full_length_seqs, 3);
+  EXPECT_GT(v.kv_room_tokens, v.rank_kv_tokens);
+}
+
+TEST(Planner, KvCacheThatDoesNotFitSuggestsFewerSequences) {
+  const ModelConfig cfg = fixture("qwen2.5-72b-instruct");
+  PlanInputs in = cpu_ranks(6, "80GB");
   in.max_num_seqs = 200;  // 200 x 32768 tokens x 640 KiB
   const PlanResult r = plan_layouts(cfg, in);
   EXPECT_EQ(r.best, -1);
@@ -334,7 +391,7 @@ TEST(Preflight, WeightsThatDoNotFitRaiseWithTheNumbers) {
 }
 
 TEST(Preflight, KvCacheThatDoesNotFitRaisesKvCode) {
-  PlanInputs in = gpus(6, "80GB");
+  PlanInputs in = cpu_ranks(6, "80GB");
   in.max_num_seqs = 200;
   try {
     preflight(fixture("qwen2.5-72b-instruct"), {2, 3, {}}, in);

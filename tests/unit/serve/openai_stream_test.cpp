@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/http_body.h"
 #include "serve/http_gateway.h"
 #include "serve/openai_stream.h"
 
@@ -65,7 +66,8 @@ TEST(OpenAiStream, CompletionChunks) {
 
 TEST(OpenAiStream, ErrorsCarryTheCatalogueCodeAndStatus) {
   const json j = json::parse(http_error_body(Error(Err::PromptTooLong, "too long", "shorten")));
-  EXPECT_EQ(j["error"]["code"], "prompt-too-long");
+  EXPECT_EQ(j["error"]["code"], "context_length_exceeded");  // OpenAI's name
+  EXPECT_TRUE(j["error"]["param"].is_null());
   EXPECT_EQ(j["error"]["qmpi_code"], "QM502");
   EXPECT_EQ(j["error"]["type"], "invalid_request_error");
   EXPECT_EQ(j["error"]["message"], "too long (shorten)");
@@ -76,6 +78,25 @@ TEST(OpenAiStream, ErrorsCarryTheCatalogueCodeAndStatus) {
   EXPECT_EQ(http_status(Err::CommTimeout), 500);
   EXPECT_EQ(json::parse(http_error_body(Error(Err::CommTimeout, "x")))["error"]["type"],
             "server_error");
+}
+
+TEST(OpenAiStream, ErrorsUseOpenAiCodeNamesAndNameTheParam) {
+  const auto error_of = [](const Error& e) { return json::parse(http_error_body(e))["error"]; };
+  EXPECT_EQ(error_of(Error(Err::Unauthorized, "no key"))["code"], "invalid_api_key");
+  EXPECT_EQ(error_of(Error(Err::ModelNotFound, "gpt-4o"))["code"], "model_not_found");
+  EXPECT_EQ(error_of(Error(Err::FieldUnsupported, "logit_bias"))["code"], "unsupported_parameter");
+  EXPECT_EQ(error_of(Error(Err::RequestField, "x"))["code"], "request-field");  // OpenAI has none
+  // A request's bad field, as the parser raises it: param names it, the value shows as sent.
+  try {
+    parse_http_body(R"({"model": "m", "prompt": "hi", "max_tokens": 0})", Endpoint::Completion,
+                    "cmpl-1");
+    FAIL() << "max_tokens 0 accepted";
+  } catch (const Error& e) {
+    const json j = error_of(e);
+    EXPECT_EQ(j["param"], "max_tokens");
+    EXPECT_NE(j["message"].get<std::string>().find("got 0"), std::string::npos) << j.dump();
+    EXPECT_EQ(j["message"].get<std::string>().find("0.0"), std::string::npos) << j.dump();
+  }
 }
 
 TEST(HttpGateway, ListenAddresses) {
