@@ -5,7 +5,8 @@
 #   - decode at batch 1 and 16 (step time, and the 16-sequence step over the 1-sequence step),
 #   - prefill of 128 and 1024 tokens,
 #   for bf16 and f32 weights, with QMPI_THREADS threads (default 2) on one rank;
-#   - the matmul kernels alone on a decode step's weights (qmpi_kernel_bench, batch 1 and 16);
+#   - the matmul kernels alone on a decode step's weights (qmpi_kernel_bench: 1, 16 and 128
+#     rows of x, exact; 16 and 128 with bf16 activations);
 #   - then the 2x1 and 1x2 layouts (one thread per rank) with the communication share.
 # Writes JSON lines to bench/results/cpu-<date>.jsonl and prints a table.
 # Usage: bench/cpu_bench.sh [build dir]. QMPI_BENCH_ARGS adds flags to every qmpi bench run
@@ -47,7 +48,9 @@ for dtype in bf16 f32; do
     --prompt-len 1024 --gen-len 2 --repeats 2 --no-membw
 done
 stream "stream kernels"
-"$build/qmpi_kernel_bench" --threads "$threads" --rows 1,16 --reps 3 | label_json "kernels bf16" | tee -a "$out"
+"$build/qmpi_kernel_bench" --threads "$threads" --rows 1,16,128 --reps 3 | label_json "kernels bf16" | tee -a "$out"
+"$build/qmpi_kernel_bench" --threads "$threads" --rows 16,128 --reps 3 --bf16-activations |
+  label_json "kernels bf16 bf16-act" | tee -a "$out"
 m="$models/$preset-bf16"
 common=(--prompt-len 128 --gen-len 32 --repeats 2 --no-membw)
 run "bf16 2x1 1t/rank" mpirun -np 2 -x OMP_NUM_THREADS=1 "$qmpi" bench --model "$m" --tp 2 --threads 1 "${common[@]}"

@@ -18,10 +18,14 @@ struct MatmulOptions {
   bool bf16_activations = false;
 };
 
-// Up to this many rows of x, matmul() uses the GEMV path: exact float32 FMAs are the bound
-// beyond 16 rows, bf16 dot products (twice the multiply-adds per instruction) beyond 64.
+// Up to this many rows of x, matmul() uses the GEMV path (rows of x against each weight row,
+// reduced across lanes), beyond it the blocked one (tokens across lanes, no reductions, one
+// widening of each weight block). Where they cross was measured with qmpi_kernel_bench (CPU
+// time per pass over a decode step's weights, docs/perf.md): exact float32 at 16 rows (the two
+// cost the same there), bf16 dot products between 8 and 12 rows (at 16 rows the blocked path
+// takes 0.75x the GEMV's time).
 inline constexpr int64_t kGemvMaxRows = 16;
-inline constexpr int64_t kGemvMaxRowsBf16 = 64;
+inline constexpr int64_t kGemvMaxRowsBf16 = 11;
 
 // Checks shapes and dtypes (raising a qmpi::Error) and runs the path that suits n.
 void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out,

@@ -1,7 +1,7 @@
-// The prefill matmul. Computed as out^T = W . x^T so that the weights need no repacking: x is
-// transposed once into panels of tokens (vectors run over tokens) and each weight element is
-// broadcast straight from its row. A tile is kMR weight rows x one panel of tokens, summed over
-// all of K in registers, then written transposed into out.
+// The prefill matmul, and batched decode from kGemvMaxRows(Bf16) + 1 rows. Computed as out^T = W .
+// x^T so that the weights need no repacking: x is transposed once into panels of tokens (vectors
+// run over tokens) and each weight element is broadcast straight from its row. A tile is kMR weight
+// rows x one panel of tokens, summed over all of K in registers, then written transposed into out.
 //
 // Exact path: float32 FMAs on weights widened to float32 a block of rows at a time.
 // bf16-activation path (BF16 weights): x rounded to bf16 and packed as (k, k+1) pairs, and
@@ -17,6 +17,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -85,25 +86,49 @@ void store_tile(const float* tile, int mr, int64_t tokens, int64_t row0, int64_t
   }
 }
 
-// Slice `part` of `parts` of [p, p + bytes) into L2.
-void prefetch_slice(const char* p, size_t bytes, int64_t part, int64_t parts) {
-  const size_t lines = (bytes + 63) / 64;
-  for (size_t i = lines * size_t(part) / size_t(parts);
-       i < lines * size_t(part + 1) / size_t(parts); ++i)
-    __builtin_prefetch(p + i * 64, 0, 2);
+// Lines of the next weight block to bring into L2 while a tile computes, one every `every`
+// steps of its K loop: a burst of hundreds of prefetches at the start of a tile filled the miss
+// queue and stalled the loads behind it (batched decode, where a block is a single panel).
+struct Prefetch {
+  const char* p = nullptr;
+  int64_t lines = 0;
+  int64_t every = 1;
+  int64_t countdown = 1;
+  inline void step() {
+    if (--countdown > 0) return;
+    countdown = every;
+    if (lines > 0) {
+      __builtin_prefetch(p, 0, 2);
+      p += 64;
+      --lines;
+    }
+  }
+  void finish() {
+    for (; lines > 0; --lines, p += 64) __builtin_prefetch(p, 0, 2);
+  }
+};
+
+// Slice `part` of `parts` of [p, p + bytes), spread over `steps` loop steps.
+Prefetch prefetch_slice(const char* p, size_t bytes, int64_t part, int64_t parts, int64_t steps) {
+  const int64_t lines = int64_t((bytes + 63) / 64);
+  const int64_t b = lines * part / parts, e = lines * (part + 1) / parts;
+  const int64_t every = std::max<int64_t>(1, steps / std::max<int64_t>(1, e - b));
+  return {p + b * 64, e - b, every, every};
 }
 
-using TileFn = void (*)(const void* w, int64_t ld, int64_t K, const void* xp, float* tile);
+using TileFn = void (*)(const void* w, int64_t ld, int64_t K, const void* xp, float* tile,
+                        Prefetch pf);
 
 #if defined(__AVX512F__)
 template <int MR, int NV>
-void tile_f32(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile) {
+void tile_f32(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile, Prefetch pf) {
   const float* w = static_cast<const float*>(wv);
   const float* xp = static_cast<const float*>(xv);
   __m512 acc[MR][NV];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   for (int64_t k = 0; k < K; ++k) {
+    pf.step();
     __m512 xs[NV];
     for (int v = 0; v < NV; ++v) xs[v] = _mm512_loadu_ps(xp + k * 16 * NV + 16 * v);
     for (int i = 0; i < MR; ++i) {
@@ -111,13 +136,14 @@ void tile_f32(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(b, xs[v], acc[i][v]);
     }
   }
+  pf.finish();
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + i * kNT + 16 * v, acc[i][v]);
 }
 
 #if defined(__AVX512BF16__)
 template <int MR, int NV>
-void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile) {
+void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile, Prefetch pf) {
   const uint16_t* w = static_cast<const uint16_t*>(wv);
   const uint32_t* xp = static_cast<const uint32_t*>(xv);
   __m512 acc[MR][NV];
@@ -125,6 +151,7 @@ void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* til
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   const int64_t pairs = K / 2;
   auto step = [&](int64_t kp, auto pair_of_row) {
+    pf.step();
     __m512bh xs[NV];
     for (int v = 0; v < NV; ++v) xs[v] = (__m512bh)_mm512_loadu_si512(xp + kp * 16 * NV + 16 * v);
     for (int i = 0; i < MR; ++i) {
@@ -140,6 +167,7 @@ void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* til
     });
   if (K % 2)  // the last weight pairs with the zero that pads x
     step(pairs, [&](int i) { return uint32_t(w[i * ld + K - 1]); });
+  pf.finish();
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + i * kNT + 16 * v, acc[i][v]);
 }
@@ -151,15 +179,15 @@ constexpr std::array<TileFn, kMR> tiles_by_rows(std::integer_sequence<int, I...>
 }
 template <int MR, int NV>
 struct F32Kernel {
-  static void run(const void* w, int64_t ld, int64_t K, const void* xp, float* tile) {
-    tile_f32<MR, NV>(w, ld, K, xp, tile);
+  static void run(const void* w, int64_t ld, int64_t K, const void* xp, float* tile, Prefetch pf) {
+    tile_f32<MR, NV>(w, ld, K, xp, tile, pf);
   }
 };
 #if defined(__AVX512BF16__)
 template <int MR, int NV>
 struct Bf16Kernel {
-  static void run(const void* w, int64_t ld, int64_t K, const void* xp, float* tile) {
-    tile_bf16<MR, NV>(w, ld, K, xp, tile);
+  static void run(const void* w, int64_t ld, int64_t K, const void* xp, float* tile, Prefetch pf) {
+    tile_bf16<MR, NV>(w, ld, K, xp, tile, pf);
   }
 };
 #endif
@@ -180,7 +208,9 @@ TileFn pick_tile(bool bf16, int mr, int width) {
 #else  // portable: the same tiles as plain loops the compiler vectorizes
 
 template <int MR>
-void tile_portable(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile) {
+void tile_portable(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile,
+                   Prefetch pf) {
+  pf.finish();
   const float* w = static_cast<const float*>(wv);
   const float* xp = static_cast<const float*>(xv);
   float acc[MR][kNT] = {};
@@ -205,14 +235,13 @@ void blocked(const float* x, int64_t n, const WeightView& w, const float* bias, 
              bool bf16_dot) {
   const int64_t K = w.cols, N = w.rows;
   const int64_t depth = bf16_dot ? (K + 1) / 2 : K;
-  AlignedArray<uint32_t> xp =
-      make_aligned<uint32_t>(Panels{std::min(n, kChunkTokens), depth}.size());
+  uint32_t* xp = thread_scratch<uint32_t, 0>(Panels{std::min(n, kChunkTokens), depth}.size());
   const size_t esize = dtype_size(w.dtype);
   const char* wbytes = static_cast<const char*>(w.data);
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num(), tn = omp_get_num_threads();
-    AlignedArray<float> wide = bf16_dot ? nullptr : make_aligned<float>(size_t(kMR * K));
+    float* wide = bf16_dot ? nullptr : thread_scratch<float, 1>(size_t(kMR * K));
     alignas(64) float tile[kMR * kNT];
     const Range rr = split_range(N, kMR, t, tn);
     for (int64_t c0 = 0; c0 < n; c0 += kChunkTokens) {
@@ -221,25 +250,25 @@ void blocked(const float* x, int64_t n, const WeightView& w, const float* bias, 
       const Range pr = split_range(pn.count(), 1, t, tn);
       for (int64_t p = pr.begin; p < pr.end; ++p) {
         if (bf16_dot)
-          pack_panel_bf16(xc, K, pn, p, xp.get() + pn.offset(p));
+          pack_panel_bf16(xc, K, pn, p, xp + pn.offset(p));
         else
-          pack_panel_f32(xc, K, pn, p, reinterpret_cast<float*>(xp.get()) + pn.offset(p));
+          pack_panel_f32(xc, K, pn, p, reinterpret_cast<float*>(xp) + pn.offset(p));
       }
 #pragma omp barrier
       for (int64_t r0 = rr.begin; r0 < rr.end; r0 += kMR) {
         const int mr = int(std::min<int64_t>(kMR, rr.end - r0));
         const void* rows = wbytes + size_t(r0 * K) * esize;
         if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
-          convert_to_f32(rows, w.dtype, mr * K, wide.get());
-          rows = wide.get();
+          convert_to_f32(rows, w.dtype, mr * K, wide);
+          rows = wide;
         }
         // The next block's rows come from DRAM: ask for them while this block computes.
         const int64_t next = std::min<int64_t>(kMR, rr.end - r0 - mr);
         const size_t next_bytes = size_t(std::max<int64_t>(next, 0) * K) * esize;
         const char* next_rows = wbytes + size_t((r0 + mr) * K) * esize;
         for (int64_t p = 0; p < pn.count(); ++p) {
-          prefetch_slice(next_rows, next_bytes, p, pn.count());
-          pick_tile(bf16_dot, mr, pn.width(p))(rows, K, K, xp.get() + pn.offset(p), tile);
+          const Prefetch pf = prefetch_slice(next_rows, next_bytes, p, pn.count(), depth);
+          pick_tile(bf16_dot, mr, pn.width(p))(rows, K, K, xp + pn.offset(p), tile, pf);
           store_tile(tile, mr, pn.tokens(p), r0, c0 + p * kNT, bias, out, N);
         }
       }

@@ -8,6 +8,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -155,9 +156,9 @@ void rows_range(const GemvArgs& g, int64_t n, int64_t r0, int64_t r1) {
 
 void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, float* out, int nt) {
   const int64_t K = w.cols, Kp = (K + kStep - 1) / kStep * kStep;
-  AlignedArray<float> xp = make_aligned<float>(size_t(n * Kp));
-  pack_x(x, n, K, w.dtype, xp.get(), Kp);
-  const GemvArgs g{w.data, K, w.rows, xp.get(), Kp, x, bias, out};
+  float* xp = thread_scratch<float, 0>(size_t(n * Kp));
+  pack_x(x, n, K, w.dtype, xp, Kp);
+  const GemvArgs g{w.data, K, w.rows, xp, Kp, x, bias, out};
 #pragma omp parallel num_threads(nt)
   {
     const Range rr = split_range(w.rows, kRows, omp_get_thread_num(), omp_get_num_threads());
@@ -264,13 +265,13 @@ void dot_rows(const DotArgs& g, int64_t row, int64_t n) {
 void gemv_bf16_dot(const float* x, int64_t n, const WeightView& w, const float* bias, float* out,
                    int nt) {
   const int64_t K = w.cols, Kp = (K + kStep - 1) / kStep * kStep;
-  AlignedArray<uint16_t> xb = make_aligned<uint16_t>(size_t(n * Kp));
+  uint16_t* xb = thread_scratch<uint16_t, 0>(size_t(n * Kp));
   for (int64_t i = 0; i < n; ++i) {
-    uint16_t* dst = xb.get() + i * Kp;
+    uint16_t* dst = xb + i * Kp;
     for (int64_t k = 0; k < K; ++k) dst[k] = f32_to_bf16(x[i * K + k]);
     std::fill(dst + K, dst + Kp, uint16_t(0));
   }
-  const DotArgs g{static_cast<const uint16_t*>(w.data), K, w.rows, xb.get(), Kp, bias, out};
+  const DotArgs g{static_cast<const uint16_t*>(w.data), K, w.rows, xb, Kp, bias, out};
 #pragma omp parallel num_threads(nt)
   {
     const Range rr = split_range(w.rows, kRows, omp_get_thread_num(), omp_get_num_threads());

@@ -59,6 +59,13 @@ TEST(Matmul, ExactPathsMatchReferenceOnAwkwardShapes) {
         check_exact({t, n, N, K}, seed++);
 }
 
+// Batched decode: every batch size up to 64 on both paths, weight rows not a multiple of either
+// tile (4 or 12 rows) and split into several blocks per thread, so that the prefetch of the next
+// block and the last, short block both run.
+TEST(Matmul, ExactPathsMatchReferenceForEveryBatchSize) {
+  for (int64_t n = 1; n <= 64; ++n) check_exact({DType::BF16, n, 53, 133}, uint32_t(500 + n));
+}
+
 TEST(Matmul, LongPromptsAreMultipliedInChunks) {
   check_exact({DType::BF16, 531, 29, 133}, 3);
   check_exact({DType::F32, 300, 12, 64}, 4);
@@ -92,13 +99,13 @@ TEST(Matmul, Bf16ActivationPathMatchesReferenceOnRoundedInput) {
     }
 }
 
-// Batched decode with bf16 activations: matmul() keeps the GEMV (VDPBF16PS where the CPU has
-// it) up to kGemvMaxRowsBf16 rows, so every row count from 2 to 64 goes through the
-// row-group tails (1..4 rows of x), weight rows not a multiple of the 4-row tile, and K with a
-// masked last block.
+// Batched decode with bf16 activations: matmul() runs the GEMV (VDPBF16PS where the CPU has
+// it) up to kGemvMaxRowsBf16 rows and the blocked path beyond, so the row counts 1 to 64 cover
+// the GEMV's row-group tails (1..4 rows of x), the blocked path's half and full panels, weight
+// rows not a multiple of either tile, and K with a masked (GEMV) or odd (blocked) last block.
 TEST(Matmul, Bf16ActivationBatchedDecodeMatchesReference) {
   uint32_t seed = 300;
-  for (int64_t n = 2; n <= cpu::kGemvMaxRowsBf16; n += (n < 8 ? 1 : 7))
+  for (int64_t n = 1; n <= 64; ++n)
     for (auto [N, K] : {std::pair<int64_t, int64_t>{5, 31}, {38, 897}, {9, 64}}) {
       std::mt19937 rng(seed++);
       test::HostWeight w = test::random_weight(DType::BF16, N, K, rng);
