@@ -7,6 +7,7 @@
 #include "core/errors.h"
 #include "engine/kv_sizing.h"
 #include "io/weight_source.h"
+#include "kernels/kv_dtype.h"
 
 namespace qmpi {
 namespace {
@@ -59,8 +60,8 @@ int64_t kv_cache_tokens(const ModelConfig& cfg, const PlanInputs& in) {
 }
 
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_dtype) {
-  return 2ull * uint64_t(cfg.num_layers) * uint64_t(cfg.num_kv_heads) * uint64_t(cfg.head_dim) *
-         dtype_size(kv_dtype);
+  return 2ull * uint64_t(cfg.num_layers) * uint64_t(cfg.num_kv_heads) *
+         kv_vector_bytes(kv_dtype, cfg.head_dim);
 }
 
 uint64_t runtime_overhead(BackendKind backend) {
@@ -121,7 +122,7 @@ RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const Plan
     if (t.name.find(".mlp.experts.") != std::string::npos) m.expert_weights += bytes;
   }
   m.kv_per_token = 2ull * uint64_t(plan.layers.size()) * uint64_t(plan.kv_heads.size()) *
-                   uint64_t(cfg.head_dim) * dtype_size(in.kv_dtype);
+                   kv_vector_bytes(in.kv_dtype, cfg.head_dim);
   m.kv_cache = m.kv_per_token * uint64_t(kv_cache_tokens(cfg, in));
   m.activations = activation_bytes(cfg, plan, in);
   m.overhead = runtime_overhead(in.backend);
