@@ -2,11 +2,12 @@
 # One call on a GPU machine that checks the CUDA backend end to end and times it: build (or
 # unpack a prepared bundle), the CUDA unit tests (every kernel against the CPU backend on fresh
 # random data), `qmpi logits` with --backend cuda against --backend cpu on the tiny and the
-# qwen2.5-0.5b presets and the tiny Qwen3, Qwen2-MoE and Qwen3-MoE ones, the 6-rank --tp 2
-# --pp 3 --comm mpi layout on the one GPU (and every rank's "memory predicted / actual" line, its
-# KV cache sized from the device), the 3-rank uneven --tp 3 (5,5,4 heads over 2 KV heads) on it
-# too, a --dp 2 --tp 3 batch against one rank's, and decode / prefill tokens/s next to the HBM
-# roofline (weight bytes per token / measured copy bandwidth).
+# qwen2.5-0.5b presets (the latter also with f32 and fp8 KV caches besides the default bf16)
+# and the tiny Qwen3, Qwen2-MoE and Qwen3-MoE ones, the 6-rank --tp 2 --pp 3 --comm mpi layout
+# on the one GPU (and every rank's "memory predicted / actual" line, its KV cache sized from the
+# device), the 3-rank uneven --tp 3 (5,5,4 heads over 2 KV heads) on it too, a --dp 2 --tp 3
+# batch against one rank's, and decode / prefill tokens/s next to the HBM roofline (weight
+# bytes per token / measured copy bandwidth).
 # int4 rows: the int4 device test (in the CUDA unit tests), `qmpi logits` cuda vs cpu on a GPTQ
 # act-order tiny model and an AWQ g128 qwen2.5-0.5b, and that model's decode / prefill tokens/s.
 # Finishes inside QMPI_CHECK_BUDGET_S seconds (default 450) and prints a short table last;
@@ -347,6 +348,22 @@ if ((models_ok)) && [[ -n "$py" ]]; then
       fi
     else
       row "logits $name $backend vs cpu" FAIL "qmpi logits failed: see log"
+    fi
+  done
+  # The rows above use the default bf16 KV cache on both backends; f32 and fp8 (e4m3, a scale
+  # per token and KV head) store bit-identical K/V on both too, so the same bound applies.
+  for kv in f32 fp8; do
+    if run 90 env "${qenv[@]}" "$qmpi" logits --model "$work/q05" --ids "$ids" --kv-dtype "$kv" \
+         --out "$work/q05.kv-$kv.cpu.npy" --backend cpu &&
+       run 90 env "${qenv[@]}" "$qmpi" logits --model "$work/q05" --ids "$ids" --kv-dtype "$kv" \
+         --out "$work/q05.kv-$kv.$backend.npy" --backend "$backend"; then
+      if value="$(compare "$work/q05.kv-$kv.$backend.npy" "$work/q05.kv-$kv.cpu.npy" "$logits_tol")"; then
+        row "logits qwen2.5-0.5b $kv KV $backend vs cpu" ok "$value"
+      else
+        row "logits qwen2.5-0.5b $kv KV $backend vs cpu" FAIL "$value (bound $logits_tol)"
+      fi
+    else
+      row "logits qwen2.5-0.5b $kv KV $backend vs cpu" FAIL "qmpi logits failed: see log"
     fi
   done
 

@@ -86,14 +86,21 @@ inline bool heads_are_grouped(const AttentionBatch& b) {
 }
 
 // The paged KV cache of one layer: K and V pools of [num_blocks, block_size, kv_heads, head_dim]
-// float32. A token's slot is block_id * block_size + offset_in_block.
+// elements of `dtype` (F32, BF16 or F8_E4M3). A token's slot is block_id * block_size +
+// offset_in_block.
+// F8_E4M3 stores each (slot, KV head) vector with its own float32 scale, k_scale/v_scale
+// [num_blocks * block_size, kv_heads]: element = e4m3 value * scale, scale = the vector's
+// largest |x| / 448 (kv_dtype.h says why per token and head rather than one per head).
 struct KvLayerView {
-  float* k = nullptr;
-  float* v = nullptr;
+  void* k = nullptr;
+  void* v = nullptr;
   int64_t num_blocks = 0;
   int32_t block_size = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;
+  DType dtype = DType::F32;
+  float* k_scale = nullptr;  // F8_E4M3 only
+  float* v_scale = nullptr;
 };
 
 }  // namespace qmpi

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/convert.h"
+#include "kernels/kv_dtype.h"
 
 namespace qmpi::cpu::ref {
 
@@ -90,13 +91,41 @@ void scatter_add_rows(const float* src, const int32_t* rows, const float* scales
           float(double(dst[int64_t(rows[i]) * width + c]) + double(scales[i]) * src[i * width + c]);
 }
 
+namespace {
+
+// Element c of the vector `vec` ((slot, KV head) index) of a K or V pool, as a double.
+double kv_at(const KvLayerView& kv, const void* pool, const float* scales, int64_t vec, int32_t c) {
+  const int64_t i = vec * kv.head_dim + c;
+  if (kv.dtype == DType::F32) return static_cast<const float*>(pool)[i];
+  if (kv.dtype == DType::BF16) return bf16_to_f32(static_cast<const uint16_t*>(pool)[i]);
+  return double(e4m3_to_f32(static_cast<const uint8_t*>(pool)[i])) * scales[vec];
+}
+
+void kv_put(const KvLayerView& kv, void* pool, float* scales, int64_t vec, const float* x) {
+  const int32_t d = kv.head_dim;
+  for (int32_t c = 0; c < d; ++c) {
+    const int64_t i = vec * d + c;
+    if (kv.dtype == DType::F32) static_cast<float*>(pool)[i] = x[c];
+    if (kv.dtype == DType::BF16) static_cast<uint16_t*>(pool)[i] = f32_to_bf16(x[c]);
+  }
+  if (kv.dtype != DType::F8_E4M3) return;
+  float amax = 0.0f;
+  for (int32_t c = 0; c < d; ++c) amax = std::max(amax, std::fabs(x[c]));
+  scales[vec] = e4m3_scale(amax);
+  for (int32_t c = 0; c < d; ++c)
+    static_cast<uint8_t*>(pool)[vec * d + c] = f32_to_e4m3(x[c] / scales[vec]);
+}
+
+}  // namespace
+
 void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
               const KvLayerView& kv) {
   const int64_t row = int64_t(kv.num_kv_heads) * kv.head_dim;
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t c = 0; c < row; ++c) {
-      kv.k[int64_t(slots[i]) * row + c] = k[i * row + c];
-      kv.v[int64_t(slots[i]) * row + c] = v[i * row + c];
+    for (int32_t h = 0; h < kv.num_kv_heads; ++h) {
+      const int64_t vec = int64_t(slots[i]) * kv.num_kv_heads + h;
+      kv_put(kv, kv.k, kv.k_scale, vec, k + i * row + h * kv.head_dim);
+      kv_put(kv, kv.v, kv.v_scale, vec, v + i * row + h * kv.head_dim);
     }
 }
 
@@ -105,10 +134,10 @@ void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, f
   for (int32_t s = 0; s < b.num_seqs; ++s) {
     const AttentionSeq& seq = b.seqs[s];
     const int32_t* table = b.block_tables + seq.table_begin;
-    // Where key t of head kvh of this sequence lives in the pool.
-    auto key_at = [&](const float* pool, int32_t t, int32_t kvh) {
+    // The (slot, KV head) vector of key t of head kvh of this sequence.
+    auto vec_of = [&](int32_t t, int32_t kvh) {
       int64_t slot = int64_t(table[t / kv.block_size]) * kv.block_size + t % kv.block_size;
-      return pool + (slot * kv.num_kv_heads + kvh) * d;
+      return slot * kv.num_kv_heads + kvh;
     };
     for (int32_t i = 0; i < seq.q_len; ++i) {
       const int32_t pos = seq.ctx_len - seq.q_len + i;
@@ -118,9 +147,9 @@ void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, f
         std::vector<double> score(pos + 1);
         double mx = -std::numeric_limits<double>::infinity();
         for (int32_t t = 0; t <= pos; ++t) {
-          const float* kv_k = key_at(kv.k, t, kvh);
           double dot = 0;
-          for (int32_t c = 0; c < d; ++c) dot += double(qv[c]) * kv_k[c];
+          for (int32_t c = 0; c < d; ++c)
+            dot += double(qv[c]) * kv_at(kv, kv.k, kv.k_scale, vec_of(t, kvh), c);
           score[t] = dot * b.scale;
           mx = std::max(mx, score[t]);
         }
@@ -129,7 +158,8 @@ void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, f
         float* o = out + (int64_t(seq.q_begin + i) * b.num_heads + h) * d;
         for (int32_t c = 0; c < d; ++c) {
           double acc = 0;
-          for (int32_t t = 0; t <= pos; ++t) acc += score[t] * key_at(kv.v, t, kvh)[c];
+          for (int32_t t = 0; t <= pos; ++t)
+            acc += score[t] * kv_at(kv, kv.v, kv.v_scale, vec_of(t, kvh), c);
           o[c] = float(acc / sum);
         }
       }

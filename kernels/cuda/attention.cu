@@ -1,4 +1,5 @@
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/kv_element.cuh"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/launchers.h"
 
@@ -11,7 +12,9 @@ constexpr int kPerLane = kAttentionMaxHeadDim / kWarp;
 // One block per (query row, query head). Warp w takes keys w, w + 4, ...; each lane holds the
 // dims lane, lane + 32, ... of q and of its running output, so a key's row is read coalesced
 // and its score is one warp sum. Each warp keeps its own online-softmax state (max, sum,
-// output); the four states are merged at the end through shared memory.
+// output); the four states are merged at the end through shared memory. T is the cache's
+// element type; an e4m3 key's scale multiplies its score, a value's its weight.
+template <class T>
 __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionParams p) {
   const int64_t row = blockIdx.x;
   const int32_t head = blockIdx.y;
@@ -20,6 +23,9 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionP
   const AttentionSeqDev seq = p.seqs[s];
   const int32_t n_keys = query_position(seq.ctx_len, seq.q_len, int32_t(row) - seq.q_begin) + 1;
   const int32_t kvh = p.kv_head_of[head];
+  const KvPoolsDev& c = p.cache;
+  const T* k_pool = static_cast<const T*>(c.k);
+  const T* v_pool = static_cast<const T*>(c.v);
   const int32_t* table = p.block_tables + seq.table_begin;
   const int32_t hd = p.head_dim;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -34,24 +40,29 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionP
   }
   float m = -INFINITY, l = 0.0f;
   for (int32_t j = warp; j < n_keys; j += kWarps) {
-    const int64_t off = kv_offset(kv_slot(table, j, p.block_size), kvh, p.kv_heads, hd);
-    const float* kr = p.k_cache + off;
-    const float* vr = p.v_cache + off;
+    const int64_t vec = kv_slot(table, j, p.block_size) * p.kv_heads + kvh;
+    const int64_t off = vec * hd;
     float dot = 0.0f;
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) {
       const int d = lane + e * kWarp;
-      if (d < hd) dot += qv[e] * kr[d];
+      if (d < hd) dot += qv[e] * kv_load(k_pool, off + d);
     }
     dot = warp_sum(dot);
+    float v_scale = 1.0f;
+    if constexpr (sizeof(T) == 1) {
+      dot *= c.k_scale[vec];
+      v_scale = c.v_scale[vec];
+    }
     const float m_new = fmaxf(m, dot);
     const float corr = expf(m - m_new);  // 0 for the warp's first key (m = -inf)
     const float pj = expf(dot - m_new);
     l = l * corr + pj;
+    const float wj = pj * v_scale;
 #pragma unroll
     for (int e = 0; e < kPerLane; ++e) {
       const int d = lane + e * kWarp;
-      if (d < hd) acc[e] = acc[e] * corr + pj * vr[d];
+      if (d < hd) acc[e] = acc[e] * corr + wj * kv_load(v_pool, off + d);
     }
     m = m_new;
   }
@@ -96,7 +107,19 @@ cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
   if (p.kv_heads <= 0 || !p.kv_head_of || p.block_size <= 0) return cudaErrorInvalidValue;
   const LaunchShape s = attention_shape(p.rows, p.heads, p.head_dim);
   if (s.empty()) return cudaErrorInvalidValue;
-  attention_kernel<<<grid_of(s), s.block, 0, stream>>>(p);
+  switch (p.cache.dtype) {
+    case DType::F32:
+      attention_kernel<float><<<grid_of(s), s.block, 0, stream>>>(p);
+      break;
+    case DType::BF16:
+      attention_kernel<__nv_bfloat16><<<grid_of(s), s.block, 0, stream>>>(p);
+      break;
+    case DType::F8_E4M3:
+      attention_kernel<__nv_fp8_storage_t><<<grid_of(s), s.block, 0, stream>>>(p);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
   return cudaGetLastError();
 }
 

@@ -31,6 +31,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int off = kWarp / 2; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
 // Sum over the whole block (blockDim.x a multiple of 32); every thread gets the result.
 __device__ __forceinline__ float block_sum(float v) {
   __shared__ float partial[kMaxBlock / kWarp];

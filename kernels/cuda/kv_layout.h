@@ -1,7 +1,7 @@
 // Where a token's keys and values live in the paged KV cache. The layout is the one the CPU
 // backend uses (backend/backend.h, KvLayerView): each layer has a K and a V pool of
-// [num_blocks, block_size, kv_heads, head_dim] float32, and a token's slot is
-// block_id * block_size + offset_in_block.
+// [num_blocks, block_size, kv_heads, head_dim] elements (F32, BF16 or e4m3), and a token's slot
+// is block_id * block_size + offset_in_block.
 #pragma once
 #include <cstdint>
 
@@ -14,7 +14,7 @@ QMPI_HD inline int64_t kv_slot(const int32_t* table, int32_t position, int32_t b
   return int64_t(table[position / block_size]) * block_size + position % block_size;
 }
 
-// Offset (in floats) of head `kv_head`'s vector for `slot` inside one pool.
+// Offset (in elements) of head `kv_head`'s vector for `slot` inside one pool.
 QMPI_HD inline int64_t kv_offset(int64_t slot, int32_t kv_head, int32_t kv_heads,
                                  int32_t head_dim) {
   return (slot * kv_heads + kv_head) * head_dim;

@@ -59,9 +59,10 @@ inline LaunchShape rope_shape(int64_t tokens, int32_t head_dim) {
   return elementwise_shape(tokens * (head_dim / 2));
 }
 
-// KV store: one thread per element of the new K (and V) rows.
+// KV store: one warp per new (token, KV head) vector (fp8 needs the vector's largest |x|).
 inline LaunchShape kv_store_shape(int64_t tokens, int32_t kv_heads, int32_t head_dim) {
-  return elementwise_shape(tokens * int64_t(kv_heads) * head_dim);
+  if (head_dim <= 0) return {};
+  return elementwise_shape(tokens * int64_t(kv_heads) * kWarp);
 }
 
 // Attention: grid (query rows, query heads).

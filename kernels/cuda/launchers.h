@@ -26,10 +26,24 @@ cudaError_t launch_rmsnorm(const float* x, int64_t n, const void* w, DType dtype
 cudaError_t launch_rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
                         const int32_t* positions, const float* inv_freq, cudaStream_t stream);
 
-// k/v[n, kv_heads, head_dim] -> cache pools at slots[n] (the caller checks the slots).
+// The paged cache of one layer as the kernels see it (KvLayerView's device half): pools of
+// [num_blocks, block_size, kv_heads, head_dim] elements of `dtype` (F32, BF16 or F8_E4M3, the
+// last with a float scale per (slot, KV head) in k_scale / v_scale).
+struct KvPoolsDev {
+  void* k = nullptr;
+  void* v = nullptr;
+  float* k_scale = nullptr;
+  float* v_scale = nullptr;
+  DType dtype = DType::F32;
+  int32_t kv_heads = 0;
+  int32_t head_dim = 0;
+};
+
+// k/v[n, kv_heads, head_dim] -> cache pools at slots[n] (the caller checks the slots), rounded
+// as the CPU backend's kv_store rounds (bf16 and e4m3 to nearest even, e4m3 saturating, the
+// e4m3 scale = the vector's largest |x| / 448).
 cudaError_t launch_kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
-                            float* k_cache, float* v_cache, int32_t kv_heads, int32_t head_dim,
-                            cudaStream_t stream);
+                            const KvPoolsDev& cache, cudaStream_t stream);
 
 // Device mirror of backend.h's AttentionSeq (same four int32 fields, same order).
 struct AttentionSeqDev {
@@ -40,10 +54,9 @@ struct AttentionSeqDev {
 };
 
 struct AttentionParams {
-  const float* q = nullptr;        // [rows, heads, head_dim]
-  float* out = nullptr;            // same shape; rows with row_seq < 0 are left untouched
-  const float* k_cache = nullptr;  // [num_blocks, block_size, kv_heads, head_dim]
-  const float* v_cache = nullptr;
+  const float* q = nullptr;  // [rows, heads, head_dim]
+  float* out = nullptr;      // same shape; rows with row_seq < 0 are left untouched
+  KvPoolsDev cache;
   const AttentionSeqDev* seqs = nullptr;
   const int32_t* row_seq = nullptr;  // [rows]: the sequence of each query row, or -1
   const int32_t* block_tables = nullptr;

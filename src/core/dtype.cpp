@@ -1,6 +1,8 @@
 #include "core/dtype.h"
 
 #include <array>
+#include <cmath>
+#include <limits>
 #include <utility>
 
 namespace qmpi {
@@ -11,11 +13,21 @@ struct DTypeRow {
   size_t size;
 };
 constexpr std::array<DTypeRow, 15> kTypes{{
-    {DType::F32, "F32", 4},   {DType::F16, "F16", 2},         {DType::BF16, "BF16", 2},
-    {DType::F64, "F64", 8},   {DType::I64, "I64", 8},         {DType::I32, "I32", 4},
-    {DType::I16, "I16", 2},   {DType::I8, "I8", 1},           {DType::U8, "U8", 1},
-    {DType::U16, "U16", 2},   {DType::U32, "U32", 4},         {DType::U64, "U64", 8},
-    {DType::BOOL, "BOOL", 1}, {DType::F8_E4M3, "F8_E4M3", 1}, {DType::F8_E5M2, "F8_E5M2", 1},
+    {DType::F32, "F32", 4},
+    {DType::F16, "F16", 2},
+    {DType::BF16, "BF16", 2},
+    {DType::F64, "F64", 8},
+    {DType::I64, "I64", 8},
+    {DType::I32, "I32", 4},
+    {DType::I16, "I16", 2},
+    {DType::I8, "I8", 1},
+    {DType::U8, "U8", 1},
+    {DType::U16, "U16", 2},
+    {DType::U32, "U32", 4},
+    {DType::U64, "U64", 8},
+    {DType::BOOL, "BOOL", 1},
+    {DType::F8_E4M3, "F8_E4M3", 1},
+    {DType::F8_E5M2, "F8_E5M2", 1},
 }};
 }  // namespace
 
@@ -86,6 +98,33 @@ uint16_t f32_to_f16(float f) {
   uint32_t rem = mant & 0x1fff;
   if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;
   return uint16_t(half);
+}
+
+uint8_t f32_to_e4m3(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const auto sign = uint8_t((u >> 24) & 0x80);
+  u &= 0x7fffffffu;
+  if (u > 0x7f800000u) return sign | 0x7f;
+  if (std::fabs(f) >= kE4m3Max) return sign | 0x7e;
+  if (u >= 0x3c800000u) {  // >= 2^-6, a normal e4m3: keep 3 of float's 23 mantissa bits
+    const uint32_t r = (u + 0x7ffffu + ((u >> 20) & 1u)) >> 20;
+    return sign | uint8_t(r - ((127u - 7u) << 3));
+  }
+  // Subnormal steps of 2^-9; f * 512 is exact and rint rounds half to even.
+  return sign | uint8_t(std::rint(std::fabs(f) * 512.0f));
+}
+
+float e4m3_to_f32(uint8_t b) {
+  const int e = (b >> 3) & 0xf, m = b & 7;
+  float v;
+  if (e == 15 && m == 7)
+    v = std::numeric_limits<float>::quiet_NaN();
+  else if (e == 0)
+    v = std::ldexp(float(m), -9);
+  else
+    v = std::ldexp(1.0f + float(m) / 8.0f, e - 7);
+  return (b & 0x80) ? -v : v;
 }
 
 }  // namespace qmpi

@@ -78,7 +78,8 @@ constexpr std::array kCatalogue{
     ErrorEntry{Err::KvCacheDoesNotFit, "kv-cache-does-not-fit",
                "After loading the weights there is not enough memory left for the KV cache.",
                "--max-model-len x --max-num-seqs tokens of KV cache are reserved up front.",
-               "Lower --max-model-len or --max-num-seqs, or raise --gpu-memory-utilization.",
+               "Lower --max-model-len or --max-num-seqs, store the cache as --kv-dtype fp8 (half "
+               "of bf16's bytes), or raise --gpu-memory-utilization.",
                kExitUser,
                "The weights load, then start-up fails because there is no memory left for the KV "
                "cache blocks, or max model len is larger than the tokens the cache can hold."},

@@ -113,6 +113,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   kv.block_size = opts_.block_size;
   kv.kv_heads = int(plan.kv_heads.size());
   kv.head_dim = int(cfg_.head_dim);
+  kv.dtype = opts_.kv_dtype;
   size_kv_cache(kv);
   cache_ = std::make_unique<KvCache>(*backend_, kv);
   if (opts_.memory_report) rank_line += "; " + opts_.memory_report(cfg_, *mesh_, opts_, measured_);

@@ -45,6 +45,7 @@ struct EngineOptions {
   // 0: on CPU enough for max_num_seqs sequences of max_model_len; on a device backend with
   // size_kv_on_device, what --gpu-memory-utilization leaves after the weights and workspace.
   int64_t kv_blocks = 0;
+  DType kv_dtype = DType::BF16;  // the KV cache's elements: F32, BF16 or F8_E4M3
   // Tokens of the largest step (batch, serve: --max-batched-tokens); 0: a whole prompt of
   // max_model_len in one step (run, bench, logits). The workspace is measured at this size.
   int64_t max_step_tokens = 0;

@@ -1,19 +1,40 @@
 #include "model/kv_cache.h"
 
 namespace qmpi {
+namespace {
+
+// fp8 pools keep each vector's scale after the elements, from this byte on (64-byte aligned).
+size_t scales_at(const KvCacheShape& s) {
+  const size_t elements = size_t(s.num_blocks) * size_t(s.block_size) * size_t(s.kv_heads) *
+                          size_t(s.head_dim) * dtype_size(s.dtype);
+  return (elements + 63) / 64 * 64;
+}
+
+}  // namespace
 
 KvCache::KvCache(Backend& backend, const KvCacheShape& shape) : shape_(shape) {
-  const size_t per_pool = size_t(shape.num_blocks) * size_t(shape.block_size) *
-                          size_t(shape.kv_heads) * size_t(shape.head_dim) * sizeof(float);
+  size_t per_pool = size_t(shape.num_blocks) * size_t(shape.pool_bytes_per_block());
+  if (shape.dtype == DType::F8_E4M3)
+    per_pool = scales_at(shape) + size_t(shape.num_blocks) * size_t(shape.block_size) *
+                                      size_t(shape.kv_heads) * sizeof(float);
+  // Zeroed: a slot no token was stored in reads as zeros, never as stale memory (and qmpi
+  // bench's --context fill relies on it).
   for (int l = 0; l < shape.num_layers; ++l) {
     k_.push_back(backend.alloc(per_pool));
     v_.push_back(backend.alloc(per_pool));
+    backend.fill_zero(k_.back().data(), per_pool);
+    backend.fill_zero(v_.back().data(), per_pool);
   }
 }
 
 KvLayerView KvCache::layer(int l) const {
-  return {k_[l].as<float>(), v_[l].as<float>(), shape_.num_blocks,
-          shape_.block_size, shape_.kv_heads,   shape_.head_dim};
+  KvLayerView view{k_[l].data(),    v_[l].data(),    shape_.num_blocks, shape_.block_size,
+                   shape_.kv_heads, shape_.head_dim, shape_.dtype};
+  if (shape_.dtype == DType::F8_E4M3) {
+    view.k_scale = reinterpret_cast<float*>(static_cast<char*>(view.k) + scales_at(shape_));
+    view.v_scale = reinterpret_cast<float*>(static_cast<char*>(view.v) + scales_at(shape_));
+  }
+  return view;
 }
 
 }  // namespace qmpi

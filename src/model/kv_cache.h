@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "kernels/kv_dtype.h"
 
 namespace qmpi {
 
@@ -15,11 +16,13 @@ struct KvCacheShape {
   int block_size = 16;
   int kv_heads = 0;  // KV heads on this TP rank
   int head_dim = 0;
+  DType dtype = DType::BF16;  // F32, BF16 or F8_E4M3 (kernels/kv_dtype.h)
 
-  uint64_t bytes_per_block() const {
-    return 2ull * uint64_t(num_layers) * uint64_t(block_size) * uint64_t(kv_heads) *
-           uint64_t(head_dim) * sizeof(float);
+  // One pool's bytes per block of one layer (fp8's scales included).
+  uint64_t pool_bytes_per_block() const {
+    return uint64_t(block_size) * uint64_t(kv_heads) * kv_vector_bytes(dtype, head_dim);
   }
+  uint64_t bytes_per_block() const { return 2ull * uint64_t(num_layers) * pool_bytes_per_block(); }
   uint64_t bytes() const { return bytes_per_block() * uint64_t(num_blocks); }
 };
 
@@ -31,6 +34,7 @@ class KvCache {
 
  private:
   KvCacheShape shape_;
+  // Per layer: the elements and, for fp8, each vector's scale after them in the same buffer.
   std::vector<Buffer> k_, v_;
 };
 

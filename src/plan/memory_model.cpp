@@ -7,6 +7,7 @@
 #include "core/errors.h"
 #include "engine/kv_sizing.h"
 #include "io/weight_source.h"
+#include "kernels/kv_dtype.h"
 
 namespace qmpi {
 namespace {
@@ -68,8 +69,7 @@ int64_t kv_cache_tokens(const ModelConfig& cfg, const PlanInputs& in) {
 
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, int64_t layers, int64_t kv_heads,
                             DType kv_dtype) {
-  return 2ull * uint64_t(layers) * uint64_t(kv_heads) * uint64_t(cfg.head_dim) *
-         dtype_size(kv_dtype);
+  return 2ull * uint64_t(layers) * uint64_t(kv_heads) * kv_vector_bytes(kv_dtype, cfg.head_dim);
 }
 
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, DType kv_dtype) {

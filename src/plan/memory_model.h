@@ -56,8 +56,8 @@ inline constexpr uint64_t kRuntimeOverheadCpu = 256ull << 20;
 // The fraction of a GPU's memory qmpi plans to use unless told otherwise (as vLLM's
 // --gpu-memory-utilization).
 inline constexpr double kDefaultGpuUtil = 0.9;
-// What model/kv_cache.h stores today (float32 K and V); --kv-dtype asks "what if".
-inline constexpr DType kEngineKvDType = DType::F32;
+// What model/kv_cache.h stores unless --kv-dtype says otherwise.
+inline constexpr DType kEngineKvDType = DType::BF16;
 // int4-g128 bytes per quantized weight = (1/2 + 1/64 + 1/256) = 133/256 (facts §7).
 inline constexpr uint64_t kInt4BytesNum = 133, kInt4BytesDen = 256;
 

@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import int4_ref  # noqa: E402
+import kv_round  # noqa: E402
 import safetensors_ref  # noqa: E402
 
 
@@ -112,9 +113,11 @@ class GreedyDecoding:
 
 
 class Qwen2Reference(GreedyDecoding):
-    def __init__(self, config: Qwen2Config, tensors: dict):
+    def __init__(self, config: Qwen2Config, tensors: dict, kv_dtype: str = "f32"):
+        """kv_dtype: round K and V as a KV cache of that type stores them (kv_round.py)."""
         self.cfg = config
         self.w = tensors
+        self.kv_round = kv_round.ROUNDING[kv_dtype]
         self._check_shapes()
         if config.tied:
             self.lm_head = tensors["model.embed_tokens.weight"]
@@ -158,7 +161,8 @@ class Qwen2Reference(GreedyDecoding):
         q = q.reshape(t, c.heads, d).transpose(1, 0, 2)
         k = k.reshape(t, c.kv_heads, d).transpose(1, 0, 2)
         v = v.reshape(t, c.kv_heads, d).transpose(1, 0, 2)
-        attn = causal_attention(apply_rope(q, cos, sin), apply_rope(k, cos, sin), v)
+        k, v = self.kv_round(apply_rope(k, cos, sin)), self.kv_round(v)
+        attn = causal_attention(apply_rope(q, cos, sin), k, v)
         x = x + attn @ w[p + "self_attn.o_proj.weight"].T
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], c.eps)
         gate = h @ w[p + "mlp.gate_proj.weight"].T
@@ -183,13 +187,13 @@ class Qwen2Reference(GreedyDecoding):
         return self.hidden_states(ids) @ self.lm_head.T
 
 
-def load_model(model_dir: str) -> Qwen2Reference:
+def load_model(model_dir: str, kv_dtype: str = "f32") -> Qwen2Reference:
     with open(os.path.join(model_dir, "config.json")) as f:
         raw = json.load(f)
     tensors = safetensors_ref.read_model_dir(model_dir)
     if raw.get("quantization_config"):  # int4: the reference's own unpacking, then float math
         tensors = int4_ref.dequantize_tensors(tensors, raw["quantization_config"])
-    return Qwen2Reference(Qwen2Config(raw), tensors)
+    return Qwen2Reference(Qwen2Config(raw), tensors, kv_dtype)
 
 
 def main(argv=None) -> int:
@@ -201,11 +205,13 @@ def main(argv=None) -> int:
                     help="print N greedy ids and top-2 margins as JSON on stdout")
     ap.add_argument("--valid-vocab", type=int, default=0,
                     help="greedy picks only ids below this (default: every embedding row)")
+    ap.add_argument("--kv-dtype", default="f32", choices=sorted(kv_round.ROUNDING),
+                    help="round K and V as qmpi's KV cache of this type stores them")
     args = ap.parse_args(argv)
     if not args.out and not args.greedy:
         ap.error("give --out, --greedy N, or both")
     ids = [int(s) for s in args.ids.split(",") if s.strip()]
-    model = load_model(args.model)
+    model = load_model(args.model, args.kv_dtype)
     if args.out:
         np.save(args.out, model.logits(ids))
     if args.greedy:

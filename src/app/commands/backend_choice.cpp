@@ -2,6 +2,7 @@
 // place that knows whether the CUDA backend was built.
 #include <sstream>
 
+#include "app/commands/kv_dtype_option.h"
 #include "app/commands/options.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/errors.h"
@@ -104,6 +105,7 @@ EngineOptions to_engine_options(const EngineCli& c) {
   o.max_model_len = c.max_model_len;
   o.max_num_seqs = c.max_num_seqs;
   o.kv_blocks = c.kv_blocks;
+  o.kv_dtype = parse_kv_dtype(c.kv_dtype);
   o.allow_tp_across_hosts = c.allow_tp_across_hosts;
   o.gpu_memory_utilization = c.gpu_memory_utilization;
   o.preflight = launch_preflight;

@@ -3,6 +3,7 @@
 // weight byte, plus the KV cache it attends over, once per step, so bandwidth is its roofline;
 // on an MoE model only the routed experts' bytes count, the active share of the weights).
 // With --batch B, B sequences decode together and the figure of merit is the step time.
+// With --context N, decode starts with N tokens in the cache (see fill_context below).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include "app/commands/options.h"
 #include "core/errors.h"
 #include "kernels/cpu/membw.h"
+#include "kernels/kv_dtype.h"
 #include "plan/param_counts.h"
 #include "requests/generate.h"
 
@@ -24,24 +26,35 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+struct BatchedTimes {
+  double prefill_s = 1e30;  // best mean time of one sequence's prompt step
+  double step_s = 1e30;     // best mean decode step
+};
+
 // B sequences, each prefilled alone, then decoded together for `steps` steps: the serving
-// case. Returns the best over `repeats` of the mean decode step time in seconds.
-double batched_step_s(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                      int64_t steps, int repeats) {
+// case. Each prompt sits after `filled` positions that count as a cached prefix whose K/V
+// blocks are never computed (the fast fill of --context: the KV cache starts zeroed and the
+// attention kernels read every key whatever its value, so a step over them costs what a step
+// over a prefilled context does). Best over `repeats`.
+BatchedTimes batched_times(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                           int32_t filled, int64_t steps, int repeats) {
   Executor& ex = engine.executor();
   BlockManager& blocks = engine.blocks();
-  double best = 1e30;
+  BatchedTimes best;
   for (int r = 0; r < repeats; ++r) {
     const size_t B = prompts.size();
     std::vector<std::vector<int32_t>> tables(B);
     std::vector<int32_t> last(B), pos(B);
+    const auto t_prefill = std::chrono::steady_clock::now();
     for (size_t i = 0; i < B; ++i) {
       const int64_t len = int64_t(prompts[i].size());
-      if (!blocks.ensure(tables[i], len + steps + 1))
+      if (!blocks.ensure(tables[i], filled + len + steps + 1))
         raise(Err::Usage, "the KV cache holds too few blocks for --batch sequences",
-              "Lower --batch, --prompt-len or --gen-len.");
+              "Lower --batch, --context, --prompt-len or --gen-len.");
       StepSeq s;
       s.id = int64_t(i);
+      s.start_pos = filled;
+      s.cached_prefix.assign(size_t(filled), 0);
       s.tokens = prompts[i];
       s.block_table = tables[i];
       s.first_chunk = true;
@@ -49,8 +62,9 @@ double batched_step_s(Engine& engine, const std::vector<std::vector<int32_t>>& p
       StepPlan plan;
       plan.seqs.push_back(std::move(s));
       last[i] = ex.step(plan).tokens.at(0);
-      pos[i] = int32_t(len);
+      pos[i] = int32_t(filled + len);
     }
+    best.prefill_s = std::min(best.prefill_s, seconds_since(t_prefill) / double(B));
     const auto t0 = std::chrono::steady_clock::now();
     for (int64_t k = 0; k < steps; ++k) {
       StepPlan plan;
@@ -68,7 +82,7 @@ double batched_step_s(Engine& engine, const std::vector<std::vector<int32_t>>& p
       const StepResult res = ex.step(plan);
       for (size_t i = 0; i < B; ++i) last[i] = res.tokens.at(i);
     }
-    best = std::min(best, seconds_since(t0) / double(steps));
+    best.step_s = std::min(best.step_s, seconds_since(t0) / double(steps));
     StepPlan done;
     for (size_t i = 0; i < B; ++i) done.finished.push_back(int64_t(i));
     ex.step(done);
@@ -81,7 +95,7 @@ double batched_step_s(Engine& engine, const std::vector<std::vector<int32_t>>& p
 
 int cmd_bench(const Args& args) {
   EngineCli cli;
-  int64_t prompt_len = 128, gen_len = 64, batch = 1, membw_mib = 2048;
+  int64_t prompt_len = 128, gen_len = 64, batch = 1, membw_mib = 2048, context = 0;
   int repeats = 3;
   bool json = false, skip_membw = false;
   po::options_description desc = engine_options(cli);
@@ -90,6 +104,11 @@ int cmd_bench(const Args& args) {
       "repeats", po::value(&repeats)->default_value(3), "runs; the best is reported")(
       "batch", po::value(&batch)->default_value(1),
       "sequences decoding together (each prefilled alone first); the step time is reported")(
+      "context", po::value(&context)->default_value(0),
+      "tokens in the KV cache when decode starts (0: --prompt-len). Above --prompt-len the "
+      "prompt sits after context - prompt-len positions of zeroed K/V that are attended as a "
+      "cached prefix, never prefilled (a fast fill: a CPU would need minutes to prefill 16k "
+      "tokens, and attention reads every key whatever its value)")(
       "membw-mib", po::value(&membw_mib)->default_value(2048),
       "MiB the bandwidth probe reads per pass (keep it many times the last-level cache)")(
       "no-membw", po::bool_switch(&skip_membw), "skip the memory-bandwidth measurement")(
@@ -101,7 +120,12 @@ int cmd_bench(const Args& args) {
     raise(Err::Usage,
           "--prompt-len >= 1, --gen-len >= 2, --repeats >= 1, --batch >= 1 and --membw-mib >= 1 "
           "are required");
-  if (cli.max_model_len == 0) cli.max_model_len = prompt_len + gen_len + 1;
+  if (context == 0) context = prompt_len;
+  if (context < prompt_len)
+    raise(Err::Usage, "--context " + std::to_string(context) + " is shorter than --prompt-len " +
+                          std::to_string(prompt_len));
+  const int32_t filled = int32_t(context - prompt_len);
+  if (cli.max_model_len == 0) cli.max_model_len = context + gen_len + 1;
   cli.max_num_seqs = std::max<int64_t>(cli.max_num_seqs, batch);
 
   cli.command = "bench";
@@ -128,7 +152,7 @@ int cmd_bench(const Args& args) {
     generate(engine.executor(), engine.blocks(), warm);
 
     double best_prefill = 1e30, best_decode = 1e30, comm_share = 0.0;
-    for (int r = 0; r < repeats; ++r) {
+    for (int r = 0; r < repeats && filled == 0; ++r) {
       engine.executor().reset_times();
       const GenerateResult res = generate(engine.executor(), engine.blocks(), req);
       const StepTimes& t = engine.executor().times();
@@ -138,14 +162,24 @@ int cmd_bench(const Args& args) {
         comm_share = t.total_s > 0 ? t.comm_s / t.total_s : 0.0;
       }
     }
+    if (filled > 0) {
+      engine.executor().reset_times();
+      const BatchedTimes bt = batched_times(engine, {req.prompt}, filled, gen_len - 1, repeats);
+      best_prefill = bt.prefill_s;
+      best_decode = bt.step_s * double(gen_len - 1);
+      const StepTimes& t = engine.executor().times();
+      comm_share = t.total_s > 0 ? t.comm_s / t.total_s : 0.0;
+    }
     const double prefill_tps = double(prompt_len) / best_prefill;
     const double decode_tps = double(gen_len - 1) / best_decode;
     const ModelConfig& c = engine.config();
     // Rank 0's weight bytes equal the per-token stream only on one rank; the mesh-wide figure
     // is what the slowest rank streams, which the table states per layout. Each decode step
-    // also reads the sequence's K and V (float32) at its mean context over the run.
-    const double kv_bytes_per_token = double(c.num_layers) * 2.0 * double(c.kv_width()) * 4.0 *
-                                      (double(prompt_len) + double(gen_len) / 2.0);
+    // also reads the sequence's K and V (in the cache's dtype) at its mean context over the run.
+    const DType kv_dtype = engine.options().kv_dtype;
+    const double kv_bytes_per_token = double(c.num_layers) * 2.0 * double(c.num_kv_heads) *
+                                      double(kv_vector_bytes(kv_dtype, c.head_dim)) *
+                                      (double(context) + double(gen_len) / 2.0);
     // An MoE token reads k of the experts: scale the weights by the active share of the
     // parameters (1 on dense models).
     const ParamCounts params = param_counts(c);
@@ -160,7 +194,7 @@ int cmd_bench(const Args& args) {
       std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(batch), std::vector<int32_t>{});
       for (auto& p : prompts)
         for (int64_t i = 0; i < prompt_len; ++i) p.push_back(tok(rng));
-      stepB_s = batched_step_s(engine, prompts, gen_len - 1, repeats);
+      stepB_s = batched_times(engine, prompts, filled, gen_len - 1, repeats).step_s;
     }
     // Prefill work: every active parameter but the embedding and lm_head on every prompt token
     // (the layers' linear maps, routed experts only), plus lm_head on the last one (the logits
@@ -176,6 +210,8 @@ int cmd_bench(const Args& args) {
                        {"pp", m.pp},
                        {"threads", cli.threads},
                        {"prompt_len", prompt_len},
+                       {"context", context},
+                       {"kv_dtype", kv_dtype_name(kv_dtype)},
                        {"gen_len", gen_len},
                        {"batch", batch},
                        {"prefill_tokens_per_s", prefill_tps},
@@ -202,8 +238,8 @@ int cmd_bench(const Args& args) {
       std::printf(
           "prefill           %.1f tokens/s (%lld-token prompt), %.1f GFLOP/s (whole mesh)\n",
           prefill_tps, (long long)prompt_len, prefill_gflops);
-      std::printf("decode            %.2f tokens/s (%.1f ms/token)\n", decode_tps,
-                  1e3 / decode_tps);
+      std::printf("decode            %.2f tokens/s (%.1f ms/token) at context %lld, %s KV\n",
+                  decode_tps, 1e3 / decode_tps, (long long)context, kv_dtype_name(kv_dtype));
       std::printf("communication     %.1f%% of step time\n", 100.0 * comm_share);
       if (batch > 1)
         std::printf("batch %-11lld %.1f ms/step = %.2fx the 1-sequence step, %.1f tokens/s\n",

@@ -30,6 +30,7 @@ constexpr std::pair<std::string_view, std::string_view> kVllmAliases[] = {
     {"-dp", "--dp"},
     {"--max-num-batched-tokens", "--max-batched-tokens"},
     {"--gpu-util", "--gpu-memory-utilization"},  // `qmpi plan`'s former name
+    {"--kv-cache-dtype", "--kv-dtype"},
 };
 
 }  // namespace
@@ -131,6 +132,9 @@ po::options_description engine_options(EngineCli& c) {
       "kv-blocks", po::value(&c.kv_blocks)->default_value(0),
       "KV cache blocks per rank (0: on CPU max-num-seqs x max-model-len worth; on CUDA what "
       "--gpu-memory-utilization leaves after the weights and a measured step)")(
+      "kv-dtype", po::value(&c.kv_dtype)->default_value("bf16"),
+      "KV cache element type: bf16, f32 (exact) or fp8 (e4m3 with a scale per token and KV "
+      "head; half of bf16's memory); vLLM's --kv-cache-dtype, auto = bf16")(
       "gpu-memory-utilization", decimal_value(&c.gpu_memory_utilization, 0.9),
       "fraction of each GPU's memory qmpi may use, KV cache included (CUDA)")(
       "allow-tp-across-hosts", po::bool_switch(&c.allow_tp_across_hosts),

@@ -51,6 +51,7 @@ struct EngineCli {
   int64_t max_model_len = 0;
   int64_t max_num_seqs = 1;
   int64_t kv_blocks = 0;
+  std::string kv_dtype = "bf16";
   bool allow_tp_across_hosts = false;
   double gpu_memory_utilization = 0.9;
   // Not an option: the command as the pre-flight's suggested launch line repeats it, with what

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "app/commands/commands.h"
+#include "app/commands/kv_dtype_option.h"
 #include "app/commands/options.h"
 #include "core/byte_size.h"
 #include "plan/checkpoint_dtypes.h"
@@ -17,20 +18,12 @@ namespace {
 struct PlanCli {
   std::string model, model_config;
   int gpus = 0, nodes = 1, tp = 0, pp = 0, dp = 0;
-  std::string gpu_mem, host_mem, kv_dtype = "f32", backend = "cuda", pp_layers;
+  std::string gpu_mem, host_mem, kv_dtype = "bf16", backend = "cuda", pp_layers;
   double gpu_util = kDefaultGpuUtil;
   int64_t max_model_len = 0, max_num_seqs = 0, max_seqs = 0, kv_blocks = 0;
   int block_size = 16;
   bool json = false;
 };
-
-DType parse_kv_dtype(const std::string& s) {
-  if (s == "f32" || s == "fp32" || s == "float32") return DType::F32;
-  if (s == "bf16" || s == "bfloat16") return DType::BF16;
-  if (s == "f16" || s == "fp16" || s == "float16") return DType::F16;
-  if (s == "fp8" || s == "f8") return DType::F8_E4M3;
-  raise(Err::Usage, "--kv-dtype '" + s + "' is not one of f32, bf16, f16, fp8");
-}
 
 bool one_layout(const PlanCli& c) {
   return c.tp || c.pp || c.dp;
@@ -108,8 +101,8 @@ int cmd_plan(const Args& args) {
        "most sequences at once (1); reserves KV cache on cpu only, on cuda the cache takes the "
        "memory left after one --max-model-len sequence")
       ("max-seqs", po::value(&c.max_seqs), "same as --max-num-seqs")
-      ("kv-dtype", po::value(&c.kv_dtype)->default_value("f32"),
-       "KV cache element type: f32 (what qmpi stores), bf16, f16 or fp8")
+      ("kv-dtype", po::value(&c.kv_dtype)->default_value("bf16"),
+       "KV cache element type: bf16, f32 or fp8 (as the engine's --kv-dtype)")
       ("gpu-memory-utilization", decimal_value(&c.gpu_util, kDefaultGpuUtil),
        "fraction of each GPU's memory to plan with (also --gpu-util)")
       ("backend", po::value(&c.backend)->default_value("cuda"),

@@ -32,6 +32,7 @@ PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineOptions& o) {
   in.max_step_tokens = o.max_step_tokens;
   in.block_size = o.block_size;
   in.kv_blocks = o.kv_blocks;
+  in.kv_dtype = o.kv_dtype;
   if (!o.synthetic_weights && std::filesystem::is_directory(o.model_path))
     in.tensor_dtypes = read_checkpoint_dtypes(o.model_path);
   in.command = o.command;

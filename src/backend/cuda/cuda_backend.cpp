@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "kernels/cuda/int4_launchers.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/kv_dtype.h"
 
 namespace qmpi {
 
@@ -23,6 +24,16 @@ static_assert(sizeof(AttentionSeq) == sizeof(AttentionSeqDev) &&
                   offsetof(AttentionSeq, ctx_len) == offsetof(AttentionSeqDev, ctx_len) &&
                   offsetof(AttentionSeq, table_begin) == offsetof(AttentionSeqDev, table_begin),
               "the attention kernel reads AttentionSeq arrays as AttentionSeqDev");
+
+namespace {
+
+KvPoolsDev pools_of(const KvLayerView& kv) {
+  if (!is_kv_dtype(kv.dtype))
+    raise(Err::Internal, "a " + std::string(dtype_name(kv.dtype)) + " KV cache");
+  return {kv.k, kv.v, kv.k_scale, kv.v_scale, kv.dtype, kv.num_kv_heads, kv.head_dim};
+}
+
+}  // namespace
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : device_(select_cuda_device(options.device)),
@@ -173,9 +184,7 @@ void CudaBackend::kv_store(const float* k, const float* v, int64_t n, const int3
                                std::to_string(i) + " is outside the cache's " +
                                std::to_string(slots_total) + " slots");
   const int32_t* d_slots = slots_.upload_i32(slots, n, stream_.get());
-  check_cuda(
-      launch_kv_store(k, v, n, d_slots, kv.k, kv.v, kv.num_kv_heads, kv.head_dim, stream_.get()),
-      "kv_store kernel");
+  check_cuda(launch_kv_store(k, v, n, d_slots, pools_of(kv), stream_.get()), "kv_store kernel");
 }
 
 void CudaBackend::attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
@@ -185,8 +194,7 @@ void CudaBackend::attention(const float* q, const AttentionBatch& batch, const K
   AttentionParams p;
   p.q = q;
   p.out = out;
-  p.k_cache = kv.k;
-  p.v_cache = kv.v;
+  p.cache = pools_of(kv);
   p.seqs = static_cast<const AttentionSeqDev*>(
       seqs_.upload(batch.seqs, size_t(batch.num_seqs) * sizeof(AttentionSeq), stream_.get()));
   p.row_seq = row_seq_.upload_i32(plan.row_seq.data(), plan.rows, stream_.get());

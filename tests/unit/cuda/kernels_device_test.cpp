@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 #include <string>
 
@@ -92,41 +93,70 @@ TEST_F(CudaKernels, RopeTurnsByTheCpuAngles) {
   }
 }
 
-// The paged cache of one layer on both backends, with the same random contents.
+// The paged cache of one layer on both backends, with the same contents: random K/V stored in
+// every slot by the CPU kv_store, then copied byte for byte. The pools' bytes (elements, then
+// fp8's scales) live in float vectors so that to_gpu / from_gpu carry them.
 struct Cache {
   std::vector<float> k, v;
   Buffer dk, dv;
   KvLayerView cpu, gpu;
 };
 
+KvLayerView view_of(void* k, void* v, DType dt, int64_t blocks, int32_t block_size,
+                    int32_t kv_heads, int32_t head_dim) {
+  KvLayerView view{k, v, blocks, block_size, kv_heads, head_dim, dt};
+  if (dt == DType::F8_E4M3) {
+    const size_t scales_at = size_t(blocks * block_size * kv_heads * head_dim + 3) / 4 * 4;
+    view.k_scale = reinterpret_cast<float*>(static_cast<char*>(k) + scales_at);
+    view.v_scale = reinterpret_cast<float*>(static_cast<char*>(v) + scales_at);
+  }
+  return view;
+}
+
+bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+constexpr DType kKvTypes[] = {DType::F32, DType::BF16, DType::F8_E4M3};
+
 class CudaAttention : public DeviceCheck {
  protected:
-  Cache cache(int64_t blocks, int32_t block_size, int32_t kv_heads, int32_t head_dim) {
+  Cache cache(DType dt, int64_t blocks, int32_t block_size, int32_t kv_heads, int32_t head_dim) {
     Cache c;
-    const size_t n = size_t(blocks * block_size * kv_heads * head_dim);
-    c.k = random(n);
-    c.v = random(n);
+    const int64_t vectors = blocks * block_size * kv_heads;
+    const size_t bytes = size_t(vectors * head_dim) * dtype_size(dt);
+    const size_t words = (bytes + 3) / 4 + (dt == DType::F8_E4M3 ? size_t(vectors) : 0);
+    c.k.assign(words, 0.0f);
+    c.v.assign(words, 0.0f);
+    c.cpu = view_of(c.k.data(), c.v.data(), dt, blocks, block_size, kv_heads, head_dim);
+    std::vector<int32_t> all(size_t(blocks * block_size));
+    std::iota(all.begin(), all.end(), 0);
+    const std::vector<float> k = random(size_t(vectors * head_dim)), v = random(k.size());
+    cpu_->kv_store(k.data(), v.data(), int64_t(all.size()), all.data(), c.cpu);
     c.dk = to_gpu(c.k);
     c.dv = to_gpu(c.v);
-    c.cpu = {c.k.data(), c.v.data(), blocks, block_size, kv_heads, head_dim};
-    c.gpu = {c.dk.as<float>(), c.dv.as<float>(), blocks, block_size, kv_heads, head_dim};
+    c.gpu = view_of(c.dk.data(), c.dv.data(), dt, blocks, block_size, kv_heads, head_dim);
     return c;
   }
 };
 
-TEST_F(CudaAttention, KvStoreWritesTheSameSlots) {
-  Cache c = cache(12, 16, 2, 64);
-  const int64_t n = 7;
-  std::vector<int32_t> all(12 * 16);
-  std::iota(all.begin(), all.end(), 0);
-  std::shuffle(all.begin(), all.end(), rng_);
-  const std::vector<int32_t> slots(all.begin(), all.begin() + n);
-  const std::vector<float> k = random(size_t(n * 2 * 64)), v = random(k.size());
-  cpu_->kv_store(k.data(), v.data(), n, slots.data(), c.cpu);
-  Buffer dk = to_gpu(k), dv = to_gpu(v);
-  gpu_->kv_store(dk.as<float>(), dv.as<float>(), n, slots.data(), c.gpu);
-  EXPECT_EQ(mismatches(from_gpu(c.dk, c.k.size()), c.k), 0u);
-  EXPECT_EQ(mismatches(from_gpu(c.dv, c.v.size()), c.v), 0u);
+TEST_F(CudaAttention, KvStoreWritesTheSameBytes) {
+  for (DType dt : kKvTypes) {
+    Cache c = cache(dt, 12, 16, 2, 64);
+    const int64_t n = 7;
+    std::vector<int32_t> all(12 * 16);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng_);
+    const std::vector<int32_t> slots(all.begin(), all.begin() + n);
+    std::vector<float> k = random(size_t(n * 2 * 64), -3.0f, 3.0f), v = random(k.size());
+    k[5] = 0.0f;  // an e4m3 zero and a tiny value's subnormal
+    k[6] = 1e-6f;
+    cpu_->kv_store(k.data(), v.data(), n, slots.data(), c.cpu);
+    Buffer dk = to_gpu(k), dv = to_gpu(v);
+    gpu_->kv_store(dk.as<float>(), dv.as<float>(), n, slots.data(), c.gpu);
+    EXPECT_TRUE(same_bytes(from_gpu(c.dk, c.k.size()), c.k)) << name_of(dt);
+    EXPECT_TRUE(same_bytes(from_gpu(c.dv, c.v.size()), c.v)) << name_of(dt);
+  }
 }
 
 TEST_F(CudaAttention, PrefillDecodeAndChunkedSequencesInOneBatch) {
@@ -144,29 +174,31 @@ TEST_F(CudaAttention, PrefillDecodeAndChunkedSequencesInOneBatch) {
       needed += (s.ctx_len + cf.block_size - 1) / cf.block_size;
     }
     const int64_t blocks = needed + 5;
-    Cache c = cache(blocks, cf.block_size, cf.kv_heads, cf.head_dim);
-    std::vector<int32_t> pool(static_cast<size_t>(blocks));
-    std::iota(pool.begin(), pool.end(), 0);
-    std::shuffle(pool.begin(), pool.end(), rng_);
-    const std::vector<int32_t> tables(pool.begin(), pool.begin() + needed);
+    for (DType dt : kKvTypes) {
+      Cache c = cache(dt, blocks, cf.block_size, cf.kv_heads, cf.head_dim);
+      std::vector<int32_t> pool(static_cast<size_t>(blocks));
+      std::iota(pool.begin(), pool.end(), 0);
+      std::shuffle(pool.begin(), pool.end(), rng_);
+      const std::vector<int32_t> tables(pool.begin(), pool.begin() + needed);
 
-    AttentionBatch b;
-    b.seqs = seqs.data();
-    b.num_seqs = int32_t(seqs.size());
-    b.block_tables = tables.data();
-    b.num_heads = cf.heads;
-    b.num_kv_heads = cf.kv_heads;
-    b.head_dim = cf.head_dim;
-    b.scale = 1.0f / std::sqrt(float(cf.head_dim));
-    const std::vector<float> q = random(size_t(rows) * cf.heads * cf.head_dim, -3.0f, 3.0f);
-    std::vector<float> want(q.size());
-    cpu_->attention(q.data(), b, c.cpu, want.data());
-    Buffer dq = to_gpu(q), out = poisoned(q.size());
-    gpu_->attention(dq.as<float>(), b, c.gpu, out.as<float>());
-    expect_close(from_gpu(out, q.size()), want, kF32,
-                 "attention " + std::to_string(cf.heads) + "/" + std::to_string(cf.kv_heads) +
-                     " heads, dim " + std::to_string(cf.head_dim) + ", block " +
-                     std::to_string(cf.block_size));
+      AttentionBatch b;
+      b.seqs = seqs.data();
+      b.num_seqs = int32_t(seqs.size());
+      b.block_tables = tables.data();
+      b.num_heads = cf.heads;
+      b.num_kv_heads = cf.kv_heads;
+      b.head_dim = cf.head_dim;
+      b.scale = 1.0f / std::sqrt(float(cf.head_dim));
+      const std::vector<float> q = random(size_t(rows) * cf.heads * cf.head_dim, -3.0f, 3.0f);
+      std::vector<float> want(q.size());
+      cpu_->attention(q.data(), b, c.cpu, want.data());
+      Buffer dq = to_gpu(q), out = poisoned(q.size());
+      gpu_->attention(dq.as<float>(), b, c.gpu, out.as<float>());
+      expect_close(from_gpu(out, q.size()), want, kF32,
+                   "attention " + std::to_string(cf.heads) + "/" + std::to_string(cf.kv_heads) +
+                       " heads, dim " + std::to_string(cf.head_dim) + ", block " +
+                       std::to_string(cf.block_size) + ", " + name_of(dt) + " KV");
+    }
   }
 }
 

@@ -31,6 +31,7 @@ TEST(KvLayout, OffsetsTileThePoolExactlyAsKvCacheSizesIt) {
   shape.block_size = 16;
   shape.kv_heads = 2;
   shape.head_dim = 64;
+  shape.dtype = DType::F32;
   const int64_t slots = shape.num_blocks * shape.block_size;
   // The last head of the last slot ends exactly where one pool (half a layer's bytes) ends.
   EXPECT_EQ(uint64_t(kv_offset(slots - 1, shape.kv_heads - 1, shape.kv_heads, shape.head_dim) +

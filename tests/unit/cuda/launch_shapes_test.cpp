@@ -52,9 +52,10 @@ TEST(LaunchShapes, RopeHasOneThreadPerTokenAndPair) {
   EXPECT_TRUE(rope_shape(0, 64).empty());
 }
 
-TEST(LaunchShapes, KvStoreCoversEveryNewElement) {
+TEST(LaunchShapes, KvStoreIsOneWarpPerNewVector) {
   const LaunchShape s = kv_store_shape(3, 2, 64);
-  EXPECT_GE(threads_of(s), 3 * 2 * 64);
+  EXPECT_GE(threads_of(s), 3 * 2 * int64_t(kWarp));
+  EXPECT_TRUE(kv_store_shape(3, 2, 0).empty());
   EXPECT_TRUE(kv_store_shape(0, 2, 64).empty());
 }
 

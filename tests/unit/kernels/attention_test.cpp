@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <string>
 
@@ -16,26 +17,42 @@ namespace {
 
 using test::max_rel_err;
 
-// A paged KV pool whose sequences own shuffled, non-contiguous blocks.
+constexpr DType kKvTypes[] = {DType::F32, DType::BF16, DType::F8_E4M3};
+
+// A paged KV pool of any KV dtype whose sequences own shuffled, non-contiguous blocks.
 struct Pool {
   int32_t block_size, kv_heads, head_dim;
   int64_t num_blocks;
-  std::vector<float> k, v;
+  DType dtype;
+  // The pools' bytes: elements, then fp8's per-vector scales.
+  std::vector<uint8_t> k, v;
   std::vector<int32_t> free_blocks;
 
-  Pool(int64_t blocks, int32_t bs, int32_t kvh, int32_t d, std::mt19937& rng)
+  Pool(int64_t blocks, int32_t bs, int32_t kvh, int32_t d, std::mt19937& rng, DType dt = DType::F32)
       : block_size(bs),
         kv_heads(kvh),
         head_dim(d),
         num_blocks(blocks),
-        k(size_t(blocks * bs * kvh * d), std::nanf("")),
-        v(k.size(), std::nanf("")),
+        dtype(dt),
+        k(scales_at() + (dt == DType::F8_E4M3 ? size_t(blocks * bs * kvh) * 4 : 0), 0xff),
+        v(k.size(), 0xff),
         free_blocks(size_t(blocks)) {
-    // NaN everywhere no sequence wrote: reading an unowned slot poisons the output.
+    // All-ones bytes (NaN in f32, bf16, e4m3 and the scales) everywhere no sequence wrote:
+    // reading an unowned slot poisons the output.
     std::iota(free_blocks.begin(), free_blocks.end(), 0);
     std::shuffle(free_blocks.begin(), free_blocks.end(), rng);
   }
-  KvLayerView view() { return {k.data(), v.data(), num_blocks, block_size, kv_heads, head_dim}; }
+  size_t scales_at() const {
+    return (size_t(num_blocks * block_size * kv_heads * head_dim) * dtype_size(dtype) + 3) / 4 * 4;
+  }
+  KvLayerView view() {
+    KvLayerView view{k.data(), v.data(), num_blocks, block_size, kv_heads, head_dim, dtype};
+    if (dtype == DType::F8_E4M3) {
+      view.k_scale = reinterpret_cast<float*>(k.data() + scales_at());
+      view.v_scale = reinterpret_cast<float*>(v.data() + scales_at());
+    }
+    return view;
+  }
 
   // Appends a block table for `ctx` tokens to `tables` and fills those tokens with random K/V.
   void add_sequence(int32_t ctx, std::vector<int32_t>& tables, std::mt19937& rng) {
@@ -90,19 +107,20 @@ TEST(Attention, MatchesReferenceForMixedBatches) {
                                    {17, 5}, {100, 1}, {100, 37}, {16, 16}};
   for (int32_t bs : {16, 4})
     for (auto [heads, kvh] : {std::pair<int32_t, int32_t>{2, 2}, {4, 2}, {14, 2}, {7, 1}})
-      for (int32_t d : {64, 24}) {
-        Pool pool(200, bs, kvh, d, rng);
-        Batch b = make_batch(specs, pool, rng);
-        std::vector<float> q = test::random_floats(size_t(b.rows) * heads * d, rng, 2.0f);
-        std::vector<float> want(q.size()), got(q.size(), std::nanf(""));
-        const AttentionBatch ab = b.view(heads, pool);
-        cpu::ref::attention(q.data(), ab, pool.view(), want.data());
-        for (int threads : {1, 2}) {
-          cpu::attention(q.data(), ab, pool.view(), got.data(), threads);
-          EXPECT_LT(max_rel_err(got, want), 1e-5)
-              << "block " << bs << " heads " << heads << "/" << kvh << " d " << d;
+      for (int32_t d : {64, 24})
+        for (DType dt : kKvTypes) {
+          Pool pool(200, bs, kvh, d, rng, dt);
+          Batch b = make_batch(specs, pool, rng);
+          std::vector<float> q = test::random_floats(size_t(b.rows) * heads * d, rng, 2.0f);
+          std::vector<float> want(q.size()), got(q.size(), std::nanf(""));
+          const AttentionBatch ab = b.view(heads, pool);
+          cpu::ref::attention(q.data(), ab, pool.view(), want.data());
+          for (int threads : {1, 2}) {
+            cpu::attention(q.data(), ab, pool.view(), got.data(), threads);
+            EXPECT_LT(max_rel_err(got, want), 1e-5) << "block " << bs << " heads " << heads << "/"
+                                                    << kvh << " d " << d << " " << dtype_name(dt);
+          }
         }
-      }
 }
 
 // An uneven TP rank: 11 query heads over 3 KV heads in groups of 2, 8 and 1 (Qwen2.5-72B's
@@ -111,22 +129,81 @@ TEST(Attention, HeadMapWithUnequalGroupsMatchesReference) {
   std::mt19937 rng(22);
   const std::vector<SeqSpec> specs{{1, 1}, {17, 17}, {40, 3}, {9, 1}};
   const std::vector<std::vector<int32_t>> maps{{0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2}, {0, 0, 1}};
-  for (const auto& map : maps) {
-    const int32_t heads = int32_t(map.size()), kvh = map.back() + 1, d = 16;
-    Pool pool(64, 4, kvh, d, rng);
-    Batch b = make_batch(specs, pool, rng);
-    std::vector<float> q = test::random_floats(size_t(b.rows) * heads * d, rng, 2.0f);
-    std::vector<float> want(q.size()), got(q.size(), std::nanf(""));
-    AttentionBatch ab = b.view(heads, pool);
-    ab.kv_head_of = map.data();
-    cpu::ref::attention(q.data(), ab, pool.view(), want.data());
-    for (int threads : {1, 2}) {
-      cpu::attention(q.data(), ab, pool.view(), got.data(), threads);
-      EXPECT_LT(max_rel_err(got, want), 1e-5) << heads << " heads, threads " << threads;
+  for (const auto& map : maps)
+    for (DType dt : kKvTypes) {
+      const int32_t heads = int32_t(map.size()), kvh = map.back() + 1, d = 16;
+      Pool pool(64, 4, kvh, d, rng, dt);
+      Batch b = make_batch(specs, pool, rng);
+      std::vector<float> q = test::random_floats(size_t(b.rows) * heads * d, rng, 2.0f);
+      std::vector<float> want(q.size()), got(q.size(), std::nanf(""));
+      AttentionBatch ab = b.view(heads, pool);
+      ab.kv_head_of = map.data();
+      cpu::ref::attention(q.data(), ab, pool.view(), want.data());
+      for (int threads : {1, 2}) {
+        cpu::attention(q.data(), ab, pool.view(), got.data(), threads);
+        EXPECT_LT(max_rel_err(got, want), 1e-5) << heads << " heads, threads " << threads;
+      }
+      // Without the map the even rule h / (heads / kv_heads) applies, which these shapes break.
+      ab.kv_head_of = nullptr;
+      EXPECT_THROW(cpu::attention(q.data(), ab, pool.view(), got.data(), 1), Error);
     }
-    // Without the map the even rule h / (heads / kv_heads) applies, which these shapes break.
-    ab.kv_head_of = nullptr;
-    EXPECT_THROW(cpu::attention(q.data(), ab, pool.view(), got.data(), 1), Error);
+}
+
+// Decode of one or two long sequences: the keys are split into chunks over the threads
+// (flash-decoding) and the chunks' softmaxes combined; a prefill of 60 tokens after 640 cached
+// ones runs tile by tile. Every thread count must give the reference's answer.
+TEST(Attention, LongContextsSplitOverThreadsMatchReference) {
+  std::mt19937 rng(24);
+  const std::vector<std::vector<SeqSpec>> batches{
+      {{3001, 1}}, {{2048, 1}, {517, 1}}, {{700, 60}}, {{4099, 1}, {1, 1}}};
+  for (const auto& specs : batches)
+    for (DType dt : kKvTypes) {
+      const int32_t heads = 14, kvh = 2, d = 64;
+      Pool pool(560, 16, kvh, d, rng, dt);
+      Batch b = make_batch(specs, pool, rng);
+      std::vector<float> q = test::random_floats(size_t(b.rows) * heads * d, rng, 3.0f);
+      std::vector<float> want(q.size()), got(q.size(), std::nanf(""));
+      const AttentionBatch ab = b.view(heads, pool);
+      cpu::ref::attention(q.data(), ab, pool.view(), want.data());
+      for (int threads : {1, 2, 3, 8}) {
+        cpu::attention(q.data(), ab, pool.view(), got.data(), threads);
+        EXPECT_LT(max_rel_err(got, want), 1e-5)
+            << specs[0].ctx_len << " keys, " << threads << " threads, " << dtype_name(dt);
+      }
+    }
+}
+
+// What the cache holds: bf16 rounds each element to nearest even, fp8 keeps one scale per
+// (token, KV head) with the vector's largest |x| mapped to 448, so an element's error is at most
+// half an e4m3 step (2^-4 relative) of the vector's scale grid.
+TEST(KvStore, Bf16AndFp8RoundAsDocumented) {
+  std::mt19937 rng(25);
+  const int32_t kvh = 2, d = 24;
+  std::vector<float> k = test::random_floats(size_t(3 * kvh * d), rng, 5.0f), v = k;
+  k[0] = 0.0f;
+  const std::vector<int32_t> slots{7, 0, 5};
+  for (DType dt : {DType::BF16, DType::F8_E4M3}) {
+    Pool pool(2, 4, kvh, d, rng, dt);
+    const KvLayerView view = pool.view();
+    cpu::kv_store(k.data(), v.data(), 3, slots.data(), view);
+    for (int32_t i = 0; i < 3; ++i)
+      for (int32_t h = 0; h < kvh; ++h) {
+        const int64_t vec = int64_t(slots[size_t(i)]) * kvh + h;
+        const float* x = k.data() + (i * kvh + h) * d;
+        float amax = 0.0f;
+        for (int32_t c = 0; c < d; ++c) amax = std::max(amax, std::fabs(x[c]));
+        for (int32_t c = 0; c < d; ++c) {
+          if (dt == DType::BF16) {
+            EXPECT_EQ(static_cast<const uint16_t*>(view.k)[vec * d + c], f32_to_bf16(x[c]));
+          } else {
+            EXPECT_EQ(view.k_scale[vec], amax / 448.0f);
+            const float got =
+                e4m3_to_f32(static_cast<const uint8_t*>(view.k)[vec * d + c]) * view.k_scale[vec];
+            EXPECT_LE(std::fabs(got - x[c]), std::max(std::fabs(x[c]) / 16, amax / 448 / 512))
+                << x[c];
+          }
+        }
+      }
   }
 }
 

@@ -1,0 +1,90 @@
+#!/usr/bin/python3
+"""Charts of `qmpi bench --json` results: decode tokens/s against context length, one line per
+KV cache dtype (and per label prefix, e.g. a build), and, when rows carry --batch > 1, tokens/s
+against batch size. Reads JSON lines (bench/context_bench.sh, bench/cpu_bench.sh); rows that
+are not bench results (STREAM reads, kernel rows) are skipped.
+
+Usage: /usr/bin/python3 bench/plot.py RESULTS.jsonl [...] --out docs/img/decode-context.png
+       [--title TEXT]
+"""
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def load(paths):
+    rows = []
+    for path in paths:
+        with open(path) as f:
+            rows += [json.loads(line) for line in f if line.strip().startswith("{")]
+    return [r for r in rows if "decode_tokens_per_s" in r]
+
+
+def series_name(r: dict) -> str:
+    build = r.get("label", "").split(" ")[0]
+    kv = r.get("kv_dtype", "f32")
+    return f"{build} {kv} KV".strip() if build and build != kv else f"{kv} KV"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("results", nargs="+")
+    ap.add_argument("--out", required=True, help="PNG to write")
+    ap.add_argument("--title", default="qmpi decode, batch 1")
+    args = ap.parse_args(argv)
+    rows = load(args.results)
+    if not rows:
+        print("no qmpi bench rows in the input", file=sys.stderr)
+        return 1
+    by_context = defaultdict(dict)
+    by_batch = defaultdict(dict)
+    for r in rows:
+        ctx = r.get("context", r.get("prompt_len", 0))
+        # The best of repeated runs of one point (the host may be shared).
+        s = by_context[series_name(r)]
+        s[ctx] = max(s.get(ctx, 0.0), r["decode_tokens_per_s"])
+        if r.get("batch", 1) > 1 and "batch_tokens_per_s" in r:
+            b = by_batch[f"{series_name(r)}, context {ctx}"]
+            b[1] = max(b.get(1, 0.0), r["decode_tokens_per_s"])
+            b[r["batch"]] = max(b.get(r["batch"], 0.0), r["batch_tokens_per_s"])
+
+    panels = 2 if by_batch else 1
+    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2), squeeze=False)
+    ax = axes[0][0]
+    for name, pts in sorted(by_context.items()):
+        xs = sorted(pts)
+        ax.plot(xs, [pts[x] for x in xs], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("context (tokens in the KV cache)")
+    ax.set_ylabel("decode tokens/s")
+    ax.set_ylim(bottom=0)
+    ax.set_title(args.title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    if by_batch:
+        ax = axes[0][1]
+        for name, pts in sorted(by_batch.items()):
+            xs = sorted(pts)
+            ax.plot(xs, [pts[x] for x in xs], marker="o", label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequences decoding together")
+        ax.set_ylabel("tokens/s (all sequences)")
+        ax.set_ylim(bottom=0)
+        ax.set_title("batched decode")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=110)
+    print(f"wrote {args.out} ({len(rows)} runs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,14 @@
+// --kv-dtype (vLLM's --kv-cache-dtype): the KV cache's element type, for every command that
+// builds or plans a KV cache.
+#pragma once
+#include <string>
+
+#include "core/dtype.h"
+
+namespace qmpi {
+
+// f32, bf16 or fp8, with the other spellings vLLM and torch use for the same types (float32,
+// bfloat16, auto = bf16, fp8_e4m3); anything else raises Err::Usage.
+DType parse_kv_dtype(const std::string& s);
+
+}  // namespace qmpi
