@@ -102,8 +102,8 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
          "\n";
   else
     s += "; one max-model-len sequence (" + std::to_string(tokens) + " tokens) = " + bytes +
-         " at least; the cache takes the memory left, max-num-seqs " +
-         std::to_string(in.max_num_seqs) + " caps the sequences at once\n";
+         " at least, then the memory left (max-num-seqs limits the sequences at once, it "
+         "reserves none)\n";
   s += "budget    " + budget_line(in) + "\n";
   return s;
 }

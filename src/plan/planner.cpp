@@ -210,8 +210,6 @@ std::string kv_room_words(const ModelConfig& cfg, const LayoutVerdict& v, const 
   s += ": " + with_commas(v.full_length_seqs) + " sequence" + (v.full_length_seqs == 1 ? "" : "s") +
        " of " + std::to_string(len) + " tokens at once";
   if (v.layout.dp > 1) s += " over its " + std::to_string(v.layout.dp) + " replicas";
-  if (!kv_cache_fixed(in) && in.max_num_seqs < v.full_length_seqs)
-    s += " (--max-num-seqs caps them at " + std::to_string(in.max_num_seqs) + ")";
   return s;
 }
 

@@ -173,7 +173,7 @@ run bare plan "${common[@]}" --gpu-mem 80 --max-num-seqs 16
 expect_rc 0 "--gpu-mem 80 --max-num-seqs 16 --max-model-len 32768"
 expect bare.err "note: --gpu-mem 80 read as 80GB (74.51 GiB)"
 expect bare.out "budget    67.06 GiB per GPU (74.51 GiB x 0.90), 6 GPUs on 1 node"
-expect bare.out "KV cache  320 KiB per token in BF16; one max-model-len sequence (32768 tokens) = 10.00 GiB over all ranks at least; the cache takes the memory left, max-num-seqs 16 caps the sequences at once"
+expect bare.out "KV cache  320 KiB per token in BF16; one max-model-len sequence (32768 tokens) = 10.00 GiB over all ranks at least, then the memory left (max-num-seqs limits the sequences at once, it reserves none)"
 expect bare.out "Use --tp 2 --pp 3 on 6 GPUs"
 grep -qE "with room for [0-9,]+ tokens of KV cache per rank: [0-9,]+ sequences of 32768 tokens at once" "$TMP/bare.out" ||
   fail "the recommendation does not say how many full-length sequences fit"

@@ -33,7 +33,9 @@ TEST(PlanReport, TableMarksTheRecommendedLayout) {
   const std::string text = render_plan_text(cfg, plan_layouts(cfg, six_gpus("80GB")));
   EXPECT_TRUE(has(text, "model     qwen2.5-72b-instruct.json: Qwen2ForCausalLM, 80 layers"))
       << text;
-  EXPECT_TRUE(has(text, "KV cache  320 KiB per token in BF16; 32768 tokens")) << text;
+  EXPECT_TRUE(
+      has(text, "KV cache  320 KiB per token in BF16; one max-model-len sequence (32768 tokens)"))
+      << text;
   EXPECT_TRUE(has(text, "  1   2   3     6  yes      23.23     1.69")) << text;
   EXPECT_TRUE(has(text, "  2   3   1     6  yes      45.46     5.00")) << text;
   EXPECT_TRUE(has(text, "<- recommended\n")) << text;
