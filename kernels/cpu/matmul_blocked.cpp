@@ -1,7 +1,8 @@
-// The prefill matmul, and batched decode from kGemvMaxRows(Bf16) + 1 rows. Computed as out^T = W .
-// x^T so that the weights need no repacking: x is transposed once into panels of tokens (vectors
-// run over tokens) and each weight element is broadcast straight from its row. A tile is kMR weight
-// rows x one panel of tokens, summed over all of K in registers, then written transposed into out.
+// The prefill matmul (and batched decode above the GEMV's row limit). Computed as
+// out^T = W . x^T so that the weights need no repacking: x is transposed once into panels of
+// tokens (vectors run over tokens) and each weight element is broadcast straight from its row.
+// A tile is kMR weight rows x one panel of tokens, summed over all of K in registers, then
+// written transposed into out.
 //
 // Exact path: float32 FMAs on weights widened to float32 a block of rows at a time.
 // bf16-activation path (BF16 weights): x rounded to bf16 and packed as (k, k+1) pairs, and
