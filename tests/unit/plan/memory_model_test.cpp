@@ -63,7 +63,10 @@ TEST(MemoryModel, KvBytesPerTokenMatchFactsAndFormula) {
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::BF16), formula) << row.fixture;
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::BF16), row.kv_bytes_per_token_bf16) << row.fixture;
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::F32), 2 * formula) << row.fixture;
-    EXPECT_EQ(kv_bytes_per_token(cfg, DType::F8_E4M3), formula / 2) << row.fixture;
+    // fp8 adds a float32 scale per token and KV head to each of K and V.
+    const uint64_t scales = 2 * raw["num_hidden_layers"].get<uint64_t>() *
+                            raw["num_key_value_heads"].get<uint64_t>() * sizeof(float);
+    EXPECT_EQ(kv_bytes_per_token(cfg, DType::F8_E4M3), formula / 2 + scales) << row.fixture;
   }
   EXPECT_EQ(format_bytes(kv_bytes_per_token(fixture("qwen2.5-72b-instruct"), DType::BF16)),
             "320 KiB");
