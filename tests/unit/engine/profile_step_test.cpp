@@ -139,7 +139,8 @@ TEST(ProfileStep, EveryStageRunsAndKeepsItsStepSizedScratch) {
   const uint64_t T = 40, R = 3, h = 48, q = 6 * 8, kv = 2 * 8, im = 96, V = 500;
   const ProfileShape shape{int64_t(T), int64_t(R)};
   const uint64_t layer_scratch = T * (2 * h + 2 * q + 2 * kv + 2 * im) * sizeof(float);
-  const uint64_t freed_per_layer_block = 2ull * 16 * 2 * 8 * sizeof(float);  // K and V, 1 block
+  // K and V, 1 block, in the default KV dtype.
+  const uint64_t freed_per_layer_block = 2ull * 16 * 2 * 8 * dtype_size(KvCacheShape{}.dtype);
 
   // First of two stages: embedding and layers, no logits.
   auto [kept0, freed0] = profile_stage(2, 0, shape);

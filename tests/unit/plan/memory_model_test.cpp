@@ -63,7 +63,10 @@ TEST(MemoryModel, KvBytesPerTokenMatchFactsAndFormula) {
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::BF16), formula) << row.fixture;
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::BF16), row.kv_bytes_per_token_bf16) << row.fixture;
     EXPECT_EQ(kv_bytes_per_token(cfg, DType::F32), 2 * formula) << row.fixture;
-    EXPECT_EQ(kv_bytes_per_token(cfg, DType::F8_E4M3), formula / 2) << row.fixture;
+    // fp8 adds a float32 scale per token and KV head to each of K and V.
+    const uint64_t scales = 2 * raw["num_hidden_layers"].get<uint64_t>() *
+                            raw["num_key_value_heads"].get<uint64_t>() * sizeof(float);
+    EXPECT_EQ(kv_bytes_per_token(cfg, DType::F8_E4M3), formula / 2 + scales) << row.fixture;
     EXPECT_EQ(
         kv_bytes_per_token(cfg, 1, 1, DType::BF16) * uint64_t(cfg.num_layers * cfg.num_kv_heads),
         formula)
