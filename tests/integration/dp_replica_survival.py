@@ -144,7 +144,7 @@ def batch_part(c: t.Checks, model: str) -> None:
         for r in reqs:
             f.write(json.dumps({k: v for k, v in r.items() if k != "stream"}) + "\n")
     common = ["batch", "--model", model, "--input", inp, "--overwrite", "--token-ids",
-              "--max-model-len", str(sz.MAX_MODEL_LEN)]
+              "--max-model-len", str(sz.MAX_MODEL_LEN)] + sz.EXACT_KV
     t.qmpi(common + ["--output", ref_out], timeout=180)
 
     cmd = [t.mpirun_binary(), "--oversubscribe", "-np", "6", "-x", "OMP_NUM_THREADS",

@@ -39,6 +39,11 @@ def free_port() -> int:
 
 
 
+# Serve is compared token for token with batch, often at another layout: float32 K/V keeps the
+# TP all-reduce's last-bit differences from crossing a bf16 rounding and moving a sampled token
+# or a near-tie on the random tiny models (kv_dtype_vs_reference covers the bf16 cache).
+EXACT_KV = ["--kv-dtype", "f32"]
+
 class Server:
     """`qmpi serve` on free local ports (under mpirun for tp * pp > 1), its output in a file."""
 
@@ -47,7 +52,7 @@ class Server:
         self.endpoint = f"tcp://127.0.0.1:{self.zmq_port}"
         self.log_path = os.path.join(t.test_tmp("serve"), f"serve-{os.getpid()}-{self.zmq_port}.log")
         args = ["serve", "--model", model, "--zmq", self.endpoint, "--http",
-                f"127.0.0.1:{self.http_port}", "--max-model-len", str(MAX_MODEL_LEN)] + list(extra)
+                f"127.0.0.1:{self.http_port}", "--max-model-len", str(MAX_MODEL_LEN)] + EXACT_KV + list(extra)
         cmd = [t.qmpi_binary()] + args
         if dp * tp * pp > 1:
             cmd = [t.mpirun_binary(), "--oversubscribe", "-np", str(dp * tp * pp), "-x",
@@ -196,7 +201,7 @@ def batch_reference(model: str, reqs: list, tp: int = 2, pp: int = 3) -> dict:
             line = {k: v for k, v in r.items() if k != "stream"}
             f.write(json.dumps(line) + "\n")
     t.qmpi(["batch", "--model", model, "--input", inp, "--output", out, "--overwrite",
-            "--token-ids", "--max-model-len", MAX_MODEL_LEN], tp=tp, pp=pp, timeout=180)
+            "--token-ids", "--max-model-len", MAX_MODEL_LEN] + EXACT_KV, tp=tp, pp=pp, timeout=180)
     ref = {}
     with open(out) as f:
         for line in f:
