@@ -33,6 +33,20 @@ def series_name(r: dict) -> str:
     return f"{build} {kv} KV".strip() if build and build != kv else f"{kv} KV"
 
 
+def draw_panel(ax, series: dict, xlabel: str, ylabel: str, title: str) -> None:
+    """One line per series of {x: tokens/s}, x on a log2 axis."""
+    for name, pts in sorted(series.items()):
+        xs = sorted(pts)
+        ax.plot(xs, [pts[x] for x in xs], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_ylim(bottom=0)
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", nargs="+")
@@ -57,29 +71,11 @@ def main(argv=None) -> int:
 
     panels = 2 if by_batch else 1
     fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2), squeeze=False)
-    ax = axes[0][0]
-    for name, pts in sorted(by_context.items()):
-        xs = sorted(pts)
-        ax.plot(xs, [pts[x] for x in xs], marker="o", label=name)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("context (tokens in the KV cache)")
-    ax.set_ylabel("decode tokens/s")
-    ax.set_ylim(bottom=0)
-    ax.set_title(args.title)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+    draw_panel(axes[0][0], by_context, "context (tokens in the KV cache)", "decode tokens/s",
+               args.title)
     if by_batch:
-        ax = axes[0][1]
-        for name, pts in sorted(by_batch.items()):
-            xs = sorted(pts)
-            ax.plot(xs, [pts[x] for x in xs], marker="o", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("sequences decoding together")
-        ax.set_ylabel("tokens/s (all sequences)")
-        ax.set_ylim(bottom=0)
-        ax.set_title("batched decode")
-        ax.grid(True, alpha=0.3)
-        ax.legend()
+        draw_panel(axes[0][1], by_batch, "sequences decoding together",
+                   "tokens/s (all sequences)", "batched decode")
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out} ({len(rows)} runs)")

@@ -4,6 +4,14 @@
 
 namespace qmpi {
 
+const char* const kKvDtypeHelp =
+    "KV cache element type: bf16, f32 (exact) or fp8 (e4m3 with a scale per token and KV head; "
+    "half of bf16's memory); vLLM's --kv-cache-dtype, auto = bf16";
+
+boost::program_options::typed_value<std::string>* kv_dtype_value(std::string* target) {
+  return boost::program_options::value(target)->default_value("bf16");
+}
+
 DType parse_kv_dtype(const std::string& s) {
   if (s == "f32" || s == "fp32" || s == "float32" || s == "float") return DType::F32;
   // vLLM's auto is the model's dtype, bf16 for every Qwen checkpoint.

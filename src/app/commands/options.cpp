@@ -1,5 +1,7 @@
 #include "app/commands/options.h"
 
+#include "app/commands/kv_dtype_option.h"
+
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -132,9 +134,7 @@ po::options_description engine_options(EngineCli& c) {
       "kv-blocks", po::value(&c.kv_blocks)->default_value(0),
       "KV cache blocks per rank (0: on CPU max-num-seqs x max-model-len worth; on CUDA what "
       "--gpu-memory-utilization leaves after the weights and a measured step)")(
-      "kv-dtype", po::value(&c.kv_dtype)->default_value("bf16"),
-      "KV cache element type: bf16, f32 (exact) or fp8 (e4m3 with a scale per token and KV "
-      "head; half of bf16's memory); vLLM's --kv-cache-dtype, auto = bf16")(
+      "kv-dtype", kv_dtype_value(&c.kv_dtype), kKvDtypeHelp)(
       "gpu-memory-utilization", decimal_value(&c.gpu_memory_utilization, 0.9),
       "fraction of each GPU's memory qmpi may use, KV cache included (CUDA)")(
       "allow-tp-across-hosts", po::bool_switch(&c.allow_tp_across_hosts),

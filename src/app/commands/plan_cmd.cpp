@@ -18,7 +18,7 @@ namespace {
 struct PlanCli {
   std::string model, model_config;
   int gpus = 0, nodes = 1, tp = 0, pp = 0, dp = 0;
-  std::string gpu_mem, host_mem, kv_dtype = "bf16", backend = "cuda", pp_layers;
+  std::string gpu_mem, host_mem, kv_dtype, backend = "cuda", pp_layers;
   double gpu_util = kDefaultGpuUtil;
   int64_t max_model_len = 0, max_num_seqs = 0, max_seqs = 0, kv_blocks = 0;
   int block_size = 16;
@@ -101,8 +101,7 @@ int cmd_plan(const Args& args) {
        "most sequences at once (1); reserves KV cache on cpu only, on cuda the cache takes the "
        "memory left after one --max-model-len sequence")
       ("max-seqs", po::value(&c.max_seqs), "same as --max-num-seqs")
-      ("kv-dtype", po::value(&c.kv_dtype)->default_value("bf16"),
-       "KV cache element type: bf16, f32 or fp8 (as the engine's --kv-dtype)")
+      ("kv-dtype", kv_dtype_value(&c.kv_dtype), kKvDtypeHelp)
       ("gpu-memory-utilization", decimal_value(&c.gpu_util, kDefaultGpuUtil),
        "fraction of each GPU's memory to plan with (also --gpu-util)")
       ("backend", po::value(&c.backend)->default_value("cuda"),
