@@ -15,7 +15,8 @@ namespace {
 
 constexpr int64_t kGroup = 128;
 
-// One projection in both forms: int4 arrays as the loader lays them out, and bf16 weights.
+// One projection in both forms: int4 arrays as the CPU backend lays them out (random words and
+// zeros, so written straight into Blocks16 order), and bf16 weights.
 struct Proj {
   int64_t rows, cols;
   std::vector<uint32_t> qweight;
@@ -33,7 +34,8 @@ struct Proj {
             .rows = rows,
             .words = cols / 8,
             .groups = cols / kGroup,
-            .in_features = cols};
+            .in_features = cols,
+            .layout = Int4Layout::Blocks16};
   }
   size_t int4_bytes() const {
     return qweight.size() * 4 + scales.size() * 2 + zeros.size() + x_index.size() * 4;

@@ -18,6 +18,15 @@ struct WeightView {
   const void* prepared = nullptr;
 };
 
+// Where qweight, scales and zeros keep element (row, col) of their [rows, cols] (the backend
+// chooses, Backend::int4_layout):
+// - Rows: row-major, as the shapes below read (the CUDA kernels).
+// - Blocks16: rows in blocks of 16 (the last one narrower when rows % 16 != 0), each block
+//   column-major: element (16b + l, c) at 16b * cols + c * width + l, width = min(16, rows - 16b).
+//   One 64-byte load then holds the same word (or group) of 16 output rows, so the CPU kernels
+//   keep outputs in vector lanes and never reduce across them.
+enum class Int4Layout : uint8_t { Rows, Blocks16 };
+
 // An int4 (AWQ / GPTQ) projection as the kernels take it: the loader repacks either checkpoint
 // format into this one layout, so each backend has one int4 matmul.
 // - qweight [rows, words] uint32: word w of output row n holds the 4-bit values of packed
@@ -28,7 +37,7 @@ struct WeightView {
 // - x_index [words * 8] int32 or null: packed input k multiplies x[x_index[k]] (-1: nothing).
 //   GPTQ act-order rows are sorted by group at load time and each group padded to whole words,
 //   so groups are contiguous runs; null means packed input k is x[k].
-// All arrays live in backend memory.
+// All arrays live in backend memory, laid out as `layout` says.
 struct Int4WeightView {
   const uint32_t* qweight = nullptr;
   const uint16_t* scales = nullptr;
@@ -39,6 +48,7 @@ struct Int4WeightView {
   int64_t words = 0;        // packed input words per row
   int64_t groups = 0;       // scale/zero groups per row
   int64_t in_features = 0;  // columns of x
+  Int4Layout layout = Int4Layout::Rows;
 };
 
 // One sequence of a batched attention call. Rows of q/out for this sequence are

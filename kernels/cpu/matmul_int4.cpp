@@ -6,19 +6,22 @@
 #include "core/errors.h"
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/int4_layout.h"
 
 namespace qmpi::cpu {
 
 void dequantize_int4_rows(const Int4WeightView& w, int64_t r0, int64_t r1, float* dst) {
   const int64_t kp = w.words * 8;
   for (int64_t r = r0; r < r1; ++r) {
-    const uint32_t* q = w.qweight + r * w.words;
     float* d = dst + (r - r0) * kp;
     for (int64_t g = 0; g < w.groups; ++g) {
-      const float s = f16_to_f32(w.scales[r * w.groups + g]);
-      const float z = float(w.zeros[r * w.groups + g]);
-      for (int64_t i = w.group_words[g]; i < w.group_words[g + 1]; ++i)
-        for (int j = 0; j < 8; ++j) d[i * 8 + j] = (float((q[i] >> (4 * j)) & 15u) - z) * s;
+      const int64_t e = int4_offset(w.layout, w.rows, w.groups, r, g);
+      const float s = f16_to_f32(w.scales[e]);
+      const float z = float(w.zeros[e]);
+      for (int64_t i = w.group_words[g]; i < w.group_words[g + 1]; ++i) {
+        const uint32_t q = w.qweight[int4_offset(w.layout, w.rows, w.words, r, i)];
+        for (int j = 0; j < 8; ++j) d[i * 8 + j] = (float((q >> (4 * j)) & 15u) - z) * s;
+      }
     }
   }
 }
@@ -45,6 +48,8 @@ void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const Weigh
                              std::to_string(w.words) + " words, " + std::to_string(w.groups) +
                              " groups does not describe " + std::to_string(w.in_features) +
                              " inputs");
+  if (w.layout != Int4Layout::Blocks16)
+    raise(Err::Internal, "the CPU int4 matmul reads Blocks16 weights (kernels/kernel_types.h)");
   if (bias && (!is_float_weight(bias->dtype) || bias->rows * bias->cols != w.rows))
     raise(Err::TensorShapeMismatch,
           "int4 matmul bias has " + std::to_string(bias->rows * bias->cols) +

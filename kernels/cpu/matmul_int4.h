@@ -3,8 +3,8 @@
 //
 // Two paths, as for the float matmul: a GEMV for decode that dequantizes each weight word in
 // registers (matmul_int4_tile.h), and for prefill a float GEMM that dequantizes its weight panels
-// a 16 KiB chunk at a time; x stays float32 throughout. A plain reference sits beside them for
-// the tests.
+// a 16 KiB chunk at a time; x stays float32 throughout. Both read the Blocks16 layout (the CPU
+// backend's). A plain reference, which reads either layout, sits beside them for the tests.
 #pragma once
 #include <cstdint>
 
@@ -27,7 +27,8 @@ void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, con
 void matmul_int4_reference(const float* x, int64_t n, const Int4WeightView& w,
                            const WeightView* bias, float* out);
 
-// Rows [r0, r1) of W as float32, in packed-input order: dst[(r - r0) * words * 8 + k].
+// Rows [r0, r1) of W (either layout) as float32, in packed-input order: dst[(r - r0) * words * 8 +
+// k].
 void dequantize_int4_rows(const Int4WeightView& w, int64_t r0, int64_t r1, float* dst);
 
 // x in packed-input order: dst[i * words * 8 + k] = x[i][x_index[k]] (0 where x_index is -1).

@@ -1,10 +1,11 @@
 // The prefill int4 matmul, a float GEMM whose weight panels are dequantized on the way in: each
-// thread takes panels of kPanelRows output rows; a panel's weights are dequantized one chunk of
-// kChunkWords words (128 inputs) at a time into an L1-sized buffer laid out input-major (the 32
-// rows of one input side by side), and every token of x multiplies that buffer before the next
-// chunk is made. The inner loop is the classic broadcast kernel: two weight vectors from L1 and
-// one broadcast of x per token feed 2 FMAs, 24 accumulators in registers. x is read in place
-// (gathered once per call only for act-order), never repacked per panel, and no projection is
+// thread takes panels of kPanelRows output rows (two Blocks16 blocks); a panel's weights are
+// dequantized one chunk of kChunkWords words (128 inputs) at a time into an L1-sized buffer laid
+// out input-major (the 32 rows of one input side by side, as the blocks hold them, so one word
+// load of 16 rows gives 8 vectors of the buffer), and every token of x multiplies that buffer
+// before the next chunk is made. The inner loop is the classic broadcast kernel: two weight vectors
+// from L1 and one broadcast of x per token feed 2 FMAs, 24 accumulators in registers. x is read in
+// place (gathered once per call only for act-order), never repacked per panel, and no projection is
 // ever dequantized whole.
 #include <omp.h>
 
@@ -16,6 +17,7 @@
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/x86.h"
+#include "kernels/int4_layout.h"
 
 namespace qmpi::cpu {
 namespace {
@@ -33,26 +35,37 @@ struct PanelArgs {
   float* out;  // [n][w->rows]
 };
 
+#if defined(__AVX512F__)
+
 // Rows [r0, r0 + 32) (zero past the last row), words [c0, c1): dst[(k - 8 c0) * 32 + rr].
 void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, float* dst) {
   const Int4WeightView& w = *a.w;
-  for (int rr = 0; rr < kPanelRows; ++rr) {
-    const int64_t r = r0 + rr;
+  for (int64_t h = 0; h < kPanelRows; h += kInt4Block) {
+    const int64_t r = r0 + h;
     if (r >= w.rows) {
-      for (int64_t k = 0; k < (c1 - c0) * 8; ++k) dst[k * kPanelRows + rr] = 0.0f;
+      for (int64_t k = 0; k < (c1 - c0) * 8; ++k)
+        _mm512_store_ps(dst + k * kPanelRows + h, _mm512_setzero_ps());
       continue;
     }
-    const uint32_t* q = w.qweight + r * w.words;
+    // Lanes past the last row load zeros: their panel entries are (0 - 0) * 0.
+    const int64_t width = int4_block_width(w.rows, r);
+    const __mmask16 m = __mmask16((1u << width) - 1);
     for (int64_t v = c0; v < c1; ++v) {
-      const int64_t e = r * w.groups + a.group_of_word[v];
-      const float s = half_to_f32(w.scales[e]), z = float(w.zeros[e]);
-      float* d = dst + (v - c0) * 8 * kPanelRows + rr;
-      for (int j = 0; j < 8; ++j) d[j * kPanelRows] = (float((q[v] >> (4 * j)) & 15u) - z) * s;
+      const int64_t g = a.group_of_word[v];
+      const __m512 s =
+          _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, w.scales + r * w.groups + g * width));
+      const __m512 z = _mm512_cvtepi32_ps(
+          _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, w.zeros + r * w.groups + g * width)));
+      const __m512i words = _mm512_maskz_loadu_epi32(m, w.qweight + r * w.words + v * width);
+      float* d = dst + (v - c0) * 8 * kPanelRows + h;
+      for (int j = 0; j < 8; ++j) {
+        const __m512 q = _mm512_cvtepi32_ps(
+            _mm512_and_si512(_mm512_srli_epi32(words, unsigned(4 * j)), _mm512_set1_epi32(15)));
+        _mm512_store_ps(d + j * kPanelRows, _mm512_mul_ps(_mm512_sub_ps(q, z), s));
+      }
     }
   }
 }
-
-#if defined(__AVX512F__)
 
 // Tokens [t0, t0 + T) times the chunk; the first chunk of a panel stores (with the bias), the
 // others add, so each output is a sum of per-chunk partial sums.
@@ -99,7 +112,25 @@ void chunk_times_x(const PanelArgs& a, const float* panel, int64_t r0, int64_t c
   for (; t < n; ++t) tokens_tile<1>(a, panel, r0, c0, c1, t, m0, m1);
 }
 
-#else  // portable: the same partial sums, one output at a time
+#else  // portable: the same panel and partial sums, one element at a time
+
+void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, float* dst) {
+  const Int4WeightView& w = *a.w;
+  for (int rr = 0; rr < kPanelRows; ++rr) {
+    const int64_t r = r0 + rr;
+    for (int64_t v = c0; v < c1; ++v) {
+      float* d = dst + (v - c0) * 8 * kPanelRows + rr;
+      if (r >= w.rows) {
+        for (int j = 0; j < 8; ++j) d[j * kPanelRows] = 0.0f;
+        continue;
+      }
+      const int64_t e = int4_offset(w.layout, w.rows, w.groups, r, a.group_of_word[v]);
+      const float s = half_to_f32(w.scales[e]), z = float(w.zeros[e]);
+      const uint32_t q = w.qweight[int4_offset(w.layout, w.rows, w.words, r, v)];
+      for (int j = 0; j < 8; ++j) d[j * kPanelRows] = (float((q >> (4 * j)) & 15u) - z) * s;
+    }
+  }
+}
 
 void chunk_times_x(const PanelArgs& a, const float* panel, int64_t r0, int64_t c0, int64_t c1,
                    int64_t n) {

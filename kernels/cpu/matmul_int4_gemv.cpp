@@ -1,8 +1,8 @@
-// The decode-time int4 matmul: tiles of kRows weight rows, each weight word read once from
-// DRAM (prefetched into L2 ahead of use) and dequantized in registers for up to 4 rows of x at
-// a time, so the op streams half a byte per weight. From 5 rows of x (batched decode) the tiles
-// are 2 weight rows x 8 rows of x: each dequantized vector then feeds 8 FMAs, not 4. One parallel
-// region per call: x is packed into planes, then each thread takes a contiguous run of row tiles.
+// The decode-time int4 matmul: each thread takes a contiguous run of Blocks16 blocks (16 weight
+// rows each, one contiguous stream of weights), reads each block's words once from DRAM
+// (prefetched into L2 ahead of use) and dequantizes them in registers for up to 8 rows of x at a
+// time (matmul_int4_tile.h), so the op streams half a byte per weight. One parallel region per
+// call: x is packed first, then the blocks run.
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/matmul_int4_tile.h"
 #include "kernels/cpu/parallel.h"
@@ -10,8 +10,6 @@
 namespace qmpi::cpu {
 namespace {
 
-// Four rows give four independent FMA chains per x row and share each x load.
-constexpr int kRows = 4;
 // Below this many weights per thread, extra threads cost more than they bring.
 constexpr int64_t kGrain = 64 * 1024;
 
@@ -20,13 +18,15 @@ constexpr int64_t kGrain = 64 * 1024;
 void matmul_int4_gemv(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                       float* out, const MatmulOptions& opt) {
   const int nt = threads_for(opt.threads, w.rows * w.words * 8, kGrain);
-  int4::parallel_rows(x, n, w, bias, out, nt, kRows,
-                      [n](const int4::TileArgs& a, int64_t r0, int64_t r1) {
-                        if (n <= 4)
-                          int4::rows_range<kRows, 4, true>(a, r0, r1, 0, n);
-                        else
-                          int4::rows_range<2, 8, true>(a, r0, r1, 0, n);
-                      });
+  const AlignedArray<float> b = widen(bias);
+  const int4::TileArgs a{&w, int4::alloc_packed_x(n, w), b.get(), out};
+#pragma omp parallel num_threads(nt)
+  {
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) int4::pack_row(x, i, w, a.x);
+    const Range rr = split_range(w.rows, kInt4Block, omp_get_thread_num(), omp_get_num_threads());
+    for (int64_t r = rr.begin; r < rr.end; r += kInt4Block) int4::block_times_x(a, r, n);
+  }
 }
 
 }  // namespace qmpi::cpu

@@ -88,6 +88,8 @@ class Backend {
                       float* out) = 0;
   // out[n, w.rows] = x[n, w.in_features] . W^T (+ bias) for an int4 weight (see
   // Int4WeightView), accumulated in float32.
+  // The int4 layout matmul_int4 reads; upload_int4 (model/int4_weight.h) lays weights out so.
+  virtual Int4Layout int4_layout() const { return Int4Layout::Rows; }
   virtual void matmul_int4(const float* x, int64_t n, const Int4WeightView& w,
                            const WeightView* bias, float* out) = 0;
   // Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim] at positions[n] (host).

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <numeric>
 
+#include "kernels/int4_layout.h"
+
 namespace qmpi {
 
 Int4WeightView Int4Weight::view() const {
@@ -17,6 +19,7 @@ Int4WeightView Int4Weight::view() const {
   v.words = qweight.cols;
   v.groups = scales.cols;
   v.in_features = in_features;
+  v.layout = layout;
   return v;
 }
 
@@ -82,9 +85,13 @@ Weight upload(Backend& be, DType dtype, int64_t rows, int64_t cols, const std::v
 
 Int4Weight upload_int4(Backend& be, const Int4Host& h) {
   Int4Weight w;
-  w.qweight = upload(be, DType::U32, h.rows, h.words, h.qweight);
-  w.scales = upload(be, DType::F16, h.rows, h.groups, h.scales);
-  w.zeros = upload(be, DType::U8, h.rows, h.groups, h.zeros);
+  w.layout = be.int4_layout();
+  w.qweight =
+      upload(be, DType::U32, h.rows, h.words, int4_relayout(h.qweight, h.rows, h.words, w.layout));
+  w.scales =
+      upload(be, DType::F16, h.rows, h.groups, int4_relayout(h.scales, h.rows, h.groups, w.layout));
+  w.zeros =
+      upload(be, DType::U8, h.rows, h.groups, int4_relayout(h.zeros, h.rows, h.groups, w.layout));
   w.group_words = upload(be, DType::I32, 1, h.groups + 1, h.group_words);
   if (!h.x_index.empty())
     w.x_index = upload(be, DType::I32, 1, int64_t(h.x_index.size()), h.x_index);

@@ -16,6 +16,7 @@ struct Int4Weight {
   Weight group_words;  // I32 [1, groups + 1]
   Weight x_index;      // I32 [1, words * 8], or empty (packed input k is x[k])
   int64_t in_features = 0;
+  Int4Layout layout = Int4Layout::Rows;  // of qweight, scales and zeros
 
   Int4WeightView view() const;
   int64_t rows() const { return qweight.rows; }
@@ -49,7 +50,7 @@ struct Int4Host {
 // and word-aligned: AWQ, GPTQ without act-order).
 Int4Host repack_int4(const Int4Unpacked& u);
 
-// Copies `h` into backend memory.
+// Copies `h` into backend memory, in the layout the backend reads.
 Int4Weight upload_int4(Backend& be, const Int4Host& h);
 
 }  // namespace qmpi

@@ -44,6 +44,7 @@ class CpuBackend final : public Backend {
               float* out) override;
   void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                    float* out) override;
+  Int4Layout int4_layout() const override { return Int4Layout::Blocks16; }
   void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
             double theta) override;
   void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,

@@ -1,6 +1,7 @@
 // The int4 GEMV and blocked paths against the plain reference, and the reference against a
 // dequantization written out by hand, on layouts with uniform groups, a short last group, and
-// act-order runs of uneven length padded with x_index -1.
+// act-order runs of uneven length padded with x_index -1, with row counts that leave a narrow
+// last Blocks16 block.
 #include "kernels/cpu/matmul_int4.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 
 #include "core/errors.h"
 #include "kernel_test_util.h"
+#include "kernels/int4_layout.h"
 
 namespace qmpi {
 namespace {
@@ -25,6 +27,8 @@ struct HostInt4 {
   std::vector<int32_t> group_words;
   std::vector<int32_t> x_index;
   int64_t rows = 0, words = 0, in_features = 0;
+  Int4Layout layout = Int4Layout::Blocks16;
+  int64_t groups() const { return int64_t(group_words.size()) - 1; }
   Int4WeightView view() const {
     return {qweight.data(),
             scales.data(),
@@ -33,8 +37,18 @@ struct HostInt4 {
             x_index.empty() ? nullptr : x_index.data(),
             rows,
             words,
-            int64_t(group_words.size()) - 1,
-            in_features};
+            groups(),
+            in_features,
+            layout};
+  }
+  // The same weight with its Rows arrays laid out as `to`.
+  HostInt4 relaid(Int4Layout to) const {
+    HostInt4 h = *this;
+    h.qweight = int4_relayout(qweight, rows, words, to);
+    h.scales = int4_relayout(scales, rows, groups(), to);
+    h.zeros = int4_relayout(zeros, rows, groups(), to);
+    h.layout = to;
+    return h;
   }
 };
 
@@ -95,6 +109,7 @@ TEST(MatmulInt4, ReferenceDequantizesAsTheLayoutSays) {
   std::mt19937 rng(1);
   // Two rows, two groups of one word each: input k of group g is nibble k % 8 of word g.
   HostInt4 h = random_int4(2, {1, 1}, false, rng);
+  h.layout = Int4Layout::Rows;
   h.qweight = {0x76543210u, 0xfedcba98u, 0x00000000u, 0xffffffffu};
   h.zeros = {8, 0, 16, 15};
   h.scales = {f32_to_f16(0.5f), f32_to_f16(2.0f), f32_to_f16(1.0f), f32_to_f16(0.25f)};
@@ -104,6 +119,21 @@ TEST(MatmulInt4, ReferenceDequantizesAsTheLayoutSays) {
   std::vector<float> out = reference(h, x, 1, nullptr);
   EXPECT_FLOAT_EQ(out[0], -2.5f + 24.0f);
   EXPECT_FLOAT_EQ(out[1], -16.0f);
+}
+
+TEST(MatmulInt4, Blocks16HoldsTheSameWeights) {
+  std::mt19937 rng(11);
+  // 37 rows: two whole blocks and one of 5; act-order so every array is read through x_index.
+  HostInt4 rows = random_int4(37, {3, 17, 1, 9}, true, rng);
+  rows.layout = Int4Layout::Rows;
+  const HostInt4 blocks = rows.relaid(Int4Layout::Blocks16);
+  EXPECT_NE(rows.qweight, blocks.qweight);
+  EXPECT_EQ(int4_offset(Int4Layout::Blocks16, 37, 4, 33, 2), 32 * 4 + 2 * 5 + 1);
+  const int64_t n = 3;
+  const std::vector<float> x = random_floats(size_t(n * rows.in_features), rng);
+  EXPECT_EQ(reference(rows, x, n, nullptr), reference(blocks, x, n, nullptr));
+  std::vector<float> out(size_t(n * rows.rows));
+  EXPECT_THROW(cpu::matmul_int4(x.data(), n, rows.view(), nullptr, out.data(), {}), Error);
 }
 
 TEST(MatmulInt4, PathsMatchReference) {
