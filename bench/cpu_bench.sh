@@ -6,7 +6,8 @@
 #   - prefill of 128 and 1024 tokens,
 #   for bf16 and f32 weights, with QMPI_THREADS threads (default 2) on one rank;
 #   - the matmul kernels alone on a decode step's weights (qmpi_kernel_bench: 1, 16 and 128
-#     rows of x, exact; 16 and 128 with bf16 activations);
+#     rows of x, exact, each matrix alone and with q/k/v and gate/up grouped as the model calls
+#     them; 16 and 128 with bf16 activations);
 #   - then the 2x1 and 1x2 layouts (one thread per rank) with the communication share.
 # Writes JSON lines to bench/results/cpu-<date>.jsonl and prints a table.
 # Usage: bench/cpu_bench.sh [build dir]. QMPI_BENCH_ARGS adds flags to every qmpi bench run
@@ -49,6 +50,8 @@ for dtype in bf16 f32; do
 done
 stream "stream kernels"
 "$build/qmpi_kernel_bench" --threads "$threads" --rows 1,16,128 --reps 3 | label_json "kernels bf16" | tee -a "$out"
+"$build/qmpi_kernel_bench" --threads "$threads" --rows 1,16,128 --reps 3 --fused |
+  label_json "kernels bf16 fused" | tee -a "$out"
 "$build/qmpi_kernel_bench" --threads "$threads" --rows 16,128 --reps 3 --bf16-activations |
   label_json "kernels bf16 bf16-act" | tee -a "$out"
 m="$models/$preset-bf16"

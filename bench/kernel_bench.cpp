@@ -8,10 +8,11 @@
 // by the process's CPU time: on a host whose cores are shared with other jobs, the CPU time is
 // what the pass would take alone (bytes per CPU-second), the wall time is what it took.
 // Prints one JSON line per n with the min and median over repetitions. No model, no engine:
-// the numbers are the kernels'.
+// the numbers are the kernels'. --fused runs each layer's q/k/v and gate/up as one
+// matmul_group (as the model does), else every matrix is its own matmul().
 //
 // Usage: qmpi_kernel_bench [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32]
-//                          [--bf16-activations] [--int4 awq|gptq-act-order]
+//                          [--bf16-activations] [--fused] [--int4 awq|gptq-act-order]
 // --int4 times the int4 projections instead, next to their bf16 form (kernel_bench_int4.h).
 #include <omp.h>
 
@@ -20,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <utility>
@@ -76,7 +78,7 @@ uint64_t plain_read(const char* p, size_t bytes, int threads) {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 5;
-  bool bf16_act = false;
+  bool bf16_act = false, fused = false;
   DType dt = DType::BF16;
   std::vector<int64_t> ns{1, 16};
   std::string int4;
@@ -91,6 +93,8 @@ int main(int argc, char** argv) {
       dt = std::string(v) == "f32" ? DType::F32 : DType::BF16, ++i;
     else if (a == "--bf16-activations")
       bf16_act = true;
+    else if (a == "--fused")
+      fused = true;
     else if (a == "--int4")
       int4 = v, ++i;
     else if (a == "--rows") {
@@ -103,7 +107,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32] "
-                   "[--bf16-activations] [--int4 awq|gptq-act-order]\n",
+                   "[--bf16-activations] [--fused] [--int4 awq|gptq-act-order]\n",
                    argv[0]);
       return 2;
     }
@@ -112,17 +116,21 @@ int main(int argc, char** argv) {
     return bench::int4_bench(int4, threads, reps, ns,
                              [](const std::function<void()>& f) { return timed(f); });
   const int64_t h = 896, kv = 128, im = 4864, vocab = 151936, layers = 24;
-  std::vector<Mat> mats;
+  std::vector<std::vector<Mat>> groups;  // the matrices of one matmul call each
   size_t bytes = 0;
   const size_t es = dtype_size(dt);
-  auto add = [&](int64_t r, int64_t c) {
-    mats.push_back({r, c, bytes});
-    bytes += (size_t(r * c) * es + 63) / 64 * 64;
+  auto add = [&](std::initializer_list<std::pair<int64_t, int64_t>> shapes) {
+    if (fused) groups.emplace_back();
+    for (auto [r, c] : shapes) {
+      if (!fused) groups.emplace_back();
+      groups.back().push_back({r, c, bytes});
+      bytes += (size_t(r * c) * es + 63) / 64 * 64;
+    }
   };
   for (int l = 0; l < layers; ++l) {
-    add(h, h), add(kv, h), add(kv, h), add(h, h), add(im, h), add(im, h), add(h, im);
+    add({{h, h}, {kv, h}, {kv, h}}), add({{h, h}}), add({{im, h}, {im, h}}), add({{h, im}});
   }
-  add(vocab, h);
+  add({{vocab, h}});
   cpu::AlignedArray<char> arena = cpu::make_aligned<char>(bytes);
   // Small random weights (bf16 or f32 of the same values); first touched by the threads that
   // read them in matmul's static split is not guaranteed, which is fine on one socket.
@@ -149,9 +157,18 @@ int main(int argc, char** argv) {
     std::vector<double> pass_s, pass_cpu, read_s, read_cpu, probe_bw;
     for (int r = 0; r < reps + 1; ++r) {  // the first repetition warms up and is dropped
       const auto [s, c] = timed([&] {
-        for (const Mat& m : mats) {
-          const WeightView w{arena.get() + m.offset, dt, m.rows, m.cols, nullptr};
-          cpu::matmul(x.data(), n, w, nullptr, out.data(), opt);
+        for (const std::vector<Mat>& g : groups) {
+          MatmulTarget targets[3];
+          float* o = out.data();
+          for (size_t i = 0; i < g.size(); ++i) {
+            targets[i] = {
+                {arena.get() + g[i].offset, dt, g[i].rows, g[i].cols, nullptr}, nullptr, o};
+            o += n * g[i].rows;
+          }
+          if (g.size() == 1)
+            cpu::matmul(x.data(), n, targets[0].w, nullptr, targets[0].out, opt);
+          else
+            cpu::matmul_group(x.data(), n, {targets, g.size()}, opt);
         }
       });
       const auto [rs, rc] = timed([&] { sink = sink + plain_read(arena.get(), bytes, threads); });
@@ -167,13 +184,14 @@ int main(int argc, char** argv) {
     };
     std::printf(
         "{\"n\": %lld, \"dtype\": \"%s\", \"threads\": %d, \"bf16_activations\": %s, "
+        "\"fused\": %s, "
         "\"weight_bytes\": %zu, \"pass_ms_min\": %.2f, \"pass_ms_median\": %.2f, "
         "\"pass_cpu_ms_min\": %.2f, \"weight_gb_s_best\": %.2f, \"plain_read_gb_s_best\": %.2f, "
         "\"weight_gb_per_cpu_s\": %.2f, \"plain_read_gb_per_cpu_s\": %.2f, "
         "\"probe_gb_s_best\": %.2f, \"probe_gb_s_median\": %.2f, \"gflops_best\": %.1f}\n",
         (long long)n, dt == DType::BF16 ? "bf16" : "f32", threads, bf16_act ? "true" : "false",
-        bytes, mn(pass_s) * 1e3, median(pass_s) * 1e3, mn(pass_cpu) * 1e3, gb(mn(pass_s)),
-        gb(mn(read_s)), gb(mn(pass_cpu)), gb(mn(read_cpu)),
+        fused ? "true" : "false", bytes, mn(pass_s) * 1e3, median(pass_s) * 1e3, mn(pass_cpu) * 1e3,
+        gb(mn(pass_s)), gb(mn(read_s)), gb(mn(pass_cpu)), gb(mn(read_cpu)),
         *std::max_element(probe_bw.begin(), probe_bw.end()) / 1e9, median(probe_bw) / 1e9,
         2.0 * double(bytes / es) * double(n) / mn(pass_s) / 1e9);
     std::fflush(stdout);

@@ -27,6 +27,15 @@ struct WeightView {
 //   keep outputs in vector lanes and never reduce across them.
 enum class Int4Layout : uint8_t { Rows, Blocks16 };
 
+// One projection of a group that shares its input (q/k/v, gate/up; Backend::matmul_group):
+// out[n, w.rows] = x[n, w.cols] . w^T (+ bias), bias may be null. Declared with the views so
+// that the CPU kernels take the same struct the Backend seam does.
+struct MatmulTarget {
+  WeightView w;
+  const WeightView* bias;
+  float* out;
+};
+
 // An int4 (AWQ / GPTQ) projection as the kernels take it: the loader repacks either checkpoint
 // format into this one layout, so each backend has one int4 matmul.
 // - qweight [rows, words] uint32: word w of output row n holds the 4-bit values of packed

@@ -5,6 +5,7 @@
 // arithmetic). matmul() picks one by n.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "kernels/kernel_types.h"
 
@@ -31,10 +32,28 @@ inline constexpr int64_t kGemvMaxRowsBf16 = 11;
 void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out,
             const MatmulOptions& opt);
 
-// The two paths, for tests and benchmarks; both assume matmul()'s checks passed.
-void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out,
+// Several weights of the same x (q/k/v, gate/up) in one OpenMP region: x is packed once and the
+// rows of all targets are split over the threads together, so a decode step pays one fork/join
+// and one barrier per group instead of one per weight. Every output element is the dot product
+// matmul() computes, bit for bit. Targets that differ in dtype or width run one by one.
+void matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets,
+                  const MatmulOptions& opt);
+
+// The two paths, for tests and benchmarks; they assume matmul()'s checks passed and that the
+// targets share their dtype and width.
+void matmul_gemv(const float* x, int64_t n, std::span<const MatmulTarget> targets,
                  const MatmulOptions& opt);
-void matmul_blocked(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
-                    float* out, const MatmulOptions& opt);
+void matmul_blocked(const float* x, int64_t n, std::span<const MatmulTarget> targets,
+                    const MatmulOptions& opt);
+inline void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+                        float* out, const MatmulOptions& opt) {
+  const MatmulTarget t{w, bias, out};
+  matmul_gemv(x, n, {&t, 1}, opt);
+}
+inline void matmul_blocked(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+                           float* out, const MatmulOptions& opt) {
+  const MatmulTarget t{w, bias, out};
+  matmul_blocked(x, n, {&t, 1}, opt);
+}
 
 }  // namespace qmpi::cpu

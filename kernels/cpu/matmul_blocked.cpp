@@ -17,6 +17,7 @@
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_targets.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/x86.h"
@@ -232,19 +233,18 @@ TileFn pick_tile(bool, int mr, int) {
 
 #endif
 
-void blocked(const float* x, int64_t n, const WeightView& w, const float* bias, float* out, int nt,
-             bool bf16_dot) {
-  const int64_t K = w.cols, N = w.rows;
+// The panels of x are packed once for all targets (they share dtype and width).
+void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Biases& biases,
+             int nt, bool bf16_dot) {
+  const int64_t K = ts[0].w.cols;
   const int64_t depth = bf16_dot ? (K + 1) / 2 : K;
   uint32_t* xp = thread_scratch<uint32_t, 0>(Panels{std::min(n, kChunkTokens), depth}.size());
-  const size_t esize = dtype_size(w.dtype);
-  const char* wbytes = static_cast<const char*>(w.data);
+  const size_t esize = dtype_size(ts[0].w.dtype);
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num(), tn = omp_get_num_threads();
     float* wide = bf16_dot ? nullptr : thread_scratch<float, 1>(size_t(kMR * K));
     alignas(64) float tile[kMR * kNT];
-    const Range rr = split_range(N, kMR, t, tn);
     for (int64_t c0 = 0; c0 < n; c0 += kChunkTokens) {
       const Panels pn{std::min(kChunkTokens, n - c0), depth};
       const float* xc = x + c0 * K;
@@ -256,23 +256,28 @@ void blocked(const float* x, int64_t n, const WeightView& w, const float* bias, 
           pack_panel_f32(xc, K, pn, p, reinterpret_cast<float*>(xp) + pn.offset(p));
       }
 #pragma omp barrier
-      for (int64_t r0 = rr.begin; r0 < rr.end; r0 += kMR) {
-        const int mr = int(std::min<int64_t>(kMR, rr.end - r0));
-        const void* rows = wbytes + size_t(r0 * K) * esize;
-        if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
-          convert_to_f32(rows, w.dtype, mr * K, wide);
-          rows = wide;
+      for_each_share(ts, kMR, t, tn, [&](size_t i, int64_t begin, int64_t end) {
+        const WeightView& w = ts[i].w;
+        const char* wbytes = static_cast<const char*>(w.data);
+        for (int64_t r0 = begin; r0 < end; r0 += kMR) {
+          const int mr = int(std::min<int64_t>(kMR, end - r0));
+          const void* rows = wbytes + size_t(r0 * K) * esize;
+          if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
+            convert_to_f32(rows, w.dtype, mr * K, wide);
+            rows = wide;
+          }
+          // The next block's rows come from DRAM: ask for them while this block computes.
+          const int64_t next = std::min<int64_t>(kMR, end - r0 - mr);
+          const size_t next_bytes = size_t(std::max<int64_t>(next, 0) * K) * esize;
+          const char* next_rows = wbytes + size_t((r0 + mr) * K) * esize;
+          for (int64_t p = 0; p < pn.count(); ++p) {
+            const Prefetch pf = prefetch_slice(next_rows, next_bytes, p, pn.count(), depth);
+            pick_tile(bf16_dot, mr, pn.width(p))(rows, K, K, xp + pn.offset(p), tile, pf);
+            store_tile(tile, mr, pn.tokens(p), r0, c0 + p * kNT, biases[i].get(), ts[i].out,
+                       w.rows);
+          }
         }
-        // The next block's rows come from DRAM: ask for them while this block computes.
-        const int64_t next = std::min<int64_t>(kMR, rr.end - r0 - mr);
-        const size_t next_bytes = size_t(std::max<int64_t>(next, 0) * K) * esize;
-        const char* next_rows = wbytes + size_t((r0 + mr) * K) * esize;
-        for (int64_t p = 0; p < pn.count(); ++p) {
-          const Prefetch pf = prefetch_slice(next_rows, next_bytes, p, pn.count(), depth);
-          pick_tile(bf16_dot, mr, pn.width(p))(rows, K, K, xp + pn.offset(p), tile, pf);
-          store_tile(tile, mr, pn.tokens(p), r0, c0 + p * kNT, bias, out, N);
-        }
-      }
+      });
 #pragma omp barrier  // the next chunk overwrites the panels
     }
   }
@@ -280,9 +285,10 @@ void blocked(const float* x, int64_t n, const WeightView& w, const float* bias, 
 
 }  // namespace
 
-void matmul_blocked(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
-                    float* out, const MatmulOptions& opt) {
-  AlignedArray<float> b = widen(bias);
+void matmul_blocked(const float* x, int64_t n, std::span<const MatmulTarget> targets,
+                    const MatmulOptions& opt) {
+  const Biases b = widen_biases(targets);
+  const WeightView& w = targets[0].w;
   const bool bf16_act = opt.bf16_activations && w.dtype == DType::BF16;
   AlignedArray<float> rounded;
   if (bf16_act && !kHaveBf16Dot) {  // same numbers as the bf16 dot products, on float32 FMAs
@@ -290,8 +296,8 @@ void matmul_blocked(const float* x, int64_t n, const WeightView& w, const Weight
     round_to_bf16(x, n * w.cols, rounded.get());
     x = rounded.get();
   }
-  const int nt = threads_for(opt.threads, n * w.rows * w.cols, int64_t(1) << 20);
-  blocked(x, n, w, b.get(), out, nt, bf16_act && kHaveBf16Dot);
+  const int nt = threads_for(opt.threads, n * total_elements(targets), int64_t(1) << 20);
+  blocked(x, n, targets, b, nt, bf16_act && kHaveBf16Dot);
 }
 
 }  // namespace qmpi::cpu

@@ -7,6 +7,7 @@
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_targets.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/x86.h"
@@ -154,26 +155,25 @@ void rows_range(const GemvArgs& g, int64_t n, int64_t r0, int64_t r1) {
   for (; r < r1; ++r) tile_rows<WT, 1>(g, r, n);
 }
 
-void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, float* out, int nt) {
-  const int64_t K = w.cols, Kp = (K + kStep - 1) / kStep * kStep;
+// x is packed once for all targets (they share dtype and width).
+void gemv(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Biases& bias, int nt) {
+  const DType wt = ts[0].w.dtype;
+  const int64_t K = ts[0].w.cols, Kp = (K + kStep - 1) / kStep * kStep;
   float* xp = thread_scratch<float, 0>(size_t(n * Kp));
-  pack_x(x, n, K, w.dtype, xp, Kp);
-  const GemvArgs g{w.data, K, w.rows, xp, Kp, x, bias, out};
-#pragma omp parallel num_threads(nt)
-  {
-    const Range rr = split_range(w.rows, kRows, omp_get_thread_num(), omp_get_num_threads());
-    switch (w.dtype) {
+  pack_x(x, n, K, wt, xp, Kp);
+  const auto rows_of_target = [&](size_t i, int64_t begin, int64_t end) {
+    const GemvArgs g{ts[i].w.data, K, ts[i].w.rows, xp, Kp, x, bias[i].get(), ts[i].out};
+    switch (wt) {
       case DType::BF16:
-        rows_range<DType::BF16>(g, n, rr.begin, rr.end);
-        break;
+        return rows_range<DType::BF16>(g, n, begin, end);
       case DType::F16:
-        rows_range<DType::F16>(g, n, rr.begin, rr.end);
-        break;
+        return rows_range<DType::F16>(g, n, begin, end);
       default:
-        rows_range<DType::F32>(g, n, rr.begin, rr.end);
-        break;
+        return rows_range<DType::F32>(g, n, begin, end);
     }
-  }
+  };
+#pragma omp parallel num_threads(nt)
+  for_each_share(ts, kRows, omp_get_thread_num(), omp_get_num_threads(), rows_of_target);
 }
 
 #if defined(__AVX512BF16__)
@@ -262,50 +262,56 @@ void dot_rows(const DotArgs& g, int64_t row, int64_t n) {
   }
 }
 
-void gemv_bf16_dot(const float* x, int64_t n, const WeightView& w, const float* bias, float* out,
+void gemv_bf16_dot(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Biases& bias,
                    int nt) {
-  const int64_t K = w.cols, Kp = (K + kStep - 1) / kStep * kStep;
+  const int64_t K = ts[0].w.cols, Kp = (K + kStep - 1) / kStep * kStep;
   uint16_t* xb = thread_scratch<uint16_t, 0>(size_t(n * Kp));
   for (int64_t i = 0; i < n; ++i) {
     uint16_t* dst = xb + i * Kp;
     for (int64_t k = 0; k < K; ++k) dst[k] = f32_to_bf16(x[i * K + k]);
     std::fill(dst + K, dst + Kp, uint16_t(0));
   }
-  const DotArgs g{static_cast<const uint16_t*>(w.data), K, w.rows, xb, Kp, bias, out};
+  const auto rows_of_target = [&](size_t i, int64_t begin, int64_t end) {
+    const auto* w = static_cast<const uint16_t*>(ts[i].w.data);
+    const DotArgs g{w, K, ts[i].w.rows, xb, Kp, bias[i].get(), ts[i].out};
+    int64_t r = begin;
+    for (; r + kRows <= end; r += kRows) dot_rows<kRows>(g, r, n);
+    for (; r < end; ++r) dot_rows<1>(g, r, n);
+  };
 #pragma omp parallel num_threads(nt)
-  {
-    const Range rr = split_range(w.rows, kRows, omp_get_thread_num(), omp_get_num_threads());
-    int64_t r = rr.begin;
-    for (; r + kRows <= rr.end; r += kRows) dot_rows<kRows>(g, r, n);
-    for (; r < rr.end; ++r) dot_rows<1>(g, r, n);
-  }
+  for_each_share(ts, kRows, omp_get_thread_num(), omp_get_num_threads(), rows_of_target);
 }
 #endif
 
 #else  // portable: widen a few weight rows to float32, then plain dot products
 
-void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, float* out, int nt) {
-  const int64_t K = w.cols, N = w.rows;
-  const size_t esize = dtype_size(w.dtype);
+void gemv(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Biases& biases,
+          int nt) {
+  const int64_t K = ts[0].w.cols;
+  const size_t esize = dtype_size(ts[0].w.dtype);
 #pragma omp parallel num_threads(nt)
   {
     AlignedArray<float> wf = make_aligned<float>(size_t(kRows * K));
-    const Range rr = split_range(N, kRows, omp_get_thread_num(), omp_get_num_threads());
-    for (int64_t r0 = rr.begin; r0 < rr.end; r0 += kRows) {
-      const int64_t rows = std::min<int64_t>(kRows, rr.end - r0);
-      convert_to_f32(static_cast<const char*>(w.data) + size_t(r0 * K) * esize, w.dtype, rows * K,
-                     wf.get());
-      for (int64_t i = 0; i < n; ++i) {
-        const float* xi = x + i * K;
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* wr = wf.get() + r * K;
-          float s = 0.0f;
+    const auto rows_of_target = [&](size_t t, int64_t begin, int64_t end) {
+      const WeightView& w = ts[t].w;
+      const float* bias = biases[t].get();
+      for (int64_t r0 = begin; r0 < end; r0 += kRows) {
+        const int64_t rows = std::min<int64_t>(kRows, end - r0);
+        convert_to_f32(static_cast<const char*>(w.data) + size_t(r0 * K) * esize, w.dtype, rows * K,
+                       wf.get());
+        for (int64_t i = 0; i < n; ++i) {
+          const float* xi = x + i * K;
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* wr = wf.get() + r * K;
+            float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-          for (int64_t k = 0; k < K; ++k) s += wr[k] * xi[k];
-          out[i * N + r0 + r] = s + (bias ? bias[r0 + r] : 0.0f);
+            for (int64_t k = 0; k < K; ++k) s += wr[k] * xi[k];
+            ts[t].out[i * w.rows + r0 + r] = s + (bias ? bias[r0 + r] : 0.0f);
+          }
         }
       }
-    }
+    };
+    for_each_share(ts, kRows, omp_get_thread_num(), omp_get_num_threads(), rows_of_target);
   }
 }
 
@@ -313,12 +319,13 @@ void gemv(const float* x, int64_t n, const WeightView& w, const float* bias, flo
 
 }  // namespace
 
-void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out,
+void matmul_gemv(const float* x, int64_t n, std::span<const MatmulTarget> targets,
                  const MatmulOptions& opt) {
-  AlignedArray<float> b = widen(bias);
+  const Biases b = widen_biases(targets);
+  const WeightView& w = targets[0].w;
+  const int nt = threads_for(opt.threads, total_elements(targets), kGrain);
 #if defined(__AVX512BF16__)
-  if (opt.bf16_activations && w.dtype == DType::BF16)
-    return gemv_bf16_dot(x, n, w, b.get(), out, threads_for(opt.threads, w.rows * w.cols, kGrain));
+  if (opt.bf16_activations && w.dtype == DType::BF16) return gemv_bf16_dot(x, n, targets, b, nt);
 #endif
   AlignedArray<float> rounded;
   if (opt.bf16_activations && w.dtype == DType::BF16) {  // same numbers without VDPBF16PS
@@ -326,7 +333,7 @@ void matmul_gemv(const float* x, int64_t n, const WeightView& w, const WeightVie
     round_to_bf16(x, n * w.cols, rounded.get());
     x = rounded.get();
   }
-  gemv(x, n, w, b.get(), out, threads_for(opt.threads, w.rows * w.cols, kGrain));
+  gemv(x, n, targets, b, nt);
 }
 
 }  // namespace qmpi::cpu

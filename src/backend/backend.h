@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string_view>
 
 #include "core/dtype.h"
@@ -86,6 +87,12 @@ class Backend {
   // out[n, w.rows] = x[n, w.cols] . w^T (+ bias). bias may be null.
   virtual void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
                       float* out) = 0;
+  // Several projections of the same input (q/k/v, gate/up; MatmulTarget is in
+  // kernels/kernel_types.h): one pass and one barrier where the backend can; the default runs
+  // matmul() once per target.
+  virtual void matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) {
+    for (const MatmulTarget& t : targets) matmul(x, n, t.w, t.bias, t.out);
+  }
   // out[n, w.rows] = x[n, w.in_features] . W^T (+ bias) for an int4 weight (see
   // Int4WeightView), accumulated in float32.
   // The int4 layout matmul_int4 reads; upload_int4 (model/int4_weight.h) lays weights out so.

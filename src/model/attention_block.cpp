@@ -33,9 +33,8 @@ void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch,
   float* v = scratch_.get(kV, size_t(T * nkv * d));
   float* attn = scratch_.get(kAttn, size_t(T * nq * d));
 
-  w.q.forward(be_, x, T, q);
-  w.k.forward(be_, x, T, k);
-  w.v.forward(be_, x, T, v);
+  const LinearOut qkv[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}};
+  forward_group(be_, x, T, qkv);
   if (w.q_norm) {
     // [T, heads, d] is [T * heads] rows of d: the row norm is the per-head norm.
     be_.rmsnorm(q, T * nq, w.q_norm.view(), eps, q);

@@ -1,5 +1,8 @@
 #include "model/linear.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace qmpi {
 
 void Linear::forward(Backend& be, const float* x, int64_t n, float* out) const {
@@ -8,6 +11,25 @@ void Linear::forward(Backend& be, const float* x, int64_t n, float* out) const {
     be.matmul_int4(x, n, int4.view(), bias ? &b : nullptr, out);
   else
     be.matmul(x, n, weight.view(), bias ? &b : nullptr, out);
+}
+
+void forward_group(Backend& be, const float* x, int64_t n, std::span<const LinearOut> group) {
+  const bool dense = std::none_of(group.begin(), group.end(),
+                                  [](const LinearOut& g) { return bool(g.linear->int4); });
+  if (!dense) {
+    for (const LinearOut& g : group) g.linear->forward(be, x, n, g.out);
+    return;
+  }
+  // The targets point at these views: both live until matmul_group returns.
+  std::vector<WeightView> biases;
+  std::vector<MatmulTarget> targets;
+  biases.reserve(group.size());
+  targets.reserve(group.size());
+  for (const LinearOut& g : group) {
+    biases.push_back(g.linear->bias.view());
+    targets.push_back({g.linear->weight.view(), g.linear->bias ? &biases.back() : nullptr, g.out});
+  }
+  be.matmul_group(x, n, targets);
 }
 
 }  // namespace qmpi

@@ -4,6 +4,7 @@
 // quantized one (the int4 formats) are the same Linear to them.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "backend/backend.h"
 #include "model/int4_weight.h"
@@ -22,5 +23,16 @@ struct Linear {
   int64_t in_features() const { return int4 ? int4.in_features : weight.cols; }
   explicit operator bool() const { return weight || int4; }
 };
+
+// One projection of a group that reads the same x (q/k/v, gate/up) and where it writes.
+struct LinearOut {
+  const Linear* linear;
+  float* out;
+};
+
+// Every projection of the group applied to x[n, in_features]: one backend matmul_group (one
+// pass over the weights, one barrier) when all are dense, else forward() one by one (the int4
+// kernels take no groups).
+void forward_group(Backend& be, const float* x, int64_t n, std::span<const LinearOut> group);
 
 }  // namespace qmpi

@@ -14,8 +14,8 @@ void SwiGluMlp::forward(const MlpWeights& w, const float* x, int64_t n, float* o
   const int64_t width = w.gate.out_features();
   float* gate = scratch_.get(kGate, size_t(n * width));
   float* up = scratch_.get(kUp, size_t(n * width));
-  w.gate.forward(be_, x, n, gate);
-  w.up.forward(be_, x, n, up);
+  const LinearOut gate_up[] = {{&w.gate, gate}, {&w.up, up}};
+  forward_group(be_, x, n, gate_up);
   be_.silu_mul(gate, up, n, width, gate);
   w.down.forward(be_, gate, n, out);
 }

@@ -73,6 +73,10 @@ void CpuBackend::matmul(const float* x, int64_t n, const WeightView& w, const We
   cpu::matmul(x, n, w, bias, out, {options_.threads, options_.bf16_activations});
 }
 
+void CpuBackend::matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) {
+  cpu::matmul_group(x, n, targets, {options_.threads, options_.bf16_activations});
+}
+
 void CpuBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w,
                              const WeightView* bias, float* out) {
   cpu::matmul_int4(x, n, w, bias, out, {options_.threads, options_.bf16_activations});

@@ -39,7 +39,8 @@ void check_exact(const Case& c, uint32_t seed) {
     const WeightView bv = bias.view();
     const WeightView* b = with_bias ? &bv : nullptr;
     cpu::ref::matmul(x.data(), c.n, w.view(), b, want.data());
-    for (PathFn path : {&cpu::matmul_gemv, &cpu::matmul_blocked, &cpu::matmul}) {
+    const PathFn paths[] = {&cpu::matmul_gemv, &cpu::matmul_blocked, &cpu::matmul};
+    for (PathFn path : paths) {
       for (int threads : {1, 2}) {
         std::fill(got.begin(), got.end(), -1.0f);
         path(x.data(), c.n, w.view(), b, got.data(), MatmulOptions{threads, false});
@@ -88,7 +89,8 @@ TEST(Matmul, Bf16ActivationPathMatchesReferenceOnRoundedInput) {
       cpu::round_to_bf16(x.data(), int64_t(x.size()), xr.data());
       cpu::ref::matmul(xr.data(), n, w.view(), nullptr, want.data());
       cpu::ref::matmul(x.data(), n, w.view(), nullptr, exact.data());
-      for (PathFn path : {&cpu::matmul_gemv, &cpu::matmul_blocked}) {
+      const PathFn paths[] = {&cpu::matmul_gemv, &cpu::matmul_blocked};
+      for (PathFn path : paths) {
         path(x.data(), n, w.view(), nullptr, got.data(), MatmulOptions{2, true});
         const Case c{DType::BF16, n, N, K};
         EXPECT_LT(max_rel_err(got, want), 1e-5) << describe(c);
@@ -149,6 +151,61 @@ TEST(Matmul, ThreadCountDoesNotChangeResults) {
     cpu::matmul(x.data(), n, w.view(), nullptr, two.data(), MatmulOptions{2, false});
     EXPECT_EQ(one, two) << "n=" << n;
   }
+}
+
+// A group (q/k/v, gate/up) splits the rows of all its targets over the threads at once; each
+// output is still the dot product a lone matmul computes, so the results must be equal bit for
+// bit. Row counts not a multiple of either tile (4 or 12) put a tile's rows in two targets'
+// shares; 1, 3 and 16 rows of x take the GEMV (exact), 17 and 40 the blocked path; K = 133 has
+// a tail. The weights are large enough that 2 threads are started (GEMV from 64k elements,
+// blocked from 2M multiply-adds at 40 rows), so one thread's share spans several targets.
+TEST(Matmul, GroupEqualsSeparateMatmulsBitForBit) {
+  uint32_t seed = 700;
+  for (DType t : {DType::BF16, DType::F16, DType::F32})
+    for (int64_t n : {1, 3, 16, 17, 40})
+      for (bool bf16_act : {false, true}) {
+        std::mt19937 rng(seed++);
+        const int64_t K = 133;
+        std::vector<test::HostWeight> ws, bs;
+        for (int64_t rows : {253, 37, 229}) {
+          ws.push_back(test::random_weight(t, rows, K, rng));
+          bs.push_back(test::random_weight(DType::BF16, 1, rows, rng));
+        }
+        const std::vector<float> x = test::random_floats(size_t(n * K), rng);
+        std::vector<WeightView> bias_views;
+        for (const auto& b : bs) bias_views.push_back(b.view());
+        for (int threads : {1, 2}) {
+          const MatmulOptions opt{threads, bf16_act};
+          std::vector<std::vector<float>> want(ws.size()), got(ws.size());
+          std::vector<MatmulTarget> targets;
+          for (size_t i = 0; i < ws.size(); ++i) {
+            const WeightView* b = i == 1 ? nullptr : &bias_views[i];  // k_proj-like: no bias
+            want[i].assign(size_t(n * ws[i].rows), 0.0f);
+            got[i].assign(want[i].size(), -1.0f);
+            cpu::matmul(x.data(), n, ws[i].view(), b, want[i].data(), opt);
+            targets.push_back({ws[i].view(), b, got[i].data()});
+          }
+          cpu::matmul_group(x.data(), n, targets, opt);
+          for (size_t i = 0; i < ws.size(); ++i)
+            EXPECT_EQ(got[i], want[i]) << dtype_name(t) << " n=" << n << " bf16_act " << bf16_act
+                                       << " threads " << threads << " target " << i;
+        }
+      }
+}
+
+// Targets of different dtypes cannot share one packed x: they run one by one.
+TEST(Matmul, GroupOfMixedDtypesEqualsSeparateMatmuls) {
+  std::mt19937 rng(11);
+  const test::HostWeight a = test::random_weight(DType::BF16, 9, 40, rng);
+  const test::HostWeight b = test::random_weight(DType::F32, 5, 40, rng);
+  const std::vector<float> x = test::random_floats(size_t(3 * 40), rng);
+  std::vector<float> wa(27), wb(15), ga(27, -1.0f), gb(15, -1.0f);
+  cpu::matmul(x.data(), 3, a.view(), nullptr, wa.data(), {});
+  cpu::matmul(x.data(), 3, b.view(), nullptr, wb.data(), {});
+  const MatmulTarget ab[] = {{a.view(), nullptr, ga.data()}, {b.view(), nullptr, gb.data()}};
+  cpu::matmul_group(x.data(), 3, ab, {});
+  EXPECT_EQ(ga, wa);
+  EXPECT_EQ(gb, wb);
 }
 
 TEST(Matmul, RejectsNonFloatWeights) {

@@ -1,0 +1,49 @@
+// How the CPU matmul paths share out the targets of a matmul group: the weight rows of all
+// targets, laid end to end, are split over the threads as one range, and each target's bias is
+// widened to float32 once per call.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/cpu/aligned.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/kernel_types.h"
+
+namespace qmpi::cpu {
+
+inline int64_t total_elements(std::span<const MatmulTarget> targets) {
+  int64_t sum = 0;
+  for (const MatmulTarget& t : targets) sum += t.w.rows * t.w.cols;
+  return sum;
+}
+
+// Calls f(target index, begin, end) for the rows of each target in thread t's share (of nt) of
+// the rows of all targets, cut in units of `quantum` of the whole range (so that no tile is
+// split between threads) and at the targets' boundaries.
+template <class F>
+void for_each_share(std::span<const MatmulTarget> targets, int64_t quantum, int t, int nt, F&& f) {
+  int64_t total = 0;
+  for (const MatmulTarget& tg : targets) total += tg.w.rows;
+  const Range share = split_range(total, quantum, t, nt);
+  int64_t offset = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const int64_t rows = targets[i].w.rows;
+    const int64_t b = std::max(share.begin, offset), e = std::min(share.end, offset + rows);
+    if (b < e) f(i, b - offset, e - offset);
+    offset += rows;
+  }
+}
+
+// The targets' biases as float32 (null where a target has none).
+using Biases = std::vector<AlignedArray<float>>;
+inline Biases widen_biases(std::span<const MatmulTarget> targets) {
+  Biases out;
+  out.reserve(targets.size());
+  for (const MatmulTarget& t : targets) out.push_back(widen(t.bias));
+  return out;
+}
+
+}  // namespace qmpi::cpu
