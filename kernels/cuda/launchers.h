@@ -67,6 +67,15 @@ struct AttentionParams {
   int32_t head_dim = 0;
   int32_t block_size = 0;
   float scale = 1.0f;
+  // Flash-decoding (launch_shapes.h, attention_split): with chunks > 1, block (row, head, c)
+  // takes keys [c * chunk_keys, (c + 1) * chunk_keys) of the row's causal range and writes its
+  // online-softmax state to the partials; a second kernel merges them into out. With chunks = 1,
+  // chunk_keys must cover the longest context and the partials are unused.
+  int32_t chunks = 1;
+  int32_t chunk_keys = 0;
+  float* partial_out = nullptr;  // [rows, heads, chunks, head_dim]: sum of weight x value
+  float* partial_max = nullptr;  // [rows, heads, chunks]: largest score (-inf: no keys)
+  float* partial_sum = nullptr;  // [rows, heads, chunks]: sum of exp(score - max)
 };
 
 // Causal GQA attention over the paged cache, online softmax in float32; head_dim <= 256.
