@@ -21,6 +21,11 @@ cudaError_t launch_embedding(const int32_t* ids, int64_t n, const void* table, D
 cudaError_t launch_rmsnorm(const float* x, int64_t n, const void* w, DType dtype, int64_t width,
                            float eps, float* out, cudaStream_t stream);
 
+// x += y, then out = rmsnorm(x), per row of `width` (the residual add and the next norm).
+// out may be x.
+cudaError_t launch_add_rmsnorm(float* x, const float* y, int64_t n, const void* w, DType dtype,
+                               int64_t width, float eps, float* out, cudaStream_t stream);
+
 // Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim]: pair m of a token at position p
 // turns by float(p) * inv_freq[m] (inv_freq: head_dim / 2 floats, rope_inv_freq()).
 cudaError_t launch_rope(float* x, int64_t n, int32_t heads, int32_t head_dim,

@@ -238,6 +238,12 @@ void CudaBackend::add(float* x, const float* y, int64_t count) {
   check_cuda(launch_add(x, y, count, stream_.get()), "add kernel");
 }
 
+void CudaBackend::add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps,
+                              float* out) {
+  check_cuda(launch_add_rmsnorm(x, y, n, w.data, w.dtype, w.cols, eps, out, stream_.get()),
+             "add_rmsnorm kernel");
+}
+
 void CudaBackend::gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                               float* dst) {
   const int32_t* d_rows = rows_.upload_i32(rows, count, stream_.get());

@@ -66,6 +66,8 @@ class CudaBackend final : public Backend {
                  float* out) override;
   void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out) override;
   void add(float* x, const float* y, int64_t count) override;
+  void add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps,
+                   float* out) override;
   void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                    float* dst) override;
   void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,

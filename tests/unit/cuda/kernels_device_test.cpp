@@ -53,6 +53,27 @@ TEST_F(CudaKernels, RmsNormMatchesForEveryWeightType) {
     }
 }
 
+TEST_F(CudaKernels, AddRmsNormUpdatesTheResidualAndNormsIt) {
+  for (DType dt : {DType::BF16, DType::F32})
+    for (int64_t width : {896, 100, 4099}) {
+      const int64_t n = 9;
+      WeightPair w = weight(dt, 1, width, 0.5f, 1.5f);
+      const std::vector<float> x = random(size_t(n * width), -3.0f, 3.0f);
+      const std::vector<float> y = random(x.size(), -3.0f, 3.0f);
+      std::vector<float> sum = x, want(x.size());
+      cpu_->add_rmsnorm(sum.data(), y.data(), n, w.cpu.view(), 1e-6f, want.data());
+      const std::string what =
+          std::string("add_rmsnorm ") + name_of(dt) + " width " + std::to_string(width);
+      Buffer dx = to_gpu(x), dy = to_gpu(y), out = poisoned(x.size());
+      gpu_->add_rmsnorm(dx.as<float>(), dy.as<float>(), n, w.gpu.view(), 1e-6f, out.as<float>());
+      EXPECT_EQ(mismatches(from_gpu(dx, x.size()), sum), 0u) << what << ": x + y";
+      expect_close(from_gpu(out, x.size()), want, kF32, what);
+      Buffer dx2 = to_gpu(x);  // out == x: the normed rows replace the sum
+      gpu_->add_rmsnorm(dx2.as<float>(), dy.as<float>(), n, w.gpu.view(), 1e-6f, dx2.as<float>());
+      expect_close(from_gpu(dx2, x.size()), want, kF32, what + " in place");
+    }
+}
+
 TEST_F(CudaKernels, MatmulWithBiasForEveryWeightType) {
   struct Shape {
     int64_t n, rows, cols;
