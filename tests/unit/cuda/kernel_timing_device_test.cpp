@@ -74,8 +74,8 @@ TEST_F(CudaTiming, SplitDecodeAttentionAgainstSinglePass) {
         cuda::attention_split(1, heads, ctx, gpu_->device().multiprocessors);
     EXPECT_GT(s.chunks, 1) << "the timing would compare the single-pass kernel with itself";
     std::printf(
-        "kernel_time attention decode 1x14/2 heads dim 64 bf16 KV ctx %d: single-pass "
-        "%.1f us, split (%d chunks) %.1f us\n",
+        "kernel_time decode attention ctx %d: single-pass %.1f us, split (%d chunks) "
+        "%.1f us (14/2 heads, dim 64, bf16 KV)\n",
         ctx, t_single, s.chunks, t_split);
   }
 }
@@ -100,8 +100,8 @@ TEST_F(CudaTiming, FusedAddRmsNormAgainstAddThenNorm) {
   const double t_apart = us_per_call(*gpu_, apart);
   EXPECT_EQ(mismatches(from_gpu(x_fused, x.size()), from_gpu(x_apart, x.size())), 0u);
   expect_close(from_gpu(out, x.size()), from_gpu(ref, x.size()), 1e-5, "fused vs add + rmsnorm");
-  std::printf("kernel_time add+rmsnorm %ld x %ld bf16 weight: separate %.1f us, fused %.1f us\n",
-              long(n), long(width), t_apart, t_fused);
+  std::printf("kernel_time add+rmsnorm %ldx%ld: separate %.1f us, fused %.1f us\n", long(n),
+              long(width), t_apart, t_fused);
 }
 
 }  // namespace
