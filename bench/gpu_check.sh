@@ -8,6 +8,8 @@
 # device), the 3-rank uneven --tp 3 (5,5,4 heads over 2 KV heads) on it too, a --dp 2 --tp 3
 # batch against one rank's, and decode / prefill tokens/s next to the HBM roofline (weight
 # bytes per token / measured copy bandwidth).
+# Kernel timing rows: flash-decoding against the single-pass attention kernel at contexts 4k and
+# 16k, and the fused residual add + RMSNorm against add then RMSNorm (both checked equal first).
 # int4 rows: the int4 device test (in the CUDA unit tests), `qmpi logits` cuda vs cpu on a GPTQ
 # act-order tiny model and an AWQ g128 qwen2.5-0.5b, and that model's decode / prefill tokens/s.
 # Finishes inside QMPI_CHECK_BUDGET_S seconds (default 450) and prints a short table last;
@@ -266,6 +268,11 @@ if [[ -n "$test_cuda" ]]; then
   else
     row "cuda unit tests" FAIL "$value (rc $rc; a skip means no device was usable)"
   fi
+  # Side-by-side kernel timings (tests/unit/cuda/kernel_timing_device_test.cpp): the new
+  # kernel against the path it replaced, on the same inputs, after checking they agree.
+  while IFS= read -r line; do
+    row "time ${line%%:*}" ok "${line#*: }"
+  done < <(grep -E '^kernel_time ' "$tests_out" | sed 's/^kernel_time //')
   if [[ -n "$copy_gbps" ]]; then
     row "device copy bandwidth" ok "$copy_gbps GB/s (read + write)"
   elif ((allow_skips)); then

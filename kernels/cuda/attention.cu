@@ -9,19 +9,24 @@ namespace {
 constexpr int kWarps = kAttentionThreads / kWarp;
 constexpr int kPerLane = kAttentionMaxHeadDim / kWarp;
 
-// One block per (query row, query head). Warp w takes keys w, w + 4, ...; each lane holds the
-// dims lane, lane + 32, ... of q and of its running output, so a key's row is read coalesced
-// and its score is one warp sum. Each warp keeps its own online-softmax state (max, sum,
-// output); the four states are merged at the end through shared memory. T is the cache's
-// element type; an e4m3 key's scale multiplies its score, a value's its weight.
+// One block per (query row, query head, key chunk). Warp w takes the chunk's keys w, w + 4, ...;
+// each lane holds the dims lane, lane + 32, ... of q and of its running output, so a key's row
+// is read coalesced and its score is one warp sum. Each warp keeps its own online-softmax
+// state (max, sum, output); the four states are merged at the end through shared memory. T is
+// the cache's element type; an e4m3 key's scale multiplies its score, a value's its weight.
+// With one chunk the block writes the normalised output; with several it writes its state to
+// the partials and attention_combine_kernel finishes the row.
 template <class T>
 __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionParams p) {
-  const int64_t row = blockIdx.x;
+  const int64_t row = blockIdx.x / p.chunks;
+  const int32_t chunk = int32_t(blockIdx.x % p.chunks);
   const int32_t head = blockIdx.y;
   const int32_t s = p.row_seq[row];
   if (s < 0) return;
   const AttentionSeqDev seq = p.seqs[s];
   const int32_t n_keys = query_position(seq.ctx_len, seq.q_len, int32_t(row) - seq.q_begin) + 1;
+  const int32_t k_begin = chunk * p.chunk_keys;
+  const int32_t k_end = min(n_keys, k_begin + p.chunk_keys);  // <= k_begin: an empty chunk
   const int32_t kvh = p.kv_head_of[head];
   const KvPoolsDev& c = p.cache;
   const T* k_pool = static_cast<const T*>(c.k);
@@ -39,7 +44,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionP
     acc[e] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  for (int32_t j = warp; j < n_keys; j += kWarps) {
+  for (int32_t j = k_begin + warp; j < k_end; j += kWarps) {
     const int64_t vec = kv_slot(table, j, p.block_size) * p.kv_heads + kvh;
     const int64_t off = vec * hd;
     float dot = 0.0f;
@@ -91,11 +96,59 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionP
     weight[w] = warp_max[w] == -INFINITY ? 0.0f : expf(warp_max[w] - gmax);
     total += warp_sum_exp[w] * weight[w];
   }
-  float* out = p.out + (row * p.heads + head) * hd;
+  const int64_t pair = row * p.heads + head;
+  if (p.chunks == 1) {
+    float* out = p.out + pair * hd;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+      float o = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) o += warp_acc[w][d] * weight[w];
+      out[d] = o / total;
+    }
+    return;
+  }
+  // An empty chunk leaves max -inf, sum 0 and a zero output: the combine gives it no weight.
+  const int64_t part = pair * p.chunks + chunk;
+  float* out = p.partial_out + part * hd;
   for (int d = threadIdx.x; d < hd; d += blockDim.x) {
     float o = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) o += warp_acc[w][d] * weight[w];
+    out[d] = o;
+  }
+  if (threadIdx.x == 0) {
+    p.partial_max[part] = gmax;
+    p.partial_sum[part] = total;
+  }
+}
+
+// One block per (query row, query head): merges the row's chunk states, each rescaled from its
+// own max to the largest. Thread 0 works out the <= kSplitMaxChunks weights alone: it is a
+// handful of expf, and keeps the merge plain.
+__global__ void __launch_bounds__(kAttentionThreads) attention_combine_kernel(AttentionParams p) {
+  const int64_t row = blockIdx.x;
+  const int32_t head = blockIdx.y;
+  if (p.row_seq[row] < 0) return;
+  const int64_t first = (row * p.heads + head) * p.chunks;
+  __shared__ float weight[kSplitMaxChunks];
+  __shared__ float total;
+  if (threadIdx.x == 0) {
+    float gmax = -INFINITY;
+    for (int32_t c = 0; c < p.chunks; ++c) gmax = fmaxf(gmax, p.partial_max[first + c]);
+    float t = 0.0f;
+    for (int32_t c = 0; c < p.chunks; ++c) {
+      const float m = p.partial_max[first + c];
+      weight[c] = m == -INFINITY ? 0.0f : expf(m - gmax);
+      t += p.partial_sum[first + c] * weight[c];
+    }
+    total = t;
+  }
+  __syncthreads();
+  const int32_t hd = p.head_dim;
+  float* out = p.out + (row * p.heads + head) * hd;
+  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    float o = 0.0f;
+    for (int32_t c = 0; c < p.chunks; ++c) o += p.partial_out[(first + c) * hd + d] * weight[c];
     out[d] = o / total;
   }
 }
@@ -105,7 +158,10 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(AttentionP
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
   if (p.rows <= 0 || p.heads <= 0) return cudaSuccess;
   if (p.kv_heads <= 0 || !p.kv_head_of || p.block_size <= 0) return cudaErrorInvalidValue;
-  const LaunchShape s = attention_shape(p.rows, p.heads, p.head_dim);
+  if (p.chunks < 1 || p.chunks > kSplitMaxChunks || p.chunk_keys < 1) return cudaErrorInvalidValue;
+  if (p.chunks > 1 && (!p.partial_out || !p.partial_max || !p.partial_sum))
+    return cudaErrorInvalidValue;
+  const LaunchShape s = attention_shape(p.rows, p.heads, p.head_dim, p.chunks);
   if (s.empty()) return cudaErrorInvalidValue;
   switch (p.cache.dtype) {
     case DType::F32:
@@ -120,6 +176,11 @@ cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream) {
     default:
       return cudaErrorInvalidValue;
   }
+  if (p.chunks == 1) return cudaGetLastError();
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  const LaunchShape merge = attention_shape(p.rows, p.heads, p.head_dim);
+  attention_combine_kernel<<<grid_of(merge), merge.block, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -65,11 +65,56 @@ inline LaunchShape kv_store_shape(int64_t tokens, int32_t kv_heads, int32_t head
   return elementwise_shape(tokens * int64_t(kv_heads) * kWarp);
 }
 
-// Attention: grid (query rows, query heads).
-inline LaunchShape attention_shape(int64_t rows, int32_t heads, int32_t head_dim) {
-  if (rows <= 0 || heads <= 0 || rows > kMaxGridX || heads > kMaxGridY) return {};
+// Attention: grid (query rows x key chunks, query heads); chunks is 1 without a split.
+inline LaunchShape attention_shape(int64_t rows, int32_t heads, int32_t head_dim,
+                                   int32_t chunks = 1) {
+  if (rows <= 0 || heads <= 0 || chunks <= 0 || heads > kMaxGridY) return {};
+  if (rows > kMaxGridX / chunks) return {};
   if (head_dim <= 0 || head_dim > kAttentionMaxHeadDim) return {};
-  return {uint32_t(rows), uint32_t(heads), kAttentionThreads};
+  return {uint32_t(rows * chunks), uint32_t(heads), kAttentionThreads};
+}
+
+// Flash-decoding. A decode batch has one query row per sequence, so with few sequences the
+// (row, head) blocks cannot fill the GPU, and each walks its whole context alone. Splitting
+// every row's keys into chunks (one block each, then a combine kernel) restores the
+// parallelism. Worth it only when the blocks are fewer than kSplitBlocksPerSm per SM and a
+// chunk still has kSplitMinChunkKeys keys to amortise its partial write and the combine.
+inline constexpr int64_t kSplitBlocksPerSm = 4;
+inline constexpr int32_t kSplitMinChunkKeys = 256;
+inline constexpr int32_t kSplitMaxChunks = 64;
+
+struct AttentionSplit {
+  int32_t chunks = 1;      // key chunks per (row, head); 1 is the single-pass kernel
+  int32_t chunk_keys = 0;  // keys per chunk (the last may have fewer, or none for short rows)
+};
+
+// `max_keys`: the longest context in the batch; `multiprocessors`: the device's SM count.
+inline AttentionSplit attention_split(int64_t rows, int32_t heads, int32_t max_keys,
+                                      int32_t multiprocessors) {
+  const int64_t pairs = rows * heads, target = kSplitBlocksPerSm * multiprocessors;
+  const AttentionSplit single{1, std::max(max_keys, 1)};
+  if (pairs <= 0 || pairs >= target || max_keys < 2 * kSplitMinChunkKeys) return single;
+  const int64_t want = std::min<int64_t>(
+      {ceil_div(target, pairs), max_keys / kSplitMinChunkKeys, int64_t(kSplitMaxChunks)});
+  // A multiple of 64 keys ends chunks on KV-block boundaries for the usual block sizes (16, 32),
+  // so no block's keys are read by two chunks.
+  const int64_t keys = ceil_div(ceil_div(max_keys, want), 64) * 64;
+  const int32_t chunks = int32_t(ceil_div(max_keys, keys));
+  if (chunks < 2) return single;
+  return {chunks, int32_t(keys)};
+}
+
+// The most (row, head, chunk) partial results a split can produce on a device: pairs < target
+// and chunks <= ceil(target / pairs), so pairs * chunks < 2 * target. The backend keeps a
+// workspace of this many partials, so a split never allocates during a step.
+inline int64_t attention_split_max_partials(int32_t multiprocessors) {
+  return 2 * kSplitBlocksPerSm * multiprocessors;
+}
+
+// Bytes of that workspace: per partial, an output row of up to kAttentionMaxHeadDim floats, its
+// max and its sum (about 1 MiB on a 132-SM GPU, inside plan/memory_model.h's CUDA overhead).
+inline int64_t attention_split_workspace_bytes(int32_t multiprocessors) {
+  return attention_split_max_partials(multiprocessors) * (kAttentionMaxHeadDim + 2) * 4;
 }
 
 }  // namespace qmpi::cuda

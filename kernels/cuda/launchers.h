@@ -21,6 +21,11 @@ cudaError_t launch_embedding(const int32_t* ids, int64_t n, const void* table, D
 cudaError_t launch_rmsnorm(const float* x, int64_t n, const void* w, DType dtype, int64_t width,
                            float eps, float* out, cudaStream_t stream);
 
+// x += y, then out = rmsnorm(x), per row of `width` (the residual add and the next norm).
+// out may be x.
+cudaError_t launch_add_rmsnorm(float* x, const float* y, int64_t n, const void* w, DType dtype,
+                               int64_t width, float eps, float* out, cudaStream_t stream);
+
 // Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim]: pair m of a token at position p
 // turns by float(p) * inv_freq[m] (inv_freq: head_dim / 2 floats, rope_inv_freq()).
 cudaError_t launch_rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
@@ -67,6 +72,15 @@ struct AttentionParams {
   int32_t head_dim = 0;
   int32_t block_size = 0;
   float scale = 1.0f;
+  // Flash-decoding (launch_shapes.h, attention_split): with chunks > 1, block (row, head, c)
+  // takes keys [c * chunk_keys, (c + 1) * chunk_keys) of the row's causal range and writes its
+  // online-softmax state to the partials; a second kernel merges them into out. With chunks = 1,
+  // chunk_keys must cover the longest context and the partials are unused.
+  int32_t chunks = 1;
+  int32_t chunk_keys = 0;
+  float* partial_out = nullptr;  // [rows, heads, chunks, head_dim]: sum of weight x value
+  float* partial_max = nullptr;  // [rows, heads, chunks]: largest score (-inf: no keys)
+  float* partial_sum = nullptr;  // [rows, heads, chunks]: sum of exp(score - max)
 };
 
 // Causal GQA attention over the paged cache, online softmax in float32; head_dim <= 256.

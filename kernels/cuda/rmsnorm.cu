@@ -4,31 +4,51 @@
 namespace qmpi::cuda {
 namespace {
 
-// One block per row. In place (x == out) is safe: every thread rereads only its own elements
-// after the block-wide sum.
+// One block per row. With a residual y, the row normed is x + y, stored to `sum` (the caller's
+// x) on the way, so the residual stream is read and written once for both ops. In place
+// (out == x) is safe: every thread rereads only its own elements after the block-wide sum.
 template <class T>
-__global__ void rmsnorm_kernel(const float* x, const T* w, int64_t width, float eps, float* out) {
-  const float* xr = x + int64_t(blockIdx.x) * width;
-  float* o = out + int64_t(blockIdx.x) * width;
+__global__ void rmsnorm_kernel(const float* x, const float* y, float* sum, const T* w,
+                               int64_t width, float eps, float* out) {
+  const int64_t at = int64_t(blockIdx.x) * width;
+  const float* src = y ? sum + at : x + at;  // what the second pass scales
   float ss = 0.0f;
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) ss += xr[c] * xr[c];
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) {
+    float v = x[at + c];
+    if (y) {
+      v += y[at + c];
+      sum[at + c] = v;
+    }
+    ss += v * v;
+  }
   ss = block_sum(ss);
   const float inv = 1.0f / sqrtf(ss / float(width) + eps);
-  for (int64_t c = threadIdx.x; c < width; c += blockDim.x) o[c] = xr[c] * inv * to_float(w[c]);
+  for (int64_t c = threadIdx.x; c < width; c += blockDim.x)
+    out[at + c] = src[c] * inv * to_float(w[c]);
+}
+
+cudaError_t launch(const float* x, const float* y, float* sum, int64_t n, const void* w,
+                   DType dtype, int64_t width, float eps, float* out, cudaStream_t stream) {
+  if (n <= 0 || width <= 0) return cudaSuccess;
+  const LaunchShape s = row_shape(n, width);
+  if (s.empty()) return cudaErrorInvalidConfiguration;
+  const bool known = dispatch_weight_type(dtype, [&]<class T>() {
+    rmsnorm_kernel<T>
+        <<<grid_of(s), s.block, 0, stream>>>(x, y, sum, static_cast<const T*>(w), width, eps, out);
+  });
+  return known ? cudaGetLastError() : cudaErrorInvalidValue;
 }
 
 }  // namespace
 
 cudaError_t launch_rmsnorm(const float* x, int64_t n, const void* w, DType dtype, int64_t width,
                            float eps, float* out, cudaStream_t stream) {
-  if (n <= 0 || width <= 0) return cudaSuccess;
-  const LaunchShape s = row_shape(n, width);
-  if (s.empty()) return cudaErrorInvalidConfiguration;
-  const bool known = dispatch_weight_type(dtype, [&]<class T>() {
-    rmsnorm_kernel<T>
-        <<<grid_of(s), s.block, 0, stream>>>(x, static_cast<const T*>(w), width, eps, out);
-  });
-  return known ? cudaGetLastError() : cudaErrorInvalidValue;
+  return launch(x, nullptr, nullptr, n, w, dtype, width, eps, out, stream);
+}
+
+cudaError_t launch_add_rmsnorm(float* x, const float* y, int64_t n, const void* w, DType dtype,
+                               int64_t width, float eps, float* out, cudaStream_t stream) {
+  return launch(x, y, x, n, w, dtype, width, eps, out, stream);
 }
 
 }  // namespace qmpi::cuda

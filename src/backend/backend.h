@@ -113,6 +113,15 @@ class Backend {
                         float* out) = 0;
   // x += y over count elements
   virtual void add(float* x, const float* y, int64_t count) = 0;
+
+  // The residual add and the norm after it in one op: x[n, w.cols] += y, then out = rmsnorm(x).
+  // out may be x. A backend overrides it to read and write x once instead of twice.
+  virtual void add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps,
+                           float* out) {
+    add(x, y, n * w.cols);
+    rmsnorm(x, n, w, eps, out);
+  }
+
   // Copies rows (host indices) of src[*, width] into dst[count, width].
   virtual void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                            float* dst) = 0;

@@ -35,20 +35,29 @@ void DecoderModel::run_layers(const BatchInput& batch, float* x, KvCache& cache)
   float* proj = scratch_.get(kProj, size_t(T * h));
   dump_.next_step();
 
-  for (size_t l = 0; l < w_.layers.size(); ++l) {
+  // Each residual add is fused with the norm that reads its result (Backend::add_rmsnorm): the
+  // attention output with the post-attention norm, an MLP output with the next layer's input
+  // norm. Only the last layer's MLP output is added alone: the final norm runs on the logit
+  // rows, later.
+  const size_t layers = w_.layers.size();
+  for (size_t l = 0; l < layers; ++l) {
     const LayerWeights& L = w_.layers[l];
     const int64_t layer = plan_.layers.begin + int64_t(l);
 
     // x += attention(norm(x)), the blocks' partial sums all-reduced over TP.
-    be_.rmsnorm(x, T, L.input_norm.view(), eps, xn);
+    if (l == 0) {
+      be_.rmsnorm(x, T, L.input_norm.view(), eps, xn);
+    } else {
+      be_.add_rmsnorm(x, proj, T, L.input_norm.view(), eps, xn);  // the previous layer's MLP
+      dump_(be_, layer - 1, "hidden", x, T, h);
+    }
     dump_(be_, layer, "attn_norm", xn, T, h);
     attention_.forward(L.attn, batch, xn, cache.layer(int(l)), proj, dump_, layer);
     all_reduce(proj, T * h);
     dump_(be_, layer, "attn_out", proj, T, h);
-    be_.add(x, proj, T * h);
 
     // x += mlp(norm(x)), dense or sparse.
-    be_.rmsnorm(x, T, L.post_norm.view(), eps, xn);
+    be_.add_rmsnorm(x, proj, T, L.post_norm.view(), eps, xn);
     dump_(be_, layer, "mlp_norm", xn, T, h);
     if (L.moe)
       moe_.forward(*L.moe, xn, T, proj, dump_, layer);
@@ -56,9 +65,10 @@ void DecoderModel::run_layers(const BatchInput& batch, float* x, KvCache& cache)
       mlp_.forward(L.mlp, xn, T, proj);
     all_reduce(proj, T * h);
     dump_(be_, layer, "mlp_out", proj, T, h);
-    be_.add(x, proj, T * h);
-    dump_(be_, layer, "hidden", x, T, h);
   }
+  if (layers == 0) return;
+  be_.add(x, proj, T * h);
+  dump_(be_, plan_.layers.begin + int64_t(layers) - 1, "hidden", x, T, h);
 }
 
 void DecoderModel::logits(const BatchInput& batch, const float* hidden, float* host_logits) {

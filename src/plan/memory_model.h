@@ -47,7 +47,8 @@ namespace qmpi {
 
 enum class BackendKind { Cpu, Cuda };
 
-// CUDA context and loaded kernel modules (~0.5 GiB), cuBLAS/cuBLASLt workspaces, NCCL
+// CUDA context and loaded kernel modules (~0.5 GiB), cuBLAS/cuBLASLt workspaces, the
+// flash-decoding partials (kernels/cuda/launch_shapes.h: ~1 MiB on 132 SMs), NCCL
 // communicator buffers for the TP group and the pipeline neighbours, and allocator slack.
 inline constexpr uint64_t kRuntimeOverheadCuda = 1ull << 30;
 // MPI shared-memory segments, OpenMP thread stacks, the tokenizer and request

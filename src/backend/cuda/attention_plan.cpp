@@ -40,6 +40,7 @@ AttentionPlan plan_attention(const AttentionBatch& b, const KvLayerView& kv) {
     }
     p.table_entries = std::max<int64_t>(p.table_entries, int64_t(seq.table_begin) + blocks);
     p.rows = std::max<int64_t>(p.rows, int64_t(seq.q_begin) + seq.q_len);
+    if (seq.q_len > 0) p.max_keys = std::max(p.max_keys, seq.ctx_len);
   }
   for (int32_t h = 0; h < b.num_heads; ++h) p.kv_head_of.push_back(kv_head_for(b, h));
   p.row_seq.assign(size_t(p.rows), -1);

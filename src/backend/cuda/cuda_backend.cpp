@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <type_traits>
@@ -11,6 +12,7 @@
 #include "backend/cuda/rope_freq.h"
 #include "core/errors.h"
 #include "kernels/cuda/int4_launchers.h"
+#include "kernels/cuda/launch_shapes.h"
 #include "kernels/cuda/launchers.h"
 #include "kernels/kv_dtype.h"
 
@@ -36,7 +38,8 @@ KvPoolsDev pools_of(const KvLayerView& kv) {
 }  // namespace
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
-    : device_(select_cuda_device(options.device)),
+    : split_attention_(options.split_attention),
+      device_(select_cuda_device(options.device)),
       gemm_(allocator_, stream_.get(), options.cublas_workspace_bytes),
       ids_(allocator_, "token ids"),
       positions_(allocator_, "positions"),
@@ -48,8 +51,11 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       rows_(allocator_, "gathered rows"),
       scales_(allocator_, "row scales"),
       inv_freq_(allocator_, "RoPE frequencies"),
+      attention_partials_(allocator_, cuda::MemPurpose::Scratch, "flash-decoding partials"),
       int4_x_(allocator_, cuda::MemPurpose::Scratch, "int4 matmul inputs"),
       int4_w_(allocator_, cuda::MemPurpose::Scratch, "int4 weights dequantized to bf16") {
+  // Reserved now, so the profiling step's workspace peak (memory_budget.h) includes it.
+  attention_partials_.reserve(size_t(attention_split_workspace_bytes(device_.multiprocessors)));
   // One per rank: debug, as the start-up summary rank 0 logs has each rank's device and memory.
   spdlog::debug("cuda: device {} {} (sm_{}{}, {} SMs, {:.1f} GiB), driver CUDA {}, runtime {}",
                 device_.index, device_.name, device_.major, device_.minor, device_.multiprocessors,
@@ -207,6 +213,19 @@ void CudaBackend::attention(const float* q, const AttentionBatch& batch, const K
   p.head_dim = batch.head_dim;
   p.block_size = kv.block_size;
   p.scale = batch.scale;
+  const AttentionSplit split =
+      split_attention_
+          ? attention_split(plan.rows, batch.num_heads, plan.max_keys, device_.multiprocessors)
+          : AttentionSplit{1, std::max(plan.max_keys, 1)};
+  p.chunks = split.chunks;
+  p.chunk_keys = split.chunk_keys;
+  if (split.chunks > 1) {
+    const int64_t parts = plan.rows * batch.num_heads * split.chunks;
+    auto* base = static_cast<float*>(attention_partials_.data());
+    p.partial_out = base;
+    p.partial_max = base + parts * kAttentionMaxHeadDim;
+    p.partial_sum = p.partial_max + parts;
+  }
   check_cuda(launch_attention(p, stream_.get()), "attention kernel");
 }
 
@@ -217,6 +236,12 @@ void CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_
 
 void CudaBackend::add(float* x, const float* y, int64_t count) {
   check_cuda(launch_add(x, y, count, stream_.get()), "add kernel");
+}
+
+void CudaBackend::add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps,
+                              float* out) {
+  check_cuda(launch_add_rmsnorm(x, y, n, w.data, w.dtype, w.cols, eps, out, stream_.get()),
+             "add_rmsnorm kernel");
 }
 
 void CudaBackend::gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,

@@ -29,6 +29,9 @@ namespace qmpi {
 struct CudaBackendOptions {
   int device = 0;                                    // index among the visible devices
   size_t cublas_workspace_bytes = size_t(32) << 20;  // cuBLAS's recommendation for Hopper
+  // Flash-decoding (launch_shapes.h, attention_split); off runs every attention single-pass,
+  // the kernel's behaviour before the split, for side-by-side timings on the device.
+  bool split_attention = true;
 };
 
 class CudaBackend final : public Backend {
@@ -63,6 +66,8 @@ class CudaBackend final : public Backend {
                  float* out) override;
   void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out) override;
   void add(float* x, const float* y, int64_t count) override;
+  void add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps,
+                   float* out) override;
   void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                    float* dst) override;
   void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
@@ -78,6 +83,7 @@ class CudaBackend final : public Backend {
   void release(void* data, size_t bytes) override;
 
  private:
+  bool split_attention_;
   cuda::CudaDeviceInfo device_;  // selected first: everything below lives on it
   cuda::DeviceAllocator allocator_;
   cuda::CudaStream stream_;
@@ -85,6 +91,8 @@ class CudaBackend final : public Backend {
   cuda::PinnedBuffer weight_staging_;
   cuda::MetadataMirror ids_, positions_, slots_, seqs_, row_seq_, tables_, head_map_, rows_,
       scales_, inv_freq_;
+  // Flash-decoding partials, sized once for the device's largest split (launch_shapes.h).
+  cuda::DeviceArray attention_partials_;
   // int4 matmul scratch: x in packed-input order, and the bf16 weight of the cuBLAS path.
   cuda::DeviceArray int4_x_, int4_w_;
   // RoPE inverse frequencies of the (theta, head_dim) last used.

@@ -1,5 +1,6 @@
 #include "backend/cuda/gemm.h"
 
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -20,7 +21,40 @@ Gemm::Gemm(DeviceAllocator& allocator, cudaStream_t stream, size_t workspace_byt
         "cublasSetWorkspace");
 }
 
+namespace {
+
+bool is_16bit(DType t) {
+  return t == DType::BF16 || t == DType::F16;
+}
+
+void require_16bit(const WeightView& w) {
+  if (!is_16bit(w.dtype))
+    raise(Err::Internal,
+          "a 16-bit GEMM input for a " + std::string(dtype_name(w.dtype)) + " weight");
+}
+
+}  // namespace
+
 void Gemm::run(const float* x, int64_t n, const WeightView& w, float* out) {
+  if (n <= 0 || w.rows <= 0) return;
+  if (!is_16bit(w.dtype)) return gemm(x, n, w, out);  // F32, or the dtype error
+  gemm(convert_input(x, n, w), n, w, out);
+}
+
+const void* Gemm::convert_input(const float* x, int64_t n, const WeightView& w) {
+  require_16bit(w);
+  void* x16 = x16_.reserve(size_t(std::max<int64_t>(n, 0)) * size_t(w.cols) * 2);
+  check_cuda(launch_convert_from_f32(x, n * w.cols, x16, w.dtype, stream_),
+             "convert_from_f32 kernel");
+  return x16;
+}
+
+void Gemm::run_16bit(const void* x16, int64_t n, const WeightView& w, float* out) {
+  require_16bit(w);
+  gemm(x16, n, w, out);
+}
+
+void Gemm::gemm(const void* x, int64_t n, const WeightView& w, float* out) {
   if (n <= 0 || w.rows <= 0) return;
   if (n > INT_MAX || w.rows > INT_MAX || w.cols > INT_MAX)
     raise(Err::Internal, "matmul of " + std::to_string(n) + " x " + std::to_string(w.cols) +
@@ -28,20 +62,16 @@ void Gemm::run(const float* x, int64_t n, const WeightView& w, float* out) {
                              " weight exceeds cuBLAS's 32-bit dimensions");
   const int m = int(w.rows), cols = int(w.cols), tokens = int(n);
   cudaDataType_t type;
-  const void* b = x;
   switch (w.dtype) {
     case DType::F32:
       type = CUDA_R_32F;
       break;
     case DType::BF16:
-    case DType::F16: {
-      type = w.dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_16F;
-      void* x16 = x16_.reserve(size_t(n) * size_t(cols) * 2);
-      check_cuda(launch_convert_from_f32(x, n * cols, x16, w.dtype, stream_),
-                 "convert_from_f32 kernel");
-      b = x16;
+      type = CUDA_R_16BF;
       break;
-    }
+    case DType::F16:
+      type = CUDA_R_16F;
+      break;
     default:
       raise(Err::DTypeUnsupported, "the CUDA backend multiplies F32, F16 and BF16 weights, not " +
                                        std::string(dtype_name(w.dtype)));
@@ -50,7 +80,7 @@ void Gemm::run(const float* x, int64_t n, const WeightView& w, float* out) {
   // the row-major W is a column-major [k, m] matrix (lda = k) taken transposed.
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t st = cublasGemmEx(handle_.get(), CUBLAS_OP_T, CUBLAS_OP_N, m, tokens, cols,
-                                         &alpha, w.data, type, cols, b, type, cols, &beta, out,
+                                         &alpha, w.data, type, cols, x, type, cols, &beta, out,
                                          CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS)
     raise_cublas_error(st, "cublasGemmEx (" + std::to_string(n) + " x " + std::to_string(cols) +

@@ -23,7 +23,17 @@ class Gemm {
   Gemm(DeviceAllocator& allocator, cudaStream_t stream, size_t workspace_bytes);
   void run(const float* x, int64_t n, const WeightView& w, float* out);
 
+  // The two halves of run() for 16-bit weights, for callers that multiply one x by several
+  // weights (q/k/v, gate/up: Backend::matmul_group once merged): convert x once, then run each.
+  // convert_input rounds x[n, w.cols] to w's 16-bit type into scratch that stays valid until
+  // the next convert_input or run; run_16bit takes x already in that type (BF16 / F16 weights).
+  const void* convert_input(const float* x, int64_t n, const WeightView& w);
+  void run_16bit(const void* x16, int64_t n, const WeightView& w, float* out);
+
  private:
+  // out = x . w^T with x in w's type (float32, or the 16-bit type of a BF16 / F16 weight).
+  void gemm(const void* x, int64_t n, const WeightView& w, float* out);
+
   cudaStream_t stream_;
   CublasHandle handle_;
   DeviceArray workspace_;

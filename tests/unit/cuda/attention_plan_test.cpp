@@ -47,6 +47,7 @@ TEST(AttentionPlan, MapsRowsToSequencesAndCountsTableEntries) {
   EXPECT_EQ(p.rows, 8);
   EXPECT_EQ(p.row_seq, (std::vector<int32_t>{0, 0, 0, 0, 0, 1, 2, 2}));
   EXPECT_EQ(p.table_entries, 8);
+  EXPECT_EQ(p.max_keys, 9);  // the decode's context: what a flash-decoding split divides
 }
 
 TEST(AttentionPlan, HeadMapIsTheBatchsOrTheEvenGroups) {

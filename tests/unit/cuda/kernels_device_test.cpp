@@ -9,6 +9,7 @@
 #include <string>
 
 #include "device_check.h"
+#include "kernels/cuda/launch_shapes.h"
 
 namespace qmpi::test {
 namespace {
@@ -49,6 +50,27 @@ TEST_F(CudaKernels, RmsNormMatchesForEveryWeightType) {
                    std::string("rmsnorm ") + name_of(dt) + " width " + std::to_string(width));
       gpu_->rmsnorm(dx.as<float>(), n, w.gpu.view(), 1e-6f, dx.as<float>());  // in place
       expect_close(from_gpu(dx, x.size()), want, kF32, "rmsnorm in place");
+    }
+}
+
+TEST_F(CudaKernels, AddRmsNormUpdatesTheResidualAndNormsIt) {
+  for (DType dt : {DType::BF16, DType::F32})
+    for (int64_t width : {896, 100, 4099}) {
+      const int64_t n = 9;
+      WeightPair w = weight(dt, 1, width, 0.5f, 1.5f);
+      const std::vector<float> x = random(size_t(n * width), -3.0f, 3.0f);
+      const std::vector<float> y = random(x.size(), -3.0f, 3.0f);
+      std::vector<float> sum = x, want(x.size());
+      cpu_->add_rmsnorm(sum.data(), y.data(), n, w.cpu.view(), 1e-6f, want.data());
+      const std::string what =
+          std::string("add_rmsnorm ") + name_of(dt) + " width " + std::to_string(width);
+      Buffer dx = to_gpu(x), dy = to_gpu(y), out = poisoned(x.size());
+      gpu_->add_rmsnorm(dx.as<float>(), dy.as<float>(), n, w.gpu.view(), 1e-6f, out.as<float>());
+      EXPECT_EQ(mismatches(from_gpu(dx, x.size()), sum), 0u) << what << ": x + y";
+      expect_close(from_gpu(out, x.size()), want, kF32, what);
+      Buffer dx2 = to_gpu(x);  // out == x: the normed rows replace the sum
+      gpu_->add_rmsnorm(dx2.as<float>(), dy.as<float>(), n, w.gpu.view(), 1e-6f, dx2.as<float>());
+      expect_close(from_gpu(dx2, x.size()), want, kF32, what + " in place");
     }
 }
 
@@ -119,6 +141,10 @@ bool same_bytes(const std::vector<float>& a, const std::vector<float>& b) {
 
 constexpr DType kKvTypes[] = {DType::F32, DType::BF16, DType::F8_E4M3};
 
+struct AttentionConfig {
+  int32_t heads, kv_heads, head_dim, block_size;
+};
+
 class CudaAttention : public DeviceCheck {
  protected:
   Cache cache(DType dt, int64_t blocks, int32_t block_size, int32_t kv_heads, int32_t head_dim) {
@@ -137,6 +163,42 @@ class CudaAttention : public DeviceCheck {
     c.dv = to_gpu(c.v);
     c.gpu = view_of(c.dk.data(), c.dv.data(), dt, blocks, block_size, kv_heads, head_dim);
     return c;
+  }
+
+  // Attention over `seqs` (table_begin filled in here) on both backends, each sequence's
+  // blocks drawn at random from a pool with a few to spare.
+  void check_attention(AttentionConfig cf, std::vector<AttentionSeq> seqs, DType dt) {
+    int32_t needed = 0, rows = 0;
+    for (AttentionSeq& s : seqs) {
+      s.table_begin = needed;
+      needed += (s.ctx_len + cf.block_size - 1) / cf.block_size;
+      rows = std::max(rows, s.q_begin + s.q_len);
+    }
+    const int64_t blocks = needed + 5;
+    Cache c = cache(dt, blocks, cf.block_size, cf.kv_heads, cf.head_dim);
+    std::vector<int32_t> pool(static_cast<size_t>(blocks));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng_);
+    const std::vector<int32_t> tables(pool.begin(), pool.begin() + needed);
+
+    AttentionBatch b;
+    b.seqs = seqs.data();
+    b.num_seqs = int32_t(seqs.size());
+    b.block_tables = tables.data();
+    b.num_heads = cf.heads;
+    b.num_kv_heads = cf.kv_heads;
+    b.head_dim = cf.head_dim;
+    b.scale = 1.0f / std::sqrt(float(cf.head_dim));
+    const std::vector<float> q = random(size_t(rows) * cf.heads * cf.head_dim, -3.0f, 3.0f);
+    std::vector<float> want(q.size());
+    cpu_->attention(q.data(), b, c.cpu, want.data());
+    Buffer dq = to_gpu(q), out = poisoned(q.size());
+    gpu_->attention(dq.as<float>(), b, c.gpu, out.as<float>());
+    expect_close(from_gpu(out, q.size()), want, kF32,
+                 "attention " + std::to_string(cf.heads) + "/" + std::to_string(cf.kv_heads) +
+                     " heads, dim " + std::to_string(cf.head_dim) + ", block " +
+                     std::to_string(cf.block_size) + ", " + std::to_string(seqs.size()) +
+                     " seqs, " + name_of(dt) + " KV");
   }
 };
 
@@ -160,46 +222,30 @@ TEST_F(CudaAttention, KvStoreWritesTheSameBytes) {
 }
 
 TEST_F(CudaAttention, PrefillDecodeAndChunkedSequencesInOneBatch) {
-  struct Config {
-    int32_t heads, kv_heads, head_dim, block_size;
-  };
-  for (Config cf : {Config{14, 2, 64, 16}, Config{4, 2, 128, 16}, Config{8, 8, 64, 16},
-                    Config{6, 3, 80, 8}, Config{2, 1, 256, 32}}) {
-    // A 33-token prefill, a decode at context 100 and a 5-token chunk at context 40.
-    std::vector<AttentionSeq> seqs = {{0, 33, 33, 0}, {33, 1, 100, 0}, {34, 5, 40, 0}};
-    const int32_t rows = 39;
-    int32_t needed = 0;
-    for (AttentionSeq& s : seqs) {
-      s.table_begin = needed;
-      needed += (s.ctx_len + cf.block_size - 1) / cf.block_size;
-    }
-    const int64_t blocks = needed + 5;
-    for (DType dt : kKvTypes) {
-      Cache c = cache(dt, blocks, cf.block_size, cf.kv_heads, cf.head_dim);
-      std::vector<int32_t> pool(static_cast<size_t>(blocks));
-      std::iota(pool.begin(), pool.end(), 0);
-      std::shuffle(pool.begin(), pool.end(), rng_);
-      const std::vector<int32_t> tables(pool.begin(), pool.begin() + needed);
+  for (AttentionConfig cf : {AttentionConfig{14, 2, 64, 16}, AttentionConfig{4, 2, 128, 16},
+                             AttentionConfig{8, 8, 64, 16}, AttentionConfig{6, 3, 80, 8},
+                             AttentionConfig{2, 1, 256, 32}})
+    for (DType dt : kKvTypes)
+      // A 33-token prefill, a decode at context 100 and a 5-token chunk at context 40.
+      check_attention(cf, {{0, 33, 33, 0}, {33, 1, 100, 0}, {34, 5, 40, 0}}, dt);
+}
 
-      AttentionBatch b;
-      b.seqs = seqs.data();
-      b.num_seqs = int32_t(seqs.size());
-      b.block_tables = tables.data();
-      b.num_heads = cf.heads;
-      b.num_kv_heads = cf.kv_heads;
-      b.head_dim = cf.head_dim;
-      b.scale = 1.0f / std::sqrt(float(cf.head_dim));
-      const std::vector<float> q = random(size_t(rows) * cf.heads * cf.head_dim, -3.0f, 3.0f);
-      std::vector<float> want(q.size());
-      cpu_->attention(q.data(), b, c.cpu, want.data());
-      Buffer dq = to_gpu(q), out = poisoned(q.size());
-      gpu_->attention(dq.as<float>(), b, c.gpu, out.as<float>());
-      expect_close(from_gpu(out, q.size()), want, kF32,
-                   "attention " + std::to_string(cf.heads) + "/" + std::to_string(cf.kv_heads) +
-                       " heads, dim " + std::to_string(cf.head_dim) + ", block " +
-                       std::to_string(cf.block_size) + ", " + name_of(dt) + " KV");
+// Flash-decoding: few rows with long contexts split each row's keys over blocks. Contexts end
+// inside chunks and inside KV blocks; the short rows leave whole chunks empty.
+TEST_F(CudaAttention, SplitDecodeMatchesAcrossChunkAndBlockBoundaries) {
+  const int32_t sms = gpu_->device().multiprocessors;
+  for (AttentionConfig cf : {AttentionConfig{14, 2, 64, 16}, AttentionConfig{6, 3, 80, 8},
+                             AttentionConfig{8, 1, 128, 16}})
+    for (DType dt : kKvTypes) {
+      // Decodes at contexts 1, 257, 1000 and 4097, and a 3-token chunk at context 700.
+      const std::vector<AttentionSeq> mixed = {
+          {0, 1, 1, 0}, {1, 1, 257, 0}, {2, 1, 1000, 0}, {3, 1, 4097, 0}, {4, 3, 700, 0}};
+      ASSERT_GT(cuda::attention_split(7, cf.heads, 4097, sms).chunks, 1);
+      check_attention(cf, mixed, dt);
+      // One sequence alone: the most chunks.
+      ASSERT_GT(cuda::attention_split(1, cf.heads, 2000, sms).chunks, 2);
+      check_attention(cf, {{0, 1, 2000, 0}}, dt);
     }
-  }
 }
 
 TEST_F(CudaKernels, SiluMulAddGatherAndScatterRows) {

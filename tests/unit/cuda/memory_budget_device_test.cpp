@@ -8,6 +8,7 @@
 #include "backend/cuda/memory_budget.h"
 #include "device_check.h"
 #include "engine/profile_step.h"
+#include "kernels/cuda/launch_shapes.h"
 #include "model/presets.h"
 #include "model/synthetic.h"
 #include "plan/memory_model.h"
@@ -41,8 +42,11 @@ TEST_F(CudaMemoryBudget, ProfileStepMeasuresTheWorkspace) {
   const uint64_t T = 1000, R = 8, h = 192, q = 192, kvw = 96, im = 384, V = 4096;
   const uint64_t step = T * (3 * h + 2 * q + 2 * kvw + 2 * im) * 4;  // hidden + model scratch
   const uint64_t logits = R * (h + V) * 4;
-  // cuBLAS workspace (32 MiB), bf16 copies of GEMM inputs, the metadata mirrors.
-  const uint64_t backend_scratch = (32ull << 20) + T * im * 2 + (1ull << 20);
+  // cuBLAS workspace (32 MiB), bf16 copies of GEMM inputs, the metadata mirrors and the
+  // flash-decoding partials.
+  const uint64_t backend_scratch =
+      (32ull << 20) + T * im * 2 + (1ull << 20) +
+      uint64_t(cuda::attention_split_workspace_bytes(gpu_->device().multiprocessors));
   EXPECT_GE(d.input.workspace_bytes, step + logits);
   EXPECT_LE(d.input.workspace_bytes, step + logits + backend_scratch);
   EXPECT_EQ(d.input.weight_bytes, gpu_->memory_counters().used(cuda::MemPurpose::Weights));
