@@ -130,11 +130,35 @@ void CudaBackend::rmsnorm(const float* x, int64_t n, const WeightView& w, float 
 void CudaBackend::matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
                          float* out) {
   gemm_.run(x, n, w, out);
+  add_bias(out, n, w, bias);
+}
+
+void CudaBackend::matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) {
+  const void* x16 = nullptr;
+  DType x16_type = DType::F32;
+  for (const MatmulTarget& t : targets) {
+    if (n <= 0 || t.w.rows <= 0) continue;
+    if (t.w.dtype != DType::BF16 && t.w.dtype != DType::F16) {
+      matmul(x, n, t.w, t.bias, t.out);
+      continue;
+    }
+    // Targets of a group share x's width (the Linear seam checks it), so one conversion per
+    // 16-bit type serves them all.
+    if (!x16 || x16_type != t.w.dtype) {
+      x16 = gemm_.convert_input(x, n, t.w);
+      x16_type = t.w.dtype;
+    }
+    gemm_.run_16bit(x16, n, t.w, t.out);
+    add_bias(t.out, n, t.w, t.bias);
+  }
+}
+
+void CudaBackend::add_bias(float* out, int64_t n, const WeightView& w, const WeightView* bias) {
   if (!bias) return;
   if (bias->rows * bias->cols != w.rows)
     raise(Err::TensorShapeMismatch, "matmul bias has " + std::to_string(bias->rows * bias->cols) +
-                                        " elements for a weight " + "with " +
-                                        std::to_string(w.rows) + " output rows");
+                                        " elements for a weight with " + std::to_string(w.rows) +
+                                        " output rows");
   check_cuda(launch_add_bias(out, n, w.rows, bias->data, bias->dtype, stream_.get()),
              "add_bias kernel");
 }
@@ -145,6 +169,9 @@ void CudaBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w
     raise(Err::TensorShapeMismatch,
           "int4 matmul bias has " + std::to_string(bias->rows * bias->cols) +
               " elements for a weight with " + std::to_string(w.rows) + " output rows");
+  // The CUDA kernels read row-major arrays; upload_int4 lays weights out as int4_layout() asks.
+  if (w.layout != Int4Layout::Rows)
+    raise(Err::Internal, "the CUDA int4 matmul got a weight in the CPU's Blocks16 layout");
   if (n <= 0 || w.rows == 0) return;
   const int64_t kp = w.words * 8;
   auto* xg = static_cast<float*>(int4_x_.reserve(size_t(n * kp) * sizeof(float)));

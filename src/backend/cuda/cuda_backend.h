@@ -56,6 +56,8 @@ class CudaBackend final : public Backend {
   void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) override;
   void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
               float* out) override;
+  // Converts x to bf16 once for all the 16-bit weights of a group (q/k/v, gate/up).
+  void matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) override;
   void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                    float* out) override;
   void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
@@ -83,6 +85,8 @@ class CudaBackend final : public Backend {
   void release(void* data, size_t bytes) override;
 
  private:
+  void add_bias(float* out, int64_t n, const WeightView& w, const WeightView* bias);
+
   bool split_attention_;
   cuda::CudaDeviceInfo device_;  // selected first: everything below lives on it
   cuda::DeviceAllocator allocator_;

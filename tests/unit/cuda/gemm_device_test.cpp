@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/gemm.h"
@@ -40,6 +41,36 @@ TEST_F(CudaKernels, GemmConvertsOnceForSeveralWeights) {
   WeightPair f = weight(DType::F32, 8, 8, -1.0f, 1.0f);
   Buffer x = to_gpu(random(8));
   EXPECT_THROW(gemm.convert_input(x.as<float>(), 1, f.gpu.view()), Error);
+}
+
+TEST_F(CudaKernels, MatmulGroupEqualsSeparateMatmuls) {
+  const int64_t n = 19, cols = 136;
+  // bf16 q with a bias, bf16 k, an f32 v between two bf16 ones: the group converts x once per
+  // 16-bit run and must give the floats matmul gives target by target.
+  WeightPair q = weight(DType::BF16, 96, cols, -1.0f, 1.0f),
+             k = weight(DType::BF16, 33, cols, -1.0f, 1.0f),
+             v = weight(DType::F32, 17, cols, -1.0f, 1.0f),
+             o = weight(DType::BF16, 40, cols, -1.0f, 1.0f);
+  WeightPair bias = weight(DType::BF16, 1, 96, -0.5f, 0.5f);
+  Buffer x = to_gpu(random(size_t(n * cols), -2.0f, 2.0f));
+  const WeightView b = bias.gpu.view();
+  const WeightPair* ws[] = {&q, &k, &v, &o};
+  std::vector<Buffer> group, each;
+  std::vector<MatmulTarget> targets;
+  group.reserve(4);
+  each.reserve(4);
+  for (const WeightPair* w : ws) {
+    group.push_back(poisoned(size_t(n * w->gpu.rows)));
+    each.push_back(poisoned(size_t(n * w->gpu.rows)));
+    targets.push_back({w->gpu.view(), w == &q ? &b : nullptr, group.back().as<float>()});
+  }
+  gpu_->matmul_group(x.as<float>(), n, targets);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    gpu_->matmul(x.as<float>(), n, targets[i].w, targets[i].bias, each[i].as<float>());
+    const size_t count = size_t(n * targets[i].w.rows);
+    EXPECT_EQ(mismatches(from_gpu(group[i], count), from_gpu(each[i], count)), 0u)
+        << "target " << i;
+  }
 }
 
 }  // namespace
