@@ -16,7 +16,14 @@
 #   MPIRUN, MPIRUN_ARGS       the mpirun to use and extra options for it
 #   QMPI_BIN                  qmpi binary (default: qmpi on PATH, else build/qmpi of this checkout)
 #   LOG_DIR                   also write each rank's output to LOG_DIR/1/rank.N/{stdout,stderr}
+#   QMPI_STATUS_FILE          where rank 0 leaves its exit status (default: a temporary file;
+#                             give a path on a shared folder when rank 0 runs on another host)
+#   EXIT_GRACE                seconds mpirun may go on after rank 0 has finished (default 10)
 #   DRY_RUN=1                 print the mpirun line instead of running it
+#
+# The exit status is the job's (docs/architecture.md, "Exit status"): rank 0's own exit code,
+# which mpirun --enable-recovery does not pass on (it exits 0 whatever the ranks do), else
+# mpirun's. 5 means the job finished on fewer replicas than it started with (QM414).
 set -euo pipefail
 
 _launch_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -101,12 +108,61 @@ qmpi_mpirun() {  # qmpi_mpirun COMMAND [qmpi options...]
   eval "extra=(${MPIRUN_ARGS:-})"
 
   local cmd=("${MPIRUN:-mpirun}" -np "$np" "${hosts[@]}" --map-by "$map_by" --bind-to "$bind_to"
-    "${recovery[@]}" "${forward[@]}" "${logs[@]}" "${extra[@]}"
+    "${recovery[@]}" "${forward[@]}" -x QMPI_STATUS_FILE "${logs[@]}" "${extra[@]}"
     "$qmpi" "$sub" "${model_args[@]}" "${replicas[@]}" --tp "$tp" --pp "$pp" --backend "${BACKEND:-cuda}" "$@")
   if [[ "${DRY_RUN:-0}" == 1 ]]; then
     printf '%q ' "${cmd[@]}"
     echo
     return 0
   fi
-  "${cmd[@]}"
+  local status_file="${QMPI_STATUS_FILE:-}" rc
+  [[ -n "$status_file" ]] || status_file="$(mktemp -u "${TMPDIR:-/tmp}/qmpi-status.XXXXXX")"
+  rm -f "$status_file"
+  export QMPI_STATUS_FILE="$status_file"
+  qmpi_run_until_rank0_done "${cmd[@]}" && rc=0 || rc=$?
+  qmpi_job_status "$status_file" "$rc" "${#recovery[@]}"
+}
+
+# qmpi_run_until_rank0_done CMD...: runs the mpirun line, passing SIGTERM on to it, and returns
+# its exit status. Once rank 0 has left its status, the job is over: a rank that mpirun still
+# waits for EXIT_GRACE seconds later (a stopped rank of a lost replica, which would keep it
+# waiting forever) is ended by stopping mpirun.
+qmpi_run_until_rank0_done() {
+  "$@" &
+  local pid=$! since=""
+  _qmpi_ended_after_rank0=0
+  trap 'kill -TERM "$pid" 2>/dev/null' TERM
+  while kill -0 "$pid" 2>/dev/null; do
+    [[ -n "$since" || ! -e "$QMPI_STATUS_FILE" ]] || since=$SECONDS
+    if ((_qmpi_ended_after_rank0 == 0)) && [[ -n "$since" ]] &&
+      ((SECONDS - since >= ${EXIT_GRACE:-10})); then
+      echo "qmpi launch: rank 0 finished ${EXIT_GRACE:-10} s ago but mpirun still waits for a rank (stopped, or hung); ending it" >&2
+      kill -TERM "$pid" 2>/dev/null
+      _qmpi_ended_after_rank0=1
+    fi
+    sleep 0.2
+  done
+  trap - TERM
+  wait "$pid"
+}
+
+# qmpi_job_status STATUS_FILE MPIRUN_RC RECOVERY: prints why when the job failed although mpirun
+# says otherwise, and returns the job's exit status.
+qmpi_job_status() {
+  local file="$1" rc="$2" recovery="$3" own
+  own="$(head -n1 "$file" 2>/dev/null || true)"
+  rm -f "$file"
+  if [[ "$own" =~ ^[0-9]+$ ]]; then
+    if ((own != 0 && own != rc)); then
+      echo "qmpi launch: the job failed: rank 0 exited $own (mpirun: $rc); 5 is a lost replica (QM414), the others are in \`qmpi help errors\`" >&2
+      return "$own"
+    fi
+    ((own != 0 || _qmpi_ended_after_rank0 == 0)) || return 0
+    return "$rc"
+  fi
+  if ((rc == 0 && recovery > 0)); then
+    echo "qmpi launch: the job failed: rank 0 ended without leaving its exit status in $file (killed, or that path is not on rank 0's host: set QMPI_STATUS_FILE); mpirun --enable-recovery exits 0 regardless" >&2
+    return 4
+  fi
+  return "$rc"
 }

@@ -8,6 +8,7 @@
 #include "app/commands/commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "parallel/launcher.h"
 
 namespace {
 
@@ -47,9 +48,7 @@ void usage(std::FILE* to) {
                "rank's own lines\n");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run_command(int argc, char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(stdout);
     return argc < 2 ? 2 : 0;
@@ -83,4 +82,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "qmpi: internal error: %s\n", e.what());
     return qmpi::error_entry(qmpi::Err::Internal).exit_code;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rc = run_command(argc, argv);
+  qmpi::report_exit_status(rc);
+  return rc;
 }

@@ -6,9 +6,10 @@
 namespace qmpi {
 namespace {
 
-constexpr int kExitUser = 2;     // bad layout, options or input: fix the command
-constexpr int kExitModel = 3;    // model files: fix the files
-constexpr int kExitRuntime = 4;  // the machine, the network or a peer failed
+constexpr int kExitUser = 2;      // bad layout, options or input: fix the command
+constexpr int kExitModel = 3;     // model files: fix the files
+constexpr int kExitRuntime = 4;   // the machine, the network or a peer failed
+constexpr int kExitDegraded = 5;  // finished, but on fewer data-parallel replicas than it began
 constexpr int kExitInternal = 70;
 
 constexpr std::array kCatalogue{
@@ -346,6 +347,18 @@ constexpr std::array kCatalogue{
                kExitRuntime,
                "`Address already in use` / `EADDRINUSE` at start-up, or `Cannot assign requested "
                "address` for a host of another machine."},
+    ErrorEntry{Err::ReplicaLost, "replica-lost",
+               "The job finished, but on fewer data-parallel replicas than it started with.",
+               "A rank of a replica other than rank 0's died or stopped answering under a "
+               "launcher told to recover (--enable-recovery, DP > 1): the other replicas went on. "
+               "`qmpi serve` failed that replica's requests in flight (QM402); `qmpi batch` ran "
+               "them again on a replica that was up, so its output is complete.",
+               "Read the lost replica's rank logs and the launcher's line naming the dead rank; "
+               "rerun with the full replica count when the node is healthy. The exit status is "
+               "5 so that a script or Slurm sees the loss even though the job finished.",
+               kExitDegraded,
+               "Exit code 5 (State FAILED in sacct) and `replica 1 lost` in rank 0's log, while "
+               "every request of a batch has its result line."},
     ErrorEntry{Err::RequestJson, "request-json", "A request is not valid JSON.",
                "The line or body could not be parsed.",
                "Send one JSON object per request (one per line in JSONL files).", kExitUser,

@@ -62,6 +62,7 @@ enum class Err : uint16_t {
   CommWrongResult = 411,
   StepMessage = 412,
   ListenFailed = 413,
+  ReplicaLost = 414,
   // request input (QM5xx)
   RequestJson = 500,
   RequestField = 501,

@@ -64,8 +64,9 @@ void MpiComm::finish(MPI_Request& request, const Op& op, int peer, MPI_Status* s
   for (int r = 0; r < size_; ++r)
     if (r != rank_ && (peer < 0 || r == peer))
       report.peers.emplace_back(world_ranks_[r], hosts_[world_ranks_[r]]);
-  const Error timeout = comm_timeout_error(report);
-  if (peer < 0 || !may_fail_[size_t(peer)]) abort_job(timeout);
+  const bool job_ending = job_end_cuts_waits();
+  const Error timeout = job_ending ? job_end_error(report) : comm_timeout_error(report);
+  if (job_ending || peer < 0 || !may_fail_[size_t(peer)]) abort_job(timeout);
   // The caller goes on without the peer: a late message must not land in a buffer it reuses.
   MPI_Cancel(&request);
   MPI_Request_free(&request);

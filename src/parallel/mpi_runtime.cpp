@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "core/errors.h"
+#include "parallel/launcher.h"
 #include "parallel/replica_survival.h"
 
 namespace qmpi {
@@ -63,6 +64,7 @@ MpiRuntime::~MpiRuntime() {
 }
 
 void MpiRuntime::end_job(int exit_code) const {
+  report_exit_status(exit_code);
   std::fflush(stdout);
   std::fflush(stderr);
   std::_Exit(exit_code);
@@ -72,6 +74,7 @@ void MpiRuntime::abort_job(const Error& e) const {
   std::fprintf(stderr, "qmpi: [rank %d %s] %s\n", rank_, processor_name_.c_str(),
                e.render().c_str());
   std::fflush(stderr);
+  report_exit_status(e.exit_code());
   if (!fail_alone()) MPI_Abort(MPI_COMM_WORLD, e.exit_code());
   std::_Exit(e.exit_code());  // MPI_Abort does not return; this keeps [[noreturn]] honest
 }

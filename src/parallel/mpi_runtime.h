@@ -26,7 +26,8 @@ class MpiRuntime {
   [[noreturn]] void abort_job(const Error& e) const;
   // Done, in a job that survives lost replicas (replica_survival.h): exits without
   // MPI_Finalize, whose fence waited forever once a rank was lost (Open MPI 4.1, recovery on;
-  // MPI_Abort from rank 0 hung as well). Under recovery the launcher reports exit 0 anyway.
+  // MPI_Abort from rank 0 hung as well). Under recovery the launcher reports exit 0 anyway, so
+  // the code also goes to the launch scripts (report_exit_status, parallel/launcher.h).
   [[noreturn]] void end_job(int exit_code) const;
 
  private:

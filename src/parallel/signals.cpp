@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <ctime>
 
 #include "core/errors.h"
+#include "parallel/launcher.h"
 
 namespace qmpi {
 namespace {
@@ -14,14 +16,27 @@ namespace {
 // A signal handler can reach only static state; these are the whole of it.
 std::atomic<int> g_first_signal{0};
 std::atomic<int> g_signal_count{0};
+std::atomic<pid_t> g_first_sender{0};
+std::atomic<int64_t> g_first_at_ns{0};  // CLOCK_MONOTONIC, as steady_clock on Linux
 static_assert(std::atomic<int>::is_always_lock_free);
+static_assert(std::atomic<pid_t>::is_always_lock_free);
+static_assert(std::atomic<int64_t>::is_always_lock_free);
 char g_second_message[1024];
 size_t g_second_message_len = 0;
 int g_second_exit_code = 1;
 
-void on_signal(int sig) {
+int64_t monotonic_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+void on_signal(int sig, siginfo_t* info, void*) {
   int expected = 0;
-  g_first_signal.compare_exchange_strong(expected, sig);
+  if (g_first_signal.compare_exchange_strong(expected, sig)) {
+    g_first_sender = info ? info->si_pid : 0;
+    g_first_at_ns = monotonic_ns();
+  }
   if (g_signal_count.fetch_add(1) == 0) return;
   // Second signal: only async-signal-safe calls from here on.
   ssize_t ignored = write(STDERR_FILENO, g_second_message, g_second_message_len);
@@ -41,11 +56,12 @@ SignalGuard::SignalGuard(const std::string& who) {
   g_second_exit_code = entry.exit_code;
   g_first_signal = 0;
   g_signal_count = 0;
+  g_first_sender = 0;
 
   struct sigaction sa {};
-  sa.sa_handler = on_signal;
+  sa.sa_sigaction = on_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
+  sa.sa_flags = SA_RESTART | SA_SIGINFO;
   sigaction(SIGINT, &sa, &old_int_);
   sigaction(SIGTERM, &sa, &old_term_);
 }
@@ -61,6 +77,15 @@ bool stop_requested() {
 
 int stop_signal() {
   return g_first_signal.load();
+}
+
+bool stop_ends_job() {
+  const pid_t sender = g_first_sender.load();
+  return stop_requested() && sender != 0 && sender == getppid() && is_open_mpi_launcher(sender);
+}
+
+double seconds_since_stop() {
+  return stop_requested() ? double(monotonic_ns() - g_first_at_ns.load()) * 1e-9 : 0.0;
 }
 
 bool stop_requested_anywhere(Comm& world) {

@@ -7,7 +7,9 @@
 #include <thread>
 #include <utility>
 
+#include "parallel/launcher.h"
 #include "parallel/replica_survival.h"
+#include "parallel/signals.h"
 
 namespace qmpi {
 namespace {
@@ -23,6 +25,9 @@ constexpr size_t kPeersNamed = 8;
 // A pause of at most 200 us that took longer than this means the process was stopped or frozen
 // (6 oversubscribed ranks on 2 cores still get a turn within milliseconds).
 constexpr auto kFrozenPause = std::chrono::seconds(1);
+// Of the second Open MPI leaves between its SIGTERM and its SIGKILL, what a wait may still use;
+// the rest is for telling the clients (the abort hook).
+constexpr double kJobEndGraceS = 0.25;
 
 std::string seconds(double s) {
   char buf[32];
@@ -32,6 +37,16 @@ std::string seconds(double s) {
 
 std::string rank_on_host(int rank, const std::string& host) {
   return "rank " + std::to_string(rank) + " (host " + host + ")";
+}
+
+// "rank 3 (host a), rank 4 (host a) and 2 more"
+std::string peers_named(const TimeoutReport& r) {
+  std::string s;
+  for (size_t i = 0; i < r.peers.size() && i < kPeersNamed; ++i)
+    s += (i ? ", " : "") + rank_on_host(r.peers[i].first, r.peers[i].second);
+  if (r.peers.size() > kPeersNamed)
+    s += " and " + std::to_string(r.peers.size() - kPeersNamed) + " more";
+  return s;
 }
 
 }  // namespace
@@ -52,6 +67,7 @@ bool wait_until_done(const std::function<bool()>& done, double timeout_s, double
     waited_s = std::chrono::duration<double>(elapsed).count();
     if (finished) return true;
     if (timeout_s > 0 && waited_s >= timeout_s) return false;
+    if (job_end_cuts_waits()) return false;
     const auto before = Clock::now();
     if (elapsed < kYieldSpin) {
       std::this_thread::yield();
@@ -86,13 +102,7 @@ Error comm_timeout_error(const TimeoutReport& r) {
           " (its log, whether it is still alive or reachable); raise --comm-timeout only if it "
           "is merely slow.";
   } else {
-    msg += "waiting for its peers ";
-    for (size_t i = 0; i < r.peers.size() && i < kPeersNamed; ++i) {
-      if (i) msg += ", ";
-      msg += rank_on_host(r.peers[i].first, r.peers[i].second);
-    }
-    if (r.peers.size() > kPeersNamed)
-      msg += " and " + std::to_string(r.peers.size() - kPeersNamed) + " more";
+    msg += "waiting for its peers " + peers_named(r);
     fix = "One of these peers did not reach the same " +
           r.operation.substr(0, r.operation.find(' ')) +
           ": read their logs; raise --comm-timeout only if they are merely slow.";
@@ -107,6 +117,23 @@ std::function<void(const Error&)>& abort_hook() {
 }
 }  // namespace
 
+bool job_end_cuts_waits() {
+  return abort_hook() != nullptr && seconds_since_stop() >= kJobEndGraceS && stop_ends_job();
+}
+
+Error job_end_error(const TimeoutReport& r) {
+  std::string msg =
+      "the launcher (Open MPI) is ending the job, as it does when a rank died or "
+      "it was interrupted itself; " +
+      rank_on_host(r.world_rank, r.host) + " had waited " + seconds(r.waited_s) + " in " +
+      r.operation + " on " + r.group + " for " + peers_named(r);
+  msg += r.peers.size() == 1 ? ", which most likely died" : ", one of which most likely died";
+  return Error(Err::RankDied, msg,
+               "mpirun's own line (\"process rank N ... exited on signal\") names the rank that "
+               "died: read its log and its host's kernel log (dmesg). The requests in flight got "
+               "this error: send them again once the job is back (a batch job: --resume).");
+}
+
 void set_abort_hook(std::function<void(const Error&)> hook) {
   abort_hook() = std::move(hook);
 }
@@ -117,6 +144,7 @@ void abort_job(const Error& error) {
   std::fprintf(stderr, "error %s (%s): %s; fix: %s\n", error_id(error.code()).c_str(),
                std::string(e.name).c_str(), error.message().c_str(), error.fix().c_str());
   std::fflush(stderr);
+  report_exit_status(error.exit_code());
   // A lost replica's rank leaves alone: rank 0 notices the replica and the others go on.
   if (!fail_alone()) MPI_Abort(MPI_COMM_WORLD, error.exit_code());
   std::_Exit(error.exit_code());  // MPI_Abort does not return; this keeps [[noreturn]] honest

@@ -41,6 +41,15 @@ struct TimeoutReport {
 // The Error(CommTimeout) for a report: one sentence with ranks, hosts, group and seconds.
 Error comm_timeout_error(const TimeoutReport& report);
 
+// True in a process with an abort hook (rank 0 of a server: clients to tell) once Open MPI's
+// launcher has been ending the job for a quarter of a second (signals.h, stop_ends_job): waits
+// give up then instead of at their deadline, so that the hook answers the clients before the
+// launcher's SIGKILL, a second after its SIGTERM. A healthy mesh completes a step in that time;
+// a peer that has not answered is most likely the rank whose death made the launcher end the job.
+bool job_end_cuts_waits();
+// The Error(RankDied) for a wait that job_end_cuts_waits() cut short: who was waited for, where.
+Error job_end_error(const TimeoutReport& report);
+
 // Prints `error` as one line on stderr and ends the whole job with MPI_Abort and the error's exit
 // code, so that no rank is left waiting.
 [[noreturn]] void abort_job(const Error& error);

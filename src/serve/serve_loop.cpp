@@ -141,6 +141,9 @@ void ServeLoop::run(const std::function<bool()>& stop_requested) {
         if (stop) {
           draining = true;
           hub_.set_health(Health::Draining);
+          if (const auto no_time = opts_.cut_short ? opts_.cut_short() : std::nullopt;
+              no_time && (pipeline_.active() > 0 || hub_.queued() > 0))
+            throw *no_time;
           spdlog::info("stop requested: finishing {} requests in flight, taking no new ones",
                        pipeline_.active() + size_t(hub_.queued()));
         }

@@ -11,9 +11,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/errors.h"
 #include "engine/executor.h"
 #include "engine/scheduler.h"
 #include "requests/pipeline.h"
@@ -31,6 +33,10 @@ struct ServeLoopOptions {
   // the collective poll (which empties the pipeline first) only catches the signals that reached
   // other ranks alone. Null: none.
   std::function<bool()> stop_here;
+  // Why a stop leaves no time to drain (the launcher is ending the job and kills every rank a
+  // moment later), checked when a stop is seen: the requests in flight and queued get this error
+  // at once, and run() raises it. Null, or nullopt: the stop drains.
+  std::function<std::optional<Error>()> cut_short;
 };
 
 class ServeLoop {
@@ -40,7 +46,8 @@ class ServeLoop {
             RequestHub& hub, ServeMetrics& metrics, const StepTimes* times = nullptr);
 
   // Serves until opts.stop_here or `stop_requested` (polled on entry and every opts.stop_poll;
-  // a collective in the real server) says so and everything accepted has finished. Marks the hub
+  // a collective in the real server) says so and everything accepted has finished (or, when
+  // opts.cut_short gives a reason, has been failed with it). Marks the hub
   // Ready after the first poll and Draining on a stop. If the engine fails, every request in flight
   // or queued gets the error before it propagates.
   void run(const std::function<bool()>& stop_requested);

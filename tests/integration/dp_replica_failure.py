@@ -59,21 +59,7 @@ def body(c: t.Checks) -> None:
             except OSError:
                 pass
         server.kill()
-
-    def alive():
-        out = []
-        for p in pids.values():
-            try:
-                if open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
-                    out.append(p)
-            except OSError:
-                pass
-        return out
-
-    grace = time.monotonic() + 10
-    while alive() and time.monotonic() < grace:
-        time.sleep(0.2)
-    c.check(not alive(), f"no rank process is left running ({alive()})")
+    t.check_no_rank_left(c, "serve", pids.values(), grace=10)
 
 
 t.main("dp_replica_failure", body)

@@ -1,16 +1,20 @@
 #!/usr/bin/python3
 """A replica killed outright (SIGKILL) under `--dp 2 --tp 3` with the launcher told to recover
-(OMPI_MCA_orte_enable_recovery=1): the other replica goes on.
+(OMPI_MCA_orte_enable_recovery=1): the other replica goes on, and the job's exit status still
+says that a replica was lost.
 
 serve: four ZeroMQ streams and two HTTP completions run (three per replica) when a rank of
 replica 1 is killed. The requests on replica 1 end with a QM402 error naming replica 1 (not
 silence), those on replica 0 finish;
 afterwards new requests get the same tokens as before the kill; /metrics, /health and the
-ZeroMQ stats show replica 1 down with per-replica counters; SIGTERM ends the job with exit 0
-and no rank is left.
+ZeroMQ stats show replica 1 down with per-replica counters; SIGTERM ends the job (mpirun exits
+0, as it does under recovery) with rank 0's exit status 5 (QM414) in QMPI_STATUS_FILE, and no
+rank is left.
 
-batch: a rank of replica 1 is killed once the first results are out; every request still gets
-exactly one result line, with the tokens of a 1x1 run (the lost ones were re-queued).
+batch, through launch/mpirun/batch.sh: a clean --dp 2 run exits 0; in a --dp 2 --tp 3 run a rank
+of replica 1 is killed once the first results are out, every request still gets exactly one
+result line with the clean run's tokens (the lost ones were re-queued), and the script exits 5
+with a line saying the job failed although mpirun exited 0.
 """
 
 import json
@@ -28,23 +32,6 @@ RECOVER = {"OMPI_MCA_orte_enable_recovery": "1"}
 PROBE = {"prompt": "the old bridge and the birds", "max_tokens": 10, "temperature": 0}
 
 
-def alive(pids) -> list:
-    out = []
-    for p in pids:
-        try:
-            if open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":
-                out.append(p)
-        except OSError:
-            pass
-    return out
-
-
-def check_no_rank_left(c: t.Checks, label: str, pids) -> None:
-    grace = time.monotonic() + 15
-    while alive(pids) and time.monotonic() < grace:
-        time.sleep(0.2)
-    c.check(not alive(pids), f"{label}: no rank process is left running ({alive(pids)})")
-
 
 def probe_tokens(server: sz.Server, rid: str) -> list:
     final = server.call(dict(PROBE, v=1, type="generate", id=rid), timeout=60)[-1]
@@ -54,13 +41,17 @@ def probe_tokens(server: sz.Server, rid: str) -> list:
 
 
 def serve_part(c: t.Checks, model: str) -> None:
-    os.environ.update(RECOVER)
+    status_file = os.path.join(t.test_tmp("dp_survival"), "serve.status")
+    if os.path.exists(status_file):
+        os.remove(status_file)
+    env = dict(RECOVER, QMPI_STATUS_FILE=status_file)
+    os.environ.update(env)
     try:
         server = sz.Server(model, tp=3, pp=1, dp=2,
                            extra=["--comm-timeout", str(TIMEOUT), "--max-num-seqs", "4",
                                   "--served-model-name", "tiny"])
     finally:
-        for k in RECOVER:
+        for k in env:
             del os.environ[k]
     pids = {}
     try:
@@ -126,12 +117,29 @@ def serve_part(c: t.Checks, model: str) -> None:
                 reps[0]["running"] == 0 and reps[0]["generated"] > 0,
                 f"ZeroMQ stats: {json.dumps(reps)[:300]}")
         rc = server.stop()
-        c.check(rc == 0, f"serve: SIGTERM ended the job with exit {rc}")
+        status = open(status_file).read().strip() if os.path.exists(status_file) else None
         log = server.log_text()
+        c.check(rc == 0 and status == "5" and "QM414" in log,
+                f"serve: SIGTERM ended the job; mpirun exited {rc}, rank 0 left exit status "
+                f"{status} (QM414 replica-lost) for the launch scripts")
         c.check("replica 1 lost" in log, "serve: the log names the lost replica")
     finally:
         server.kill()
-    check_no_rank_left(c, "serve", pids.values())
+    t.check_no_rank_left(c, "serve", pids.values())
+
+
+def launch_batch(model: str, inp: str, out: str, log_path: str, dp: int, tp: int):
+    """launch/mpirun/batch.sh started in the background; its output goes to log_path."""
+    env = dict(os.environ, MODEL=model, INPUT=inp, OUTPUT=out, RESUME="0", DP=str(dp),
+               TP=str(tp), PP="1", BACKEND="cpu", QMPI_BIN=t.qmpi_binary(),
+               MPIRUN=t.mpirun_binary(), MPIRUN_ARGS="--oversubscribe", OMP_NUM_THREADS="1")
+    env.pop("QMPI_STATUS_FILE", None)
+    script = os.path.join(t.SOURCE_DIR, "launch", "mpirun", "batch.sh")
+    args = ["--overwrite", "--token-ids", "--max-model-len", str(sz.MAX_MODEL_LEN),
+            "--comm-timeout", str(TIMEOUT), "--max-num-seqs", "4"] + t.EXACT_KV
+    with open(log_path, "w") as log:
+        return subprocess.Popen(["bash", script] + args, stdout=log, stderr=subprocess.STDOUT,
+                                env=env)
 
 
 def batch_part(c: t.Checks, model: str) -> None:
@@ -143,40 +151,40 @@ def batch_part(c: t.Checks, model: str) -> None:
     with open(inp, "w") as f:
         for r in reqs:
             f.write(json.dumps({k: v for k, v in r.items() if k != "stream"}) + "\n")
-    common = ["batch", "--model", model, "--input", inp, "--overwrite", "--token-ids",
-              "--max-model-len", str(sz.MAX_MODEL_LEN)] + sz.EXACT_KV
-    t.qmpi(common + ["--output", ref_out], timeout=180)
 
-    cmd = [t.mpirun_binary(), "--oversubscribe", "-np", "6", "-x", "OMP_NUM_THREADS",
-           t.qmpi_binary()] + common + ["--output", out, "--dp", "2", "--tp", "3", "--comm-timeout",
-                                        str(TIMEOUT), "--max-num-seqs", "4"]
-    env = dict(os.environ, OMP_NUM_THREADS="1", **RECOVER)
+    ref_log = os.path.join(d, "batch-clean.log")
+    proc = launch_batch(model, inp, ref_out, ref_log, dp=2, tp=1)
+    rc = proc.wait(timeout=240)
+    text = open(ref_log, errors="replace").read()
+    c.check(rc == 0, f"batch: a clean --dp 2 run through launch/mpirun/batch.sh exited {rc}"
+            + ("" if rc == 0 else "\n" + text[-2000:]))
+
     if os.path.exists(out):
         os.remove(out)  # the first result line of this run is the signal to kill
     log_path = os.path.join(d, "batch.log")
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-        pids = {}
-        try:
-            deadline = time.monotonic() + 150
-            while time.monotonic() < deadline and proc.poll() is None:
-                if os.path.exists(out) and os.path.getsize(out) > 0:
-                    break
-                time.sleep(0.05)
-            while time.monotonic() < deadline and proc.poll() is None and len(pids) < 6:
-                pids = t.rank_pids(proc.pid)
-            killed = proc.poll() is None and 4 in pids
-            if killed:
-                os.kill(pids[4], signal.SIGKILL)
-            rc = proc.wait(timeout=180)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    proc = launch_batch(model, inp, out, log_path, dp=2, tp=3)
+    pids = {}
+    try:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and proc.poll() is None:
+            if os.path.exists(out) and os.path.getsize(out) > 0:
+                break
+            time.sleep(0.05)
+        while time.monotonic() < deadline and proc.poll() is None and len(pids) < 6:
+            pids = t.rank_pids(proc.pid)
+        killed = proc.poll() is None and 4 in pids
+        if killed:
+            os.kill(pids[4], signal.SIGKILL)
+        rc = proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     text = open(log_path, errors="replace").read()
-    c.check(killed and rc == 0 and "replica 1 lost" in text,
-            f"batch: a rank of replica 1 killed mid-run, the job went on and exited {rc}"
-            + ("" if rc == 0 else "\n" + text[-2000:]))
+    c.check(killed and rc == 5 and "replica 1 lost" in text and "QM414" in text and
+            "the job failed: rank 0 exited 5 (mpirun: 0)" in text,
+            f"batch: a rank of replica 1 killed mid-run, the job went on and batch.sh exited {rc} "
+            f"with a line saying why" + ("" if rc == 5 else "\n" + text[-2000:]))
 
     def bodies(path):
         got = {}
@@ -190,9 +198,9 @@ def batch_part(c: t.Checks, model: str) -> None:
     ref, got = bodies(ref_out), bodies(out)
     bad = [k for k in ref if got.get(k) != ref[k]]
     c.check(len(got) == len(ref) == 48 and not bad,
-            f"batch: every one of the {len(ref)} ids has one result line with the 1x1 tokens "
-            f"({len(bad)} differ: {bad[:5]})")
-    check_no_rank_left(c, "batch", pids.values())
+            f"batch: every one of the {len(ref)} ids has one result line with the clean run's "
+            f"tokens ({len(bad)} differ: {bad[:5]})")
+    t.check_no_rank_left(c, "batch", pids.values())
 
 
 def body(c: t.Checks) -> None:

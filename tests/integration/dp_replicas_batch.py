@@ -9,10 +9,7 @@ Every result line equals the 1x1 one: tokens, text, finish reasons, usage and th
 tokens exactly, logprobs within 1e-3 (TP and batching add the same terms in another order). With
 replicas, the mapping table shows the replica column and both replicas generated tokens.
 
-Every run keeps float32 K/V (--kv-dtype f32): with the bf16 default, the last-bit differences of
-the TP all-reduce sometimes land on the other side of a bf16 rounding, and on this random tiny
-model that moves a sampled token or a near-tie of the greedy ones. The test is about the layouts;
-kv_dtype_vs_reference covers the bf16 cache.
+Every run keeps float32 K/V (testlib.EXACT_KV, which says why).
 """
 
 import json
@@ -51,8 +48,7 @@ def make_input(path: str) -> None:
 def run_batch(model: str, inp: str, label: str, layout: list, ranks: int) -> tuple:
     out = os.path.join(t.test_tmp("dp_batch"), f"{label}.jsonl")
     args = [t.qmpi_binary(), "batch", "--model", model, "--input", inp, "--output", out,
-            "--overwrite", "--token-ids", "--max-model-len", str(MAX_MODEL_LEN),
-            "--kv-dtype", "f32"]
+            "--overwrite", "--token-ids", "--max-model-len", str(MAX_MODEL_LEN)] + t.EXACT_KV
     if ranks > 1:
         cmd = [t.mpirun_binary(), "--oversubscribe", "-np", str(ranks), "-x",
                "OMP_NUM_THREADS"] + args + layout

@@ -25,7 +25,7 @@ def batch_reference_1x1(model: str, reqs: list) -> dict:
         for r in reqs:
             f.write(json.dumps({k: v for k, v in r.items() if k != "stream"}) + "\n")
     t.qmpi(["batch", "--model", model, "--input", inp, "--output", out, "--overwrite",
-            "--token-ids", "--max-model-len", sz.MAX_MODEL_LEN] + sz.EXACT_KV, timeout=120)
+            "--token-ids", "--max-model-len", sz.MAX_MODEL_LEN] + t.EXACT_KV, timeout=120)
     ref = {}
     with open(out) as f:
         for line in f:

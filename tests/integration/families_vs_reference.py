@@ -61,7 +61,7 @@ def check_dump(c, label, model_dir, ref, ids):
     spec = ",".join(f"layer.*.{n}" for n in DUMPED)
     env = dict(os.environ, QMPI_DUMP=spec, QMPI_DUMP_DIR=out)
     args = [testlib.qmpi_binary(), "logits", "--model", model_dir, "--ids", testlib.ids_arg(ids),
-            "--out", os.path.join(out, "logits.npy"), "--kv-dtype", "f32"]
+            "--out", os.path.join(out, "logits.npy")] + testlib.EXACT_KV
     if c.guard(label, testlib.run, args, 180, env) is None:
         return
     _, layers = ref.trace(ids)

@@ -80,9 +80,9 @@ def check_logits_match(c: t.Checks, label: str, folder: str, h5: str, layouts) -
 def logits_verified(h5: str, tp: int, pp: int) -> np.ndarray:
     """`qmpi logits --verify` from a .h5 file."""
     out = os.path.join(t.test_tmp("logits"), f"h5-{os.getpid()}-{tp}x{pp}.npy")
-    # f32 KV, as testlib.qmpi_logits runs the folder it is compared with.
-    t.qmpi(["logits", "--model", h5, "--verify", "--ids", t.ids_arg(IDS), "--out", out,
-            "--kv-dtype", "f32"],
+    # EXACT_KV, as testlib.qmpi_logits runs the folder it is compared with.
+    t.qmpi(["logits", "--model", h5, "--verify", "--ids", t.ids_arg(IDS), "--out", out]
+           + t.EXACT_KV,
            tp=tp, pp=pp, mpi=tp * pp > 1, timeout=MPI_TIMEOUT)
     try:
         return np.load(out)

@@ -81,8 +81,8 @@ def batch_texts(model_dir: str, tp: int, pp: int) -> dict:
                                          "temperature": 0}}) + "\n")
     if os.path.exists(out):
         os.remove(out)
-    testlib.qmpi(["batch", "--model", model_dir, "--input", src, "--output", out,
-                  "--kv-dtype", "f32"], tp=tp, pp=pp,
+    testlib.qmpi(["batch", "--model", model_dir, "--input", src, "--output", out]
+                 + testlib.EXACT_KV, tp=tp, pp=pp,
                  mpi=tp * pp > 1, timeout=MPI_TIMEOUT)
     with open(out) as f:
         rows = [json.loads(line) for line in f if line.strip()]

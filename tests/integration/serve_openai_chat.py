@@ -103,7 +103,7 @@ def body(c: t.Checks) -> None:
     with open(inp, "w") as f:
         f.write("".join(json.dumps(x) + "\n" for x in lines))
     t.qmpi(["batch", "--model", model, "--input", inp, "--output", out, "--overwrite",
-            "--token-ids", "--max-model-len", "512"] + sz.EXACT_KV)
+            "--token-ids", "--max-model-len", "512"] + t.EXACT_KV)
     got = {}
     with open(out) as f:
         for line in f:

@@ -39,20 +39,16 @@ def free_port() -> int:
 
 
 
-# Serve is compared token for token with batch, often at another layout: float32 K/V keeps the
-# TP all-reduce's last-bit differences from crossing a bf16 rounding and moving a sampled token
-# or a near-tie on the random tiny models (kv_dtype_vs_reference covers the bf16 cache).
-EXACT_KV = ["--kv-dtype", "f32"]
-
 class Server:
     """`qmpi serve` on free local ports (under mpirun for tp * pp > 1), its output in a file."""
 
-    def __init__(self, model: str, tp: int = 2, pp: int = 3, extra=(), dp: int = 1):
+    def __init__(self, model: str, tp: int = 2, pp: int = 3, extra=(), dp: int = 1,
+                 max_model_len: int = MAX_MODEL_LEN):
         self.zmq_port, self.http_port = free_port(), free_port()
         self.endpoint = f"tcp://127.0.0.1:{self.zmq_port}"
         self.log_path = os.path.join(t.test_tmp("serve"), f"serve-{os.getpid()}-{self.zmq_port}.log")
         args = ["serve", "--model", model, "--zmq", self.endpoint, "--http",
-                f"127.0.0.1:{self.http_port}", "--max-model-len", str(MAX_MODEL_LEN)] + EXACT_KV + list(extra)
+                f"127.0.0.1:{self.http_port}", "--max-model-len", str(max_model_len)] + t.EXACT_KV + list(extra)
         cmd = [t.qmpi_binary()] + args
         if dp * tp * pp > 1:
             cmd = [t.mpirun_binary(), "--oversubscribe", "-np", str(dp * tp * pp), "-x",
@@ -201,7 +197,7 @@ def batch_reference(model: str, reqs: list, tp: int = 2, pp: int = 3) -> dict:
             line = {k: v for k, v in r.items() if k != "stream"}
             f.write(json.dumps(line) + "\n")
     t.qmpi(["batch", "--model", model, "--input", inp, "--output", out, "--overwrite",
-            "--token-ids", "--max-model-len", MAX_MODEL_LEN] + EXACT_KV, tp=tp, pp=pp, timeout=180)
+            "--token-ids", "--max-model-len", MAX_MODEL_LEN] + t.EXACT_KV, tp=tp, pp=pp, timeout=180)
     ref = {}
     with open(out) as f:
         for line in f:
@@ -323,11 +319,12 @@ LONG = {"prompt": "count the birds near old stone bridges", "max_tokens": 200,
         "temperature": 0, "ignore_eos": True, "stream": True}
 
 
-def streaming_socket(server: Server, rid: str):
+def streaming_socket(server: Server, rid: str, **fields):
+    """A DEALER with a LONG request (updated with fields) streaming: three deltas read."""
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(server.endpoint)
-    sock.send_json(dict(LONG, v=1, type="generate", id=rid))
+    sock.send_json(dict(LONG, v=1, type="generate", id=rid, **fields))
     for _ in range(3):
         if not sock.poll(60000):
             raise t.TestFailure(f"{rid}: no delta in 60s")

@@ -9,7 +9,10 @@
 #   3. a layout that does not fit: `qmpi plan` stops the job before launch, FAILED 2:0;
 #   4. a rank failure that is not qmpi's verdict (exit 4): the job reruns once with NCCL_DEBUG=INFO,
 #      and the ranks see it;
-#   5. MODE=batch: the results of a single-rank `qmpi batch`; submitted again, RESUME=1 adds none.
+#   5. MODE=batch: the results of a single-rank `qmpi batch`; submitted again, RESUME=1 adds none;
+#   6. MODE=batch DP=2 TP=3 with a rank of replica 1 killed mid-run: launched with mpirun
+#      --enable-recovery (srun's PMIx plugin would end the step), every request gets its one
+#      result line, and the job ends FAILED 5:0 (a replica was lost, QM414).
 # The daemons, munged and every temp folder are removed on exit, also on failure.
 set -euo pipefail
 
@@ -175,6 +178,38 @@ check '"$got_batch" == "$want_batch"' "every result (status, greedy text) equals
 submit qmpi-batch MODE=batch INPUT="$work/prompts.jsonl" OUTPUT="$work/results.jsonl" EXTRA_ARGS=
 check '"$STATE" == COMPLETED && "$EXIT" == 0:0' "resubmitted: job state $STATE, exit code $EXIT"
 check '"$(wc -l <"$work/results.jsonl")" == 3 && "$(batch_texts "$work/results.jsonl")" == "$want_batch"' "resubmitted: still exactly the 3 results"
+
+echo "== 6. DP=2 TP=3 batch, a rank of replica 1 killed: the job goes on and exits 5"
+"$PY" - "$work/dp.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(24):
+        f.write(json.dumps({"id": f"r{i}", "prompt": "old stone bridges " * (1 + i % 5),
+                            "max_tokens": 40, "temperature": 0, "ignore_eos": True}) + "\n")
+PY
+kill_rank4() {  # SIGKILLs world rank 4 of the job writing $work/dp.out.jsonl once it has a line
+  local p
+  for _ in $(seq 1200); do [[ -s "$work/dp.out.jsonl" ]] && break; sleep 0.1; done
+  for p in /proc/[0-9]*; do
+    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=4 || continue
+    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "--output $work/dp.out.jsonl" || continue
+    echo "killing rank 4 (pid ${p#/proc/})"
+    kill -KILL "${p#/proc/}"
+    return 0
+  done
+  echo "rank 4 was not found"
+}
+kill_rank4 &
+killer=$!
+submit qmpi-dp-loss MODE=batch DP=2 TP=3 PP=1 INPUT="$work/dp.jsonl" OUTPUT="$work/dp.out.jsonl" \
+  EXTRA_ARGS="--comm-timeout 5 --max-num-seqs 4 --max-model-len 256" NCCL_RETRY_WITH_INFO=0
+wait "$killer"
+check '"$STATE" == FAILED && "$EXIT" == 5:0' "job state $STATE, exit code $EXIT (want FAILED, 5:0)"
+check '"$(grep -c "launch: mpirun .*--enable-recovery" "$OUT")" == 1' "launched with mpirun --enable-recovery, not srun"
+check '"$(grep -c "replica 1 lost" "$OUT")" -ge 1 && "$(grep -c "error QM414 (replica-lost)" "$OUT")" == 1' "rank 0 logged the lost replica and QM414"
+check '"$(grep -c "rank 0 exited 5: that is the job" "$OUT")" == 1' "the job says mpirun exited 0 but rank 0 exited 5"
+dp_ids="$("$PY" -c 'import json,sys; print(sorted(json.loads(l)["custom_id"] for l in open(sys.argv[1])) == sorted(f"r{i}" for i in range(24)))' "$work/dp.out.jsonl" 2>&1)"
+check '"$dp_ids" == True' "each of the 24 requests has exactly one result line"
 
 # Without slurmdbd, finished jobs stay visible through the job completion log.
 jobcomp="$(sacct -c -n -X -o JobName%20,State,ExitCode 2>&1 || true)"

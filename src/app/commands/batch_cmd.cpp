@@ -12,6 +12,7 @@
 #include "batch/batch_job.h"
 #include "batch/batch_preflight.h"
 #include "engine/replica_scheduler.h"
+#include "parallel/launcher.h"
 #include "parallel/signals.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -98,7 +99,7 @@ int cmd_batch(const Args& args) {
                              engine.options().comm_timeout_s / 4);
       run_batch_job(job, model, sched, [] { return stop_requested(); });
       sched.log_summary();
-      return 0;
+      return replica_loss_exit_code(sched);
     } catch (const Error& e) {
       // Reported here so that run_engine shuts the mesh down cleanly instead of aborting it.
       std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());

@@ -201,6 +201,30 @@ std::vector<int32_t> parse_id_list(const std::string& s, const char* option) {
   return ids;
 }
 
+int replica_loss_exit_code(const SequenceScheduler& sched) {
+  const std::vector<ReplicaLoad> loads = sched.replica_loads();
+  std::string lost;
+  for (size_t r = 0; r < loads.size(); ++r)
+    if (!loads[r].lost.empty())
+      lost += (lost.empty() ? "" : "; ") + std::string("replica ") + std::to_string(r) +
+              " was lost: " + loads[r].lost;
+  if (lost.empty()) return 0;
+  const Error e(Err::ReplicaLost, "the job finished on the other replicas of " +
+                                      std::to_string(loads.size()) + ", but " + lost);
+  std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
+  return e.exit_code();
+}
+
+namespace {
+
+// In a job that survives lost replicas no rank may finalize MPI (MpiRuntime::end_job).
+int end_engine(const MpiRuntime& mpi, Engine& engine, int rc) {
+  if (engine.mesh().dp() > 1 && replica_survival_enabled()) mpi.end_job(rc);
+  return rc;
+}
+
+}  // namespace
+
 int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& driver) {
   MpiRuntime mpi;
   std::unique_ptr<Engine> engine;
@@ -213,8 +237,7 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
     } else {
       engine->serve();
     }
-    if (engine->mesh().dp() > 1 && replica_survival_enabled()) mpi.end_job(rc);
-    return rc;
+    return end_engine(mpi, *engine, rc);
   } catch (const std::exception& failure) {
     // Not one of ours (a library's exception): still this rank's failure, and the other ranks
     // must hear about it the same way, never wait for a step that does not come.
@@ -233,16 +256,10 @@ int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& dri
     if (engine && engine->is_driver()) {
       std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
       engine->shutdown();
-      return e.exit_code();
+      return end_engine(mpi, *engine, e.exit_code());
     }
     mpi.abort_job(e);
   }
-  return 0;
-}
-
-int launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(var)) return std::atoi(v);
   return 0;
 }
 

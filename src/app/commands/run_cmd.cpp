@@ -8,6 +8,7 @@
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
 #include "engine/scheduler.h"
+#include "parallel/launcher.h"
 #include "requests/console_sink.h"
 #include "requests/pipeline.h"
 

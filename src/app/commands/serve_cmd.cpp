@@ -1,12 +1,15 @@
 // qmpi serve: an online server over the whole mesh (docs/serving.md, docs/protocol.md). Rank 0
 // opens the ZeroMQ broker (and the HTTP front) before the engine is built, so clients can ask
 // for health while the ranks load; then its MPI thread runs the serving loop and the other ranks
-// serve its steps. SIGTERM drains: the requests in flight finish, then every rank exits 0.
+// serve its steps. SIGTERM drains: the requests in flight finish, then every rank exits 0. A
+// SIGTERM from Open MPI's launcher (ending the job: a rank died, or mpirun was interrupted)
+// leaves a second before its SIGKILL, so the requests in flight get an error at once instead.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -17,6 +20,7 @@
 #include "core/byte_size.h"
 #include "engine/replica_scheduler.h"
 #include "io/h5_checkpoint.h"
+#include "parallel/launcher.h"
 #include "parallel/signals.h"
 #include "parallel/watchdog.h"
 #include "serve/api_key.h"
@@ -157,6 +161,15 @@ int cmd_serve(const Args& args) {
   if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
   loop_opts.default_max_tokens = sched_cli.default_max_tokens;
   loop_opts.stop_here = [] { return stop_requested(); };
+  loop_opts.cut_short = []() -> std::optional<Error> {
+    if (!stop_ends_job()) return std::nullopt;
+    return Error(Err::Interrupted,
+                 "the launcher (Open MPI) is ending the job, as it does when a rank died or it was "
+                 "interrupted itself, and kills every rank a second later: no time to finish "
+                 "this request",
+                 "Send the request again once the job is back; mpirun's own lines say why it "
+                 "ended the job.");
+  };
   const std::string model_arg = cli.model.empty() ? cli.model_config : cli.model;
   std::vector<std::string> accepted = served_names;
   if (served_names.empty()) {
@@ -235,7 +248,7 @@ int cmd_serve(const Args& args) {
       sched.log_summary();
       stop_fronts(kFlushOnExit);
       spdlog::info("served {} requests; stopped cleanly", metrics->counters().ok);
-      return 0;
+      return replica_loss_exit_code(sched);
     } catch (const Error& e) {
       // The requests in flight got the error; give the fronts a moment to send it.
       stop_fronts(std::chrono::milliseconds(500));

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -255,6 +256,38 @@ TEST(ServeLoop, PipelinedStepsAndASignalToRank0NeedNoCollectivePoll) {
       << "pipelined steps changed what a request gets";
   EXPECT_EQ(s.metrics.counters().ok, int64_t(in.size())) << "accepted requests finish the drain";
   EXPECT_EQ(s.sched.pool().in_use(), 0);
+}
+
+TEST(ServeLoop, AStopWithNoTimeToDrainFailsEveryRequestAtOnce) {
+  Server s;
+  s.opts.stop_poll = std::chrono::hours(1);
+  int checks = 0;
+  s.opts.stop_here = [&] { return ++checks > 2; };  // the launcher's SIGTERM, two steps in
+  s.opts.cut_short = [] { return std::optional<Error>(Error(Err::Interrupted, "job ending")); };
+  std::vector<std::shared_ptr<Collect>> sinks;
+  for (int i = 0; i < 6; ++i)
+    sinks.push_back(s.submit(
+        request("c" + std::to_string(i), "xyz", "\"max_tokens\": 50, \"ignore_eos\": true")));
+  ServeLoop loop(s.opts, s.model, s.sched, s.hub, s.metrics);
+  try {
+    loop.run([] { return false; });
+    ADD_FAILURE() << "the loop drained instead of failing the requests";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::Interrupted);
+  }
+  for (const auto& sink : sinks) {
+    ASSERT_FALSE(sink->events.empty());
+    EXPECT_EQ(sink->events.back().kind, ServeEvent::Kind::Error);
+    EXPECT_EQ(sink->events.back().error->code(), Err::Interrupted);
+  }
+}
+
+TEST(ServeLoop, AStopWithNoTimeToDrainButNothingInFlightIsClean) {
+  Server s;
+  s.opts.stop_here = [] { return true; };
+  s.opts.cut_short = [] { return std::optional<Error>(Error(Err::Interrupted, "job ending")); };
+  ServeLoop loop(s.opts, s.model, s.sched, s.hub, s.metrics);
+  EXPECT_NO_THROW(loop.run([] { return false; }));
 }
 
 TEST(ServeLoop, CancelEndsARequestAndFreesItsBlocks) {
