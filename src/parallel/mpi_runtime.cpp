@@ -74,9 +74,7 @@ void MpiRuntime::abort_job(const Error& e) const {
   std::fprintf(stderr, "qmpi: [rank %d %s] %s\n", rank_, processor_name_.c_str(),
                e.render().c_str());
   std::fflush(stderr);
-  report_exit_status(e.exit_code());
-  if (!fail_alone()) MPI_Abort(MPI_COMM_WORLD, e.exit_code());
-  std::_Exit(e.exit_code());  // MPI_Abort does not return; this keeps [[noreturn]] honest
+  end_failed_rank(e.exit_code());
 }
 
 }  // namespace qmpi

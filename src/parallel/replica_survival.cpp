@@ -1,8 +1,12 @@
 #include "parallel/replica_survival.h"
 
+#include <mpi.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <string>
+
+#include "parallel/launcher.h"
 
 namespace qmpi {
 namespace {
@@ -26,6 +30,12 @@ void set_fail_alone(bool alone) {
 
 bool fail_alone() {
   return g_fail_alone;
+}
+
+void end_failed_rank(int exit_code) {
+  report_exit_status(exit_code);
+  if (!fail_alone()) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
 }
 
 }  // namespace qmpi

@@ -16,4 +16,9 @@ bool replica_survival_enabled();
 void set_fail_alone(bool alone);
 bool fail_alone();
 
+// Ends this process after a fatal error it has already printed: leaves rank 0's exit status for
+// the launch scripts (report_exit_status), then MPI_Abort of the whole job unless this rank
+// fails alone, then _Exit (MPI_Abort does not return; this keeps [[noreturn]] honest).
+[[noreturn]] void end_failed_rank(int exit_code);
+
 }  // namespace qmpi

@@ -7,7 +7,6 @@
 #include <thread>
 #include <utility>
 
-#include "parallel/launcher.h"
 #include "parallel/replica_survival.h"
 #include "parallel/signals.h"
 
@@ -144,10 +143,8 @@ void abort_job(const Error& error) {
   std::fprintf(stderr, "error %s (%s): %s; fix: %s\n", error_id(error.code()).c_str(),
                std::string(e.name).c_str(), error.message().c_str(), error.fix().c_str());
   std::fflush(stderr);
-  report_exit_status(error.exit_code());
   // A lost replica's rank leaves alone: rank 0 notices the replica and the others go on.
-  if (!fail_alone()) MPI_Abort(MPI_COMM_WORLD, error.exit_code());
-  std::_Exit(error.exit_code());  // MPI_Abort does not return; this keeps [[noreturn]] honest
+  end_failed_rank(error.exit_code());
 }
 
 }  // namespace qmpi
