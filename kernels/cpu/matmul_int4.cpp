@@ -10,20 +10,20 @@
 
 namespace qmpi::cpu {
 
+void dequantize_int4_word(const Int4WeightView& w, int64_t r, int64_t v, int64_t g, float* d,
+                          int64_t stride) {
+  const int64_t e = int4_offset(w.layout, w.rows, w.groups, r, g);
+  const float s = half_to_f32(w.scales[e]), z = float(w.zeros[e]);
+  const uint32_t q = w.qweight[int4_offset(w.layout, w.rows, w.words, r, v)];
+  for (int j = 0; j < 8; ++j) d[j * stride] = (float((q >> (4 * j)) & 15u) - z) * s;
+}
+
 void dequantize_int4_rows(const Int4WeightView& w, int64_t r0, int64_t r1, float* dst) {
   const int64_t kp = w.words * 8;
-  for (int64_t r = r0; r < r1; ++r) {
-    float* d = dst + (r - r0) * kp;
-    for (int64_t g = 0; g < w.groups; ++g) {
-      const int64_t e = int4_offset(w.layout, w.rows, w.groups, r, g);
-      const float s = f16_to_f32(w.scales[e]);
-      const float z = float(w.zeros[e]);
-      for (int64_t i = w.group_words[g]; i < w.group_words[g + 1]; ++i) {
-        const uint32_t q = w.qweight[int4_offset(w.layout, w.rows, w.words, r, i)];
-        for (int j = 0; j < 8; ++j) d[i * 8 + j] = (float((q >> (4 * j)) & 15u) - z) * s;
-      }
-    }
-  }
+  for (int64_t r = r0; r < r1; ++r)
+    for (int64_t g = 0; g < w.groups; ++g)
+      for (int64_t i = w.group_words[g]; i < w.group_words[g + 1]; ++i)
+        dequantize_int4_word(w, r, i, g, dst + (r - r0) * kp + i * 8, 1);
 }
 
 void gather_int4_input(const float* x, int64_t n, const Int4WeightView& w, float* dst) {

@@ -31,6 +31,11 @@ void matmul_int4_reference(const float* x, int64_t n, const Int4WeightView& w,
 // k].
 void dequantize_int4_rows(const Int4WeightView& w, int64_t r0, int64_t r1, float* dst);
 
+// The 8 weights of word v of row r (either layout), whose group is g, as float32:
+// d[0], d[stride], ..., d[7 * stride]. The one element formula every scalar dequantization uses.
+void dequantize_int4_word(const Int4WeightView& w, int64_t r, int64_t v, int64_t g, float* d,
+                          int64_t stride);
+
 // x in packed-input order: dst[i * words * 8 + k] = x[i][x_index[k]] (0 where x_index is -1).
 void gather_int4_input(const float* x, int64_t n, const Int4WeightView& w, float* dst);
 

@@ -120,14 +120,10 @@ void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, fl
     const int64_t r = r0 + rr;
     for (int64_t v = c0; v < c1; ++v) {
       float* d = dst + (v - c0) * 8 * kPanelRows + rr;
-      if (r >= w.rows) {
+      if (r < w.rows)
+        dequantize_int4_word(w, r, v, a.group_of_word[v], d, kPanelRows);
+      else
         for (int j = 0; j < 8; ++j) d[j * kPanelRows] = 0.0f;
-        continue;
-      }
-      const int64_t e = int4_offset(w.layout, w.rows, w.groups, r, a.group_of_word[v]);
-      const float s = half_to_f32(w.scales[e]), z = float(w.zeros[e]);
-      const uint32_t q = w.qweight[int4_offset(w.layout, w.rows, w.words, r, v)];
-      for (int j = 0; j < 8; ++j) d[j * kPanelRows] = (float((q >> (4 * j)) & 15u) - z) * s;
     }
   }
 }

@@ -24,6 +24,9 @@ static_assert(std::atomic<int64_t>::is_always_lock_free);
 char g_second_message[1024];
 size_t g_second_message_len = 0;
 int g_second_exit_code = 1;
+// stop_ends_job's answer once known (-1: not yet asked): the first sender never changes, and the
+// job-end waits ask on every spin, so /proc is read once, outside the handler.
+std::atomic<int> g_sender_is_launcher{-1};
 
 int64_t monotonic_ns() {
   timespec ts{};
@@ -57,6 +60,7 @@ SignalGuard::SignalGuard(const std::string& who) {
   g_first_signal = 0;
   g_signal_count = 0;
   g_first_sender = 0;
+  g_sender_is_launcher = -1;
 
   struct sigaction sa {};
   sa.sa_sigaction = on_signal;
@@ -80,8 +84,14 @@ int stop_signal() {
 }
 
 bool stop_ends_job() {
-  const pid_t sender = g_first_sender.load();
-  return stop_requested() && sender != 0 && sender == getppid() && is_open_mpi_launcher(sender);
+  if (!stop_requested()) return false;
+  int known = g_sender_is_launcher.load();
+  if (known < 0) {
+    const pid_t sender = g_first_sender.load();
+    known = sender != 0 && sender == getppid() && is_open_mpi_launcher(sender) ? 1 : 0;
+    g_sender_is_launcher = known;
+  }
+  return known == 1;
 }
 
 double seconds_since_stop() {

@@ -19,7 +19,6 @@ import random
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 
