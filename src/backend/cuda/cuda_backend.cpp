@@ -9,6 +9,7 @@
 
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/cuda_errors.h"
+#include "backend/cuda/device_writes.h"
 #include "backend/cuda/rope_freq.h"
 #include "core/errors.h"
 #include "kernels/cuda/int4_launchers.h"
@@ -39,6 +40,7 @@ KvPoolsDev pools_of(const KvLayerView& kv) {
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : split_attention_(options.split_attention),
+      bf16_handoff_(options.bf16_handoff),
       device_(select_cuda_device(options.device)),
       gemm_(allocator_, stream_.get(), options.cublas_workspace_bytes),
       ids_(allocator_, "token ids"),
@@ -69,11 +71,13 @@ Buffer CudaBackend::alloc(size_t bytes) {
 }
 
 void CudaBackend::release(void* data, size_t) {
+  note_device_write();  // the memory may come back as another buffer
   allocator_.release(data);
 }
 
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
+  note_device_write();
   check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_.get()),
              "cudaMemcpyAsync (host to device)");
   stream_.synchronize();
@@ -88,6 +92,7 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 
 void CudaBackend::fill_zero(void* dst, size_t bytes) {
   if (bytes == 0) return;
+  note_device_write();
   check_cuda(cudaMemsetAsync(dst, 0, bytes, stream_.get()), "cudaMemsetAsync");
 }
 
@@ -108,6 +113,7 @@ Weight CudaBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
   if (bytes == 0) return w;
   void* host = weight_staging_.reserve(bytes);
   fill(host);
+  note_device_write();
   check_cuda(cudaMemcpyAsync(w.storage.data(), host, bytes, cudaMemcpyHostToDevice, stream_.get()),
              "cudaMemcpyAsync (weight upload)");
   stream_.synchronize();  // the staging memory is reused by the next weight
@@ -117,33 +123,56 @@ Weight CudaBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
 void CudaBackend::embedding(const int32_t* ids, int64_t n, const WeightView& table,
                             int64_t row_offset, float* out) {
   const int32_t* d_ids = ids_.upload_i32(ids, n, stream_.get());
+  note_device_write();
   check_cuda(launch_embedding(d_ids, n, table.data, table.dtype, table.rows, table.cols, row_offset,
                               out, stream_.get()),
              "embedding kernel");
 }
 
 void CudaBackend::rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) {
-  check_cuda(launch_rmsnorm(x, n, w.data, w.dtype, w.cols, eps, out, stream_.get()),
+  const uint64_t gen = note_device_write();
+  void* copy = handoff_target(n * w.cols);
+  check_cuda(launch_rmsnorm(x, n, w.data, w.dtype, w.cols, eps, out, copy, stream_.get()),
              "rmsnorm kernel");
+  handoff_made(out, n * w.cols, copy, gen);
+}
+
+void* CudaBackend::handoff_target(int64_t count) {
+  return bf16_handoff_ && count > 0 ? gemm_.input_scratch(count) : nullptr;
+}
+
+void CudaBackend::handoff_made(const float* out, int64_t count, const void* copy, uint64_t gen) {
+  if (copy) handoff_.stage(out, count, gen);
+}
+
+const void* CudaBackend::handed_off(const float* x, int64_t count) {
+  if (!handoff_.holds(x, count, device_write_generation())) return nullptr;
+  return gemm_.input_scratch(count);  // already that large: returns the copy, moves nothing
 }
 
 void CudaBackend::matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
                          float* out) {
-  gemm_.run(x, n, w, out);
+  const void* x16 = w.dtype == DType::BF16 ? handed_off(x, n * w.cols) : nullptr;
+  note_device_write();
+  if (x16)
+    gemm_.run_16bit(x16, n, w, out);
+  else
+    gemm_.run(x, n, w, out);
   add_bias(out, n, w, bias);
 }
 
 void CudaBackend::matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) {
-  const void* x16 = nullptr;
-  DType x16_type = DType::F32;
+  // Targets of a group share x's width (the Linear seam checks it), so one 16-bit copy of x per
+  // 16-bit type serves them all: the one the op before handed off, or one converted here.
+  const void* x16 = targets.empty() ? nullptr : handed_off(x, n * targets[0].w.cols);
+  DType x16_type = x16 ? DType::BF16 : DType::F32;
+  note_device_write();
   for (const MatmulTarget& t : targets) {
     if (n <= 0 || t.w.rows <= 0) continue;
     if (t.w.dtype != DType::BF16 && t.w.dtype != DType::F16) {
       matmul(x, n, t.w, t.bias, t.out);
       continue;
     }
-    // Targets of a group share x's width (the Linear seam checks it), so one conversion per
-    // 16-bit type serves them all.
     if (!x16 || x16_type != t.w.dtype) {
       x16 = gemm_.convert_input(x, n, t.w);
       x16_type = t.w.dtype;
@@ -173,6 +202,7 @@ void CudaBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w
   if (w.layout != Int4Layout::Rows)
     raise(Err::Internal, "the CUDA int4 matmul got a weight in the CPU's Blocks16 layout");
   if (n <= 0 || w.rows == 0) return;
+  note_device_write();
   const int64_t kp = w.words * 8;
   auto* xg = static_cast<float*>(int4_x_.reserve(size_t(n * kp) * sizeof(float)));
   check_cuda(cuda::launch_int4_gather(x, n, w.in_features, kp, w.x_index, xg, stream_.get()),
@@ -203,6 +233,7 @@ void CudaBackend::rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
     rope_head_dim_ = head_dim;
   }
   const int32_t* d_pos = positions_.upload_i32(positions, n, stream_.get());
+  note_device_write();
   const auto* d_inv = static_cast<const float*>(inv_freq_.upload(
       rope_inv_freq_.data(), rope_inv_freq_.size() * sizeof(float), stream_.get()));
   check_cuda(launch_rope(x, n, heads, head_dim, d_pos, d_inv, stream_.get()), "rope kernel");
@@ -217,6 +248,7 @@ void CudaBackend::kv_store(const float* k, const float* v, int64_t n, const int3
                                std::to_string(i) + " is outside the cache's " +
                                std::to_string(slots_total) + " slots");
   const int32_t* d_slots = slots_.upload_i32(slots, n, stream_.get());
+  note_device_write();
   check_cuda(launch_kv_store(k, v, n, d_slots, pools_of(kv), stream_.get()), "kv_store kernel");
 }
 
@@ -253,27 +285,36 @@ void CudaBackend::attention(const float* q, const AttentionBatch& batch, const K
     p.partial_max = base + parts * kAttentionMaxHeadDim;
     p.partial_sum = p.partial_max + parts;
   }
+  note_device_write();
   check_cuda(launch_attention(p, stream_.get()), "attention kernel");
 }
 
 void CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t width,
                            float* out) {
-  check_cuda(launch_silu_mul(gate, up, n * width, out, stream_.get()), "silu_mul kernel");
+  const uint64_t gen = note_device_write();
+  void* copy = handoff_target(n * width);
+  check_cuda(launch_silu_mul(gate, up, n * width, out, copy, stream_.get()), "silu_mul kernel");
+  handoff_made(out, n * width, copy, gen);
 }
 
 void CudaBackend::add(float* x, const float* y, int64_t count) {
+  note_device_write();
   check_cuda(launch_add(x, y, count, stream_.get()), "add kernel");
 }
 
 void CudaBackend::add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps,
                               float* out) {
-  check_cuda(launch_add_rmsnorm(x, y, n, w.data, w.dtype, w.cols, eps, out, stream_.get()),
+  const uint64_t gen = note_device_write();
+  void* copy = handoff_target(n * w.cols);
+  check_cuda(launch_add_rmsnorm(x, y, n, w.data, w.dtype, w.cols, eps, out, copy, stream_.get()),
              "add_rmsnorm kernel");
+  handoff_made(out, n * w.cols, copy, gen);
 }
 
 void CudaBackend::gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                               float* dst) {
   const int32_t* d_rows = rows_.upload_i32(rows, count, stream_.get());
+  note_device_write();
   check_cuda(launch_gather_rows(src, d_rows, count, width, dst, stream_.get()),
              "gather_rows kernel");
 }
@@ -283,6 +324,7 @@ void CudaBackend::scatter_add_rows(const float* src, const int32_t* rows, const 
   const int32_t* d_rows = rows_.upload_i32(rows, count, stream_.get());
   const auto* d_scales = static_cast<const float*>(
       scales_.upload(scales, size_t(count) * sizeof(float), stream_.get()));
+  note_device_write();
   check_cuda(launch_scatter_add_rows(src, d_rows, d_scales, count, width, dst, stream_.get()),
              "scatter_add_rows kernel");
 }

@@ -8,6 +8,9 @@
 // - Sampling stays on the host: the model copies the logits rows to host memory and the
 //   engine's sampler (engine/sampler.h) applies penalties, temperature, top-k/top-p/min-p there.
 //   For one row of a 152k vocabulary that is 0.6 MB per token, far below a decode step's cost.
+// - bf16 activations between kernels: rmsnorm, add_rmsnorm and silu_mul also write their output
+//   rounded to bf16, and the matmul that reads that output next multiplies the copy instead of
+//   converting x again (bf16_handoff.h says when the copy may be used).
 // - The stream synchronises with the legacy default stream, on which the NCCL and staged-MPI
 //   comms run (parallel/nccl/), so collectives are ordered with the backend's work without events.
 #pragma once
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/bf16_handoff.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_handles.h"
 #include "backend/cuda/device_allocator.h"
@@ -32,6 +36,9 @@ struct CudaBackendOptions {
   // Flash-decoding (launch_shapes.h, attention_split); off runs every attention single-pass,
   // the kernel's behaviour before the split, for side-by-side timings on the device.
   bool split_attention = true;
+  // The bf16 copy of a GEMM input written by the op before (bf16_handoff.h); off converts x in
+  // front of every GEMM, for the device test that the two give the same floats.
+  bool bf16_handoff = true;
 };
 
 class CudaBackend final : public Backend {
@@ -86,8 +93,15 @@ class CudaBackend final : public Backend {
 
  private:
   void add_bias(float* out, int64_t n, const WeightView& w, const WeightView* bias);
+  // Where an op that writes out[count] puts its bf16 copy (null when the handoff is off), and
+  // the bf16 copy of x[count] when the handoff holds it (else null).
+  void* handoff_target(int64_t count);
+  void handoff_made(const float* out, int64_t count, const void* copy, uint64_t gen);
+  const void* handed_off(const float* x, int64_t count);
 
   bool split_attention_;
+  bool bf16_handoff_;
+  cuda::Bf16Handoff handoff_;
   cuda::CudaDeviceInfo device_;  // selected first: everything below lives on it
   cuda::DeviceAllocator allocator_;
   cuda::CudaStream stream_;
