@@ -448,6 +448,8 @@ void CudaBackend::begin_pass(Pass pass) {
 void CudaBackend::end_pass(bool launched) {
   pass_ = Pass::Eager;
   for (MetadataMirror* m : mirrors()) m->end(launched, stream_.get());
+  // The pass staged bf16 copies (bf16_handoff.h) that nothing wrote when no graph ran.
+  if (!launched) note_device_write();
 }
 
 void CudaBackend::require_eager(const char* op) const {
