@@ -126,6 +126,8 @@ po::options_description engine_options(EngineCli& c) {
       "CUDA: record each decode batch size's step as a CUDA graph and replay it (fewer kernel "
       "launches per token; TP 1 dense models; off by default, unlike vLLM, whose "
       "--enforce-eager turns them off)")(
+      "enforce-eager", po::bool_switch(&c.enforce_eager),
+      "no CUDA graphs, as in vLLM (qmpi's default; wins over --cuda-graphs)")(
       "comm-timeout", decimal_value(&c.comm_timeout, 300.0),
       "seconds a collective or receive may wait before the job is aborted with a message "
       "naming the waiting rank and its peer")(
