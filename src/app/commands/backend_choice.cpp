@@ -132,7 +132,8 @@ EngineOptions to_engine_options(const EngineCli& c) {
 #ifdef QMPI_WITH_CUDA
     o.cuda = true;
     o.allow_device_sharing = c.comm == "mpi";
-    o.make_backend = [graphs = c.cuda_graphs && !c.enforce_eager](int device) {
+    o.cuda_graphs = c.cuda_graphs && !c.enforce_eager;
+    o.make_backend = [graphs = o.cuda_graphs](int device) {
       return make_cuda_backend(CudaBackendOptions{.device = device, .cuda_graphs = graphs});
     };
     o.size_kv_on_device = size_kv_on_cuda;
