@@ -1,6 +1,6 @@
 // CUDA graphs for decode steps (CudaBackend::run_step, --cuda-graphs) against eager steps on
 // the same model (needs a GPU; see device_check.h): greedy decoding of one and of three
-// sequences gives the same tokens, and the same logits to the bit while the contexts stay
+// sequences gives the same logits to the bit, hence the same tokens, while the contexts stay
 // under the first context bound (where eager and recorded steps launch the same attention);
 // past it the recorded steps plan the attention split for the bound, so the logits agree to
 // float rounding.
@@ -123,12 +123,13 @@ TEST_F(CudaGraphs, DecodeStepsGiveTheTokensAndLogitsOfEagerSteps) {
       } else {
         expect_close(got, want, 1e-5, what + ", step " + std::to_string(step));
       }
+      // Both are fed eager's greedy token: where the logits are equal to the bit, so are the
+      // tokens; past the bound a near tie could flip one, which says nothing about the graphs.
       for (int s = 0; s < n; ++s) {
         const auto row = [&](const std::vector<float>& l) {
           const auto b = l.begin() + int64_t(s) * V;
           return int32_t(std::max_element(b, b + V) - b);
         };
-        ASSERT_EQ(row(got), row(want)) << what << ", step " << step << ", sequence " << s;
         start[size_t(s)] += int32_t(step_tokens[size_t(s)].size());
         step_tokens[size_t(s)] = {row(want)};
       }
