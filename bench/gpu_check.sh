@@ -8,8 +8,11 @@
 # device), the 3-rank uneven --tp 3 (5,5,4 heads over 2 KV heads) on it too, a --dp 2 --tp 3
 # batch against one rank's, and decode / prefill tokens/s next to the HBM roofline (weight
 # bytes per token / measured copy bandwidth).
+# CUDA graphs (--cuda-graphs): a greedy batch of decode sizes 8..1 gives the eager tokens, and
+# decode tokens/s with graphs next to the eager bench.
 # Kernel timing rows: flash-decoding against the single-pass attention kernel at contexts 4k and
-# 16k, and the fused residual add + RMSNorm against add then RMSNorm (both checked equal first).
+# 16k, the fused residual add + RMSNorm against add then RMSNorm, and RMSNorm + q/k/v GEMMs with
+# the bf16 handoff against converting x (each checked equal first).
 # int4 rows: the int4 device test (in the CUDA unit tests), `qmpi logits` cuda vs cpu on a GPTQ
 # act-order tiny model and an AWQ g128 qwen2.5-0.5b, and that model's decode / prefill tokens/s.
 # Finishes inside QMPI_CHECK_BUDGET_S seconds (default 450) and prints a short table last;
@@ -445,6 +448,40 @@ sys.exit(0 if same == len(a) == 8 else 1)' "$work/dp.dp2tp3.jsonl" "$work/dp.1x1
     row "6 ranks dp2 tp3 --comm mpi batch vs 1 rank" FAIL "a batch run failed: see log"
   fi
 
+  # CUDA graphs (--cuda-graphs): a greedy batch whose requests end one after another (decode
+  # batches of 8 sequences down to 1, each size recorded and replayed) gives the tokens it gives
+  # without graphs. The contexts stay under the first graph context bound (256), where recorded
+  # and eager steps launch the same kernels, so the tokens must be equal, not just close.
+  graphs_flag=()
+  [[ "$backend" == cuda ]] && graphs_flag=(--cuda-graphs)
+  "$py" -c '
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(8):
+        f.write(json.dumps({"id": f"g{i}", "prompt": [3 + i, 5, 7, 11 + i], "max_tokens": 12 + 8 * i,
+                            "temperature": 0, "ignore_eos": True}) + "\n")' "$work/graphs.jsonl"
+  if run 90 env "${qenv[@]}" "$qmpi" batch --model "$work/q05" --input "$work/graphs.jsonl" \
+       --output "$work/graphs.eager.jsonl" --overwrite --token-ids --backend "$backend" &&
+     run 90 env "${qenv[@]}" "$qmpi" batch --model "$work/q05" --input "$work/graphs.jsonl" \
+       --output "$work/graphs.graphs.jsonl" --overwrite --token-ids --backend "$backend" \
+       "${graphs_flag[@]}"; then
+    if value="$("$py" -c '
+import json, sys
+def ids(p):
+    return {json.loads(l)["custom_id"]: json.loads(l)["response"]["body"]["choices"][0]["token_ids"]
+            for l in open(p)}
+a, b = ids(sys.argv[1]), ids(sys.argv[2])
+same = sum(a[k] == b.get(k) for k in a)
+print(f"{same}/{len(a)} requests with the eager tokens ({sum(map(len, a.values()))} tokens)")
+sys.exit(0 if same == len(a) == 8 else 1)' "$work/graphs.graphs.jsonl" "$work/graphs.eager.jsonl")"; then
+      row "--cuda-graphs batch vs eager" ok "$value"
+    else
+      row "--cuda-graphs batch vs eager" FAIL "$value"
+    fi
+  else
+    row "--cuda-graphs batch vs eager" FAIL "a batch run failed: see log"
+  fi
+
   # Speed: one sequence, 128-token prompt, 64 generated tokens.
   if run_to "$work/bench.out" 150 env "${qenv[@]}" "$qmpi" bench --model "$work/q05" \
        --backend "$backend" --prompt-len 128 --gen-len 64 --json --no-membw &&
@@ -463,6 +500,20 @@ print(j["decode_tokens_per_s"], j["prefill_tokens_per_s"], j["weight_bytes_rank0
     row "prefill qwen2.5-0.5b $backend, 128 tok" ok "$(printf '%.0f' "$prefill") tok/s"
   else
     row "bench qwen2.5-0.5b" FAIL "qmpi bench failed: see log"
+  fi
+
+  # The same bench with decode steps replayed as CUDA graphs (the eager run above is the base).
+  if run_to "$work/bench-graphs.out" 150 env "${qenv[@]}" "$qmpi" bench --model "$work/q05" \
+       --backend "$backend" --prompt-len 128 --gen-len 64 --json --no-membw "${graphs_flag[@]}" &&
+     grep '^{' "$work/bench-graphs.out" | tail -1 >"$out/bench-graphs.json" &&
+     [[ -s "$out/bench-graphs.json" && -s "$out/bench.json" ]]; then
+    value="$("$py" -c '
+import json, sys
+g, e = (json.load(open(p))["decode_tokens_per_s"] for p in sys.argv[1:3])
+print(f"{g:.0f} tok/s with graphs, {e:.0f} without: {g / e:.2f}x")' "$out/bench-graphs.json" "$out/bench.json")"
+    row "decode qwen2.5-0.5b $backend --cuda-graphs" ok "$value"
+  else
+    row "bench qwen2.5-0.5b --cuda-graphs" FAIL "qmpi bench failed: see log"
   fi
 
   # int4 (AWQ g128) decode and prefill on the same shape: the int4 GEMV streams ~0.52 bytes

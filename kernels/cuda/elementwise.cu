@@ -1,16 +1,19 @@
 // The small element-wise kernels: SiLU-and-mul, residual add, row gather and weighted
-// scatter-add, bias add and the
-// float32 -> bf16/f16 conversion in front of 16-bit GEMMs.
+// scatter-add, bias add and the float32 -> bf16/f16 conversion in front of 16-bit GEMMs.
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/launchers.h"
 
 namespace qmpi::cuda {
 namespace {
 
-__global__ void silu_mul_kernel(const float* gate, const float* up, int64_t count, float* out) {
+// out16, when given, gets the bf16 rounding of the very float stored to out.
+__global__ void silu_mul_kernel(const float* gate, const float* up, int64_t count, float* out,
+                                __nv_bfloat16* out16) {
   for (int64_t i = global_thread(); i < count; i += grid_stride()) {
     const float g = gate[i];
-    out[i] = g / (1.0f + expf(-g)) * up[i];
+    const float v = g / (1.0f + expf(-g)) * up[i];
+    out[i] = v;
+    if (out16) out16[i] = __float2bfloat16_rn(v);
   }
 }
 
@@ -61,10 +64,11 @@ __global__ void convert_kernel(const float* x, int64_t count, T* out) {
 }  // namespace
 
 cudaError_t launch_silu_mul(const float* gate, const float* up, int64_t count, float* out,
-                            cudaStream_t stream) {
+                            void* out_bf16, cudaStream_t stream) {
   const LaunchShape s = elementwise_shape(count);
   if (s.empty()) return cudaSuccess;
-  silu_mul_kernel<<<grid_of(s), s.block, 0, stream>>>(gate, up, count, out);
+  silu_mul_kernel<<<grid_of(s), s.block, 0, stream>>>(gate, up, count, out,
+                                                      static_cast<__nv_bfloat16*>(out_bf16));
   return cudaGetLastError();
 }
 
@@ -87,8 +91,7 @@ cudaError_t launch_scatter_add_rows(const float* src, const int32_t* rows, const
                                     int64_t count, int64_t width, float* dst, cudaStream_t stream) {
   const LaunchShape s = elementwise_shape(count * width);
   if (s.empty()) return cudaSuccess;
-  scatter_add_rows_kernel<<<grid_of(s), s.block, 0, stream>>>(src, rows, scales, count, width,
-                                                             dst);
+  scatter_add_rows_kernel<<<grid_of(s), s.block, 0, stream>>>(src, rows, scales, count, width, dst);
   return cudaGetLastError();
 }
 

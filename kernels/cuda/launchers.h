@@ -17,14 +17,16 @@ cudaError_t launch_embedding(const int32_t* ids, int64_t n, const void* table, D
                              int64_t table_rows, int64_t width, int64_t row_offset, float* out,
                              cudaStream_t stream);
 
-// out = x * rsqrt(mean(x^2) + eps) * w per row of `width`, sums in float32.
+// out = x * rsqrt(mean(x^2) + eps) * w per row of `width`, sums in float32. out_bf16 (may be
+// null) gets out rounded to nearest-even bf16, element for element (the next GEMM's input).
 cudaError_t launch_rmsnorm(const float* x, int64_t n, const void* w, DType dtype, int64_t width,
-                           float eps, float* out, cudaStream_t stream);
+                           float eps, float* out, void* out_bf16, cudaStream_t stream);
 
 // x += y, then out = rmsnorm(x), per row of `width` (the residual add and the next norm).
-// out may be x.
+// out may be x; out_bf16 as for launch_rmsnorm.
 cudaError_t launch_add_rmsnorm(float* x, const float* y, int64_t n, const void* w, DType dtype,
-                               int64_t width, float eps, float* out, cudaStream_t stream);
+                               int64_t width, float eps, float* out, void* out_bf16,
+                               cudaStream_t stream);
 
 // Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim]: pair m of a token at position p
 // turns by float(p) * inv_freq[m] (inv_freq: head_dim / 2 floats, rope_inv_freq()).
@@ -86,9 +88,9 @@ struct AttentionParams {
 // Causal GQA attention over the paged cache, online softmax in float32; head_dim <= 256.
 cudaError_t launch_attention(const AttentionParams& p, cudaStream_t stream);
 
-// out = silu(gate) * up over count elements.
+// out = silu(gate) * up over count elements; out_bf16 as for launch_rmsnorm.
 cudaError_t launch_silu_mul(const float* gate, const float* up, int64_t count, float* out,
-                            cudaStream_t stream);
+                            void* out_bf16, cudaStream_t stream);
 
 // x += y over count elements.
 cudaError_t launch_add(float* x, const float* y, int64_t count, cudaStream_t stream);

@@ -60,6 +60,13 @@ struct Weight {
   explicit operator bool() const { return static_cast<bool>(storage); }
 };
 
+// What a backend may key a recording of a step's device work on (Backend::run_step).
+struct StepShape {
+  int64_t tokens = 0;       // 0: not to be recorded
+  bool decode = false;      // every sequence advances by exactly one token
+  int32_t max_context = 0;  // the longest sequence's context, this step's tokens included
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -130,6 +137,16 @@ class Backend {
   // scatter-add that returns an expert's outputs to its tokens' rows.
   virtual void scatter_add_rows(const float* src, const int32_t* rows, const float* scales,
                                 int64_t count, int64_t width, float* dst) = 0;
+
+  // One step's device work, which a backend may record the first times it sees the step's
+  // shape and replay afterwards (CUDA graphs, --cuda-graphs). `enqueue` must call only this
+  // backend's ops, no comm and nothing that waits for the device, and with the same shape call
+  // the same ops on the same buffers with the same sizes: only the contents of the host arrays
+  // they take (ids, positions, slots, sequences, block tables) may differ. The default runs it.
+  virtual void run_step(const StepShape& shape, const std::function<void()>& enqueue) {
+    (void)shape;
+    enqueue();
+  }
 
   friend class Buffer;
 

@@ -107,6 +107,10 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
                   double(weight_bytes_) / (1 << 20), origin);
   model_ = std::make_unique<DecoderModel>(cfg_, plan, *backend_, *tp_, std::move(weights),
                                           tensor_dump_from_env(mesh_->rank()));
+  if (opts_.cuda_graphs && !model_->recordable() && mesh_->rank() == 0)
+    spdlog::warn(
+        "--cuda-graphs: every step runs eagerly here: graphs need --tp 1, a model without MoE "
+        "layers and no QMPI_DUMP");
 
   KvCacheShape kv;
   kv.num_layers = int(plan.layers.size());

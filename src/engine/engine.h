@@ -35,6 +35,7 @@ struct EngineOptions {
   uint64_t synthetic_seed = 0;
   Layout layout;
   bool cuda = false;
+  bool cuda_graphs = false;  // the backend records decode steps (said once if the model cannot)
   bool allow_device_sharing = false;  // several ranks per GPU (--comm mpi)
   bool allow_tp_across_hosts = false;
   double comm_timeout_s = 300.0;

@@ -113,11 +113,13 @@ void Executor::execute(const StepPlan& plan) {
 
   StepResult result;
   if (T > 0) {
-    if (pos_.stage == 0)
-      model_.embed(batch, hidden);
-    else
-      link_.recv_hidden(hidden, hidden_bytes);
-    model_.run_layers(batch, hidden, cache_);
+    if (pos_.stage != 0) link_.recv_hidden(hidden, hidden_bytes);
+    // The stage's own device work, which the backend may record and replay (CUDA graphs); the
+    // transfers between stages and the logits, which wait for the device, stay outside.
+    be_.run_step(model_.recordable() ? shape_of(batch) : StepShape{}, [&] {
+      if (pos_.stage == 0) model_.embed(batch, hidden);
+      model_.run_layers(batch, hidden, cache_);
+    });
     if (!pos_.last_stage()) {
       link_.send_hidden(hidden, hidden_bytes);
     } else {

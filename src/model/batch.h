@@ -1,6 +1,7 @@
 // One forward step's tokens, flattened: what every rank of a stage needs to run its layers.
 // Built from a StepPlan (src/engine/step_plan.h); all arrays are host memory.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -18,5 +19,16 @@ struct BatchInput {
 
   int64_t num_tokens() const { return int64_t(tokens.size()); }
 };
+
+// What a backend may key a recording of the step on (Backend::run_step).
+inline StepShape shape_of(const BatchInput& b) {
+  StepShape s;
+  s.tokens = b.num_tokens();
+  s.decode =
+      int64_t(b.seqs.size()) == s.tokens &&
+      std::all_of(b.seqs.begin(), b.seqs.end(), [](const AttentionSeq& q) { return q.q_len == 1; });
+  for (const AttentionSeq& q : b.seqs) s.max_context = std::max(s.max_context, q.ctx_len);
+  return s;
+}
 
 }  // namespace qmpi

@@ -1,5 +1,6 @@
 #include "model/decoder.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -20,6 +21,12 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const ShardPlan& plan, Backen
 
 void DecoderModel::all_reduce(float* x, int64_t count) {
   if (tp_.size() > 1) tp_.all_reduce_sum(x, size_t(count));
+}
+
+bool DecoderModel::recordable() const {
+  return tp_.size() == 1 && !dump_.enabled() &&
+         std::none_of(w_.layers.begin(), w_.layers.end(),
+                      [](const LayerWeights& L) { return L.moe.has_value(); });
 }
 
 void DecoderModel::embed(const BatchInput& batch, float* hidden) {

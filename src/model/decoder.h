@@ -36,6 +36,11 @@ class DecoderModel {
   // [rows, vocab_size] (the TP ranks' vocab slices are gathered).
   void logits(const BatchInput& batch, const float* hidden, float* host_logits);
 
+  // True when embed and run_layers call only backend ops that never wait for the device, so a
+  // backend may record a step of them (Backend::run_step): no TP all-reduce, no MoE layer (the
+  // router reads its logits on the host) and no debug dump.
+  bool recordable() const;
+
   const ShardPlan& plan() const { return plan_; }
   const DecoderWeights& weights() const { return w_; }
   int64_t hidden_size() const { return cfg_.hidden_size; }

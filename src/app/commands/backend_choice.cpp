@@ -125,13 +125,17 @@ EngineOptions to_engine_options(const EngineCli& c) {
 
   if (c.backend == "cpu") {
     if (c.comm == "nccl") raise(Err::Usage, "--comm nccl needs --backend cuda");
+    if (c.cuda_graphs && !c.enforce_eager) raise(Err::Usage, "--cuda-graphs needs --backend cuda");
     const CpuBackendOptions cpu{c.threads, c.bf16_activations};
     o.make_backend = [cpu](int) { return make_cpu_backend(cpu); };
   } else if (c.backend == "cuda") {
 #ifdef QMPI_WITH_CUDA
     o.cuda = true;
     o.allow_device_sharing = c.comm == "mpi";
-    o.make_backend = [](int device) { return make_cuda_backend(CudaBackendOptions{device}); };
+    o.cuda_graphs = c.cuda_graphs && !c.enforce_eager;
+    o.make_backend = [graphs = o.cuda_graphs](int device) {
+      return make_cuda_backend(CudaBackendOptions{.device = device, .cuda_graphs = graphs});
+    };
     o.size_kv_on_device = size_kv_on_cuda;
     // NCCL by default; --comm mpi stages device buffers through host memory (several ranks
     // may then share one GPU).

@@ -122,6 +122,12 @@ po::options_description engine_options(EngineCli& c) {
       "CPU, BF16 weights: round activations to bf16 inside matmuls and use bf16 dot products "
       "(faster prefill and batched decode; ~1.5e-3 relative error per matmul, beyond the 2e-3 "
       "end-to-end bound the default float32 path keeps)")(
+      "cuda-graphs", po::bool_switch(&c.cuda_graphs),
+      "CUDA: record each decode batch size's step as a CUDA graph and replay it (fewer kernel "
+      "launches per token; TP 1 dense models; off by default, unlike vLLM, whose "
+      "--enforce-eager turns them off)")(
+      "enforce-eager", po::bool_switch(&c.enforce_eager),
+      "no CUDA graphs, as in vLLM (qmpi's default; wins over --cuda-graphs)")(
       "comm-timeout", decimal_value(&c.comm_timeout, 300.0),
       "seconds a collective or receive may wait before the job is aborted with a message "
       "naming the waiting rank and its peer")(

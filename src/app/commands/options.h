@@ -46,6 +46,8 @@ struct EngineCli {
   std::string comm = "auto";
   int threads = 0;
   bool bf16_activations = false;  // CPU: bf16 dot products in matmuls (off: exact float32)
+  bool cuda_graphs = false;       // CUDA: record decode steps as graphs and replay them
+  bool enforce_eager = false;     // vLLM's switch for no graphs: wins over cuda_graphs
   double comm_timeout = 300.0;
   int block_size = 16;
   int64_t max_model_len = 0;

@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <type_traits>
 
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/cuda_errors.h"
+#include "backend/cuda/device_writes.h"
 #include "backend/cuda/rope_freq.h"
 #include "core/errors.h"
 #include "kernels/cuda/int4_launchers.h"
@@ -39,6 +41,7 @@ KvPoolsDev pools_of(const KvLayerView& kv) {
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : split_attention_(options.split_attention),
+      bf16_handoff_(options.bf16_handoff),
       device_(select_cuda_device(options.device)),
       gemm_(allocator_, stream_.get(), options.cublas_workspace_bytes),
       ids_(allocator_, "token ids"),
@@ -53,7 +56,8 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       inv_freq_(allocator_, "RoPE frequencies"),
       attention_partials_(allocator_, cuda::MemPurpose::Scratch, "flash-decoding partials"),
       int4_x_(allocator_, cuda::MemPurpose::Scratch, "int4 matmul inputs"),
-      int4_w_(allocator_, cuda::MemPurpose::Scratch, "int4 weights dequantized to bf16") {
+      int4_w_(allocator_, cuda::MemPurpose::Scratch, "int4 weights dequantized to bf16"),
+      cuda_graphs_(options.cuda_graphs) {
   // Reserved now, so the profiling step's workspace peak (memory_budget.h) includes it.
   attention_partials_.reserve(size_t(attention_split_workspace_bytes(device_.multiprocessors)));
   // One per rank: debug, as the start-up summary rank 0 logs has each rank's device and memory.
@@ -69,17 +73,21 @@ Buffer CudaBackend::alloc(size_t bytes) {
 }
 
 void CudaBackend::release(void* data, size_t) {
+  note_device_write();  // the memory may come back as another buffer
   allocator_.release(data);
 }
 
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  require_eager("copy_to_device");
   if (bytes == 0) return;
+  note_device_write();
   check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_.get()),
              "cudaMemcpyAsync (host to device)");
   stream_.synchronize();
 }
 
 void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  require_eager("copy_to_host");
   if (bytes == 0) return;
   check_cuda(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_.get()),
              "cudaMemcpyAsync (device to host)");
@@ -87,16 +95,20 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::fill_zero(void* dst, size_t bytes) {
+  require_eager("fill_zero");
   if (bytes == 0) return;
+  note_device_write();
   check_cuda(cudaMemsetAsync(dst, 0, bytes, stream_.get()), "cudaMemsetAsync");
 }
 
 void CudaBackend::synchronize() {
+  require_eager("synchronize");
   stream_.synchronize();
 }
 
 Weight CudaBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
                                 const std::function<void(void* host_dst)>& fill) {
+  require_eager("make_weight");
   const size_t bytes = size_t(rows) * size_t(cols) * dtype_size(dtype);
   Weight w;
   w.dtype = dtype;
@@ -108,6 +120,7 @@ Weight CudaBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
   if (bytes == 0) return w;
   void* host = weight_staging_.reserve(bytes);
   fill(host);
+  note_device_write();
   check_cuda(cudaMemcpyAsync(w.storage.data(), host, bytes, cudaMemcpyHostToDevice, stream_.get()),
              "cudaMemcpyAsync (weight upload)");
   stream_.synchronize();  // the staging memory is reused by the next weight
@@ -117,33 +130,60 @@ Weight CudaBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
 void CudaBackend::embedding(const int32_t* ids, int64_t n, const WeightView& table,
                             int64_t row_offset, float* out) {
   const int32_t* d_ids = ids_.upload_i32(ids, n, stream_.get());
+  note_device_write();
+  if (refreshing()) return;
   check_cuda(launch_embedding(d_ids, n, table.data, table.dtype, table.rows, table.cols, row_offset,
                               out, stream_.get()),
              "embedding kernel");
 }
 
 void CudaBackend::rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) {
-  check_cuda(launch_rmsnorm(x, n, w.data, w.dtype, w.cols, eps, out, stream_.get()),
-             "rmsnorm kernel");
+  const uint64_t gen = note_device_write();
+  void* copy = handoff_target(n * w.cols);
+  if (!refreshing())
+    check_cuda(launch_rmsnorm(x, n, w.data, w.dtype, w.cols, eps, out, copy, stream_.get()),
+               "rmsnorm kernel");
+  handoff_made(out, n * w.cols, copy, gen);
+}
+
+void* CudaBackend::handoff_target(int64_t count) {
+  return bf16_handoff_ && count > 0 ? gemm_.input_scratch(count) : nullptr;
+}
+
+void CudaBackend::handoff_made(const float* out, int64_t count, const void* copy, uint64_t gen) {
+  if (copy) handoff_.stage(out, count, gen);
+}
+
+const void* CudaBackend::handed_off(const float* x, int64_t count) {
+  if (!handoff_.holds(x, count, device_write_generation())) return nullptr;
+  return gemm_.input_scratch(count);  // already that large: returns the copy, moves nothing
 }
 
 void CudaBackend::matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
                          float* out) {
-  gemm_.run(x, n, w, out);
+  const void* x16 = w.dtype == DType::BF16 ? handed_off(x, n * w.cols) : nullptr;
+  note_device_write();
+  if (refreshing()) return;
+  if (x16)
+    gemm_.run_16bit(x16, n, w, out);
+  else
+    gemm_.run(x, n, w, out);
   add_bias(out, n, w, bias);
 }
 
 void CudaBackend::matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) {
-  const void* x16 = nullptr;
-  DType x16_type = DType::F32;
+  // Targets of a group share x's width (the Linear seam checks it), so one 16-bit copy of x per
+  // 16-bit type serves them all: the one the op before handed off, or one converted here.
+  const void* x16 = targets.empty() ? nullptr : handed_off(x, n * targets[0].w.cols);
+  DType x16_type = x16 ? DType::BF16 : DType::F32;
+  note_device_write();
+  if (refreshing()) return;
   for (const MatmulTarget& t : targets) {
     if (n <= 0 || t.w.rows <= 0) continue;
     if (t.w.dtype != DType::BF16 && t.w.dtype != DType::F16) {
       matmul(x, n, t.w, t.bias, t.out);
       continue;
     }
-    // Targets of a group share x's width (the Linear seam checks it), so one conversion per
-    // 16-bit type serves them all.
     if (!x16 || x16_type != t.w.dtype) {
       x16 = gemm_.convert_input(x, n, t.w);
       x16_type = t.w.dtype;
@@ -173,6 +213,8 @@ void CudaBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w
   if (w.layout != Int4Layout::Rows)
     raise(Err::Internal, "the CUDA int4 matmul got a weight in the CPU's Blocks16 layout");
   if (n <= 0 || w.rows == 0) return;
+  note_device_write();
+  if (refreshing()) return;
   const int64_t kp = w.words * 8;
   auto* xg = static_cast<float*>(int4_x_.reserve(size_t(n * kp) * sizeof(float)));
   check_cuda(cuda::launch_int4_gather(x, n, w.in_features, kp, w.x_index, xg, stream_.get()),
@@ -203,8 +245,10 @@ void CudaBackend::rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
     rope_head_dim_ = head_dim;
   }
   const int32_t* d_pos = positions_.upload_i32(positions, n, stream_.get());
+  note_device_write();
   const auto* d_inv = static_cast<const float*>(inv_freq_.upload(
       rope_inv_freq_.data(), rope_inv_freq_.size() * sizeof(float), stream_.get()));
+  if (refreshing()) return;
   check_cuda(launch_rope(x, n, heads, head_dim, d_pos, d_inv, stream_.get()), "rope kernel");
 }
 
@@ -217,6 +261,8 @@ void CudaBackend::kv_store(const float* k, const float* v, int64_t n, const int3
                                std::to_string(i) + " is outside the cache's " +
                                std::to_string(slots_total) + " slots");
   const int32_t* d_slots = slots_.upload_i32(slots, n, stream_.get());
+  note_device_write();
+  if (refreshing()) return;
   check_cuda(launch_kv_store(k, v, n, d_slots, pools_of(kv), stream_.get()), "kv_store kernel");
 }
 
@@ -240,10 +286,14 @@ void CudaBackend::attention(const float* q, const AttentionBatch& batch, const K
   p.head_dim = batch.head_dim;
   p.block_size = kv.block_size;
   p.scale = batch.scale;
+  // A recordable step plans for its context bound, so all its launches split alike.
+  if (step_context_ > 0 && plan.max_keys > step_context_)
+    raise(Err::Internal, "attention over " + std::to_string(plan.max_keys) +
+                             " keys in a step recorded for " + std::to_string(step_context_));
+  const int32_t keys = step_context_ > 0 ? step_context_ : plan.max_keys;
   const AttentionSplit split =
-      split_attention_
-          ? attention_split(plan.rows, batch.num_heads, plan.max_keys, device_.multiprocessors)
-          : AttentionSplit{1, std::max(plan.max_keys, 1)};
+      split_attention_ ? attention_split(plan.rows, batch.num_heads, keys, device_.multiprocessors)
+                       : AttentionSplit{1, std::max(keys, 1)};
   p.chunks = split.chunks;
   p.chunk_keys = split.chunk_keys;
   if (split.chunks > 1) {
@@ -253,27 +303,41 @@ void CudaBackend::attention(const float* q, const AttentionBatch& batch, const K
     p.partial_max = base + parts * kAttentionMaxHeadDim;
     p.partial_sum = p.partial_max + parts;
   }
+  note_device_write();
+  if (refreshing()) return;
   check_cuda(launch_attention(p, stream_.get()), "attention kernel");
 }
 
 void CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t width,
                            float* out) {
-  check_cuda(launch_silu_mul(gate, up, n * width, out, stream_.get()), "silu_mul kernel");
+  const uint64_t gen = note_device_write();
+  void* copy = handoff_target(n * width);
+  if (!refreshing())
+    check_cuda(launch_silu_mul(gate, up, n * width, out, copy, stream_.get()), "silu_mul kernel");
+  handoff_made(out, n * width, copy, gen);
 }
 
 void CudaBackend::add(float* x, const float* y, int64_t count) {
+  note_device_write();
+  if (refreshing()) return;
   check_cuda(launch_add(x, y, count, stream_.get()), "add kernel");
 }
 
 void CudaBackend::add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps,
                               float* out) {
-  check_cuda(launch_add_rmsnorm(x, y, n, w.data, w.dtype, w.cols, eps, out, stream_.get()),
-             "add_rmsnorm kernel");
+  const uint64_t gen = note_device_write();
+  void* copy = handoff_target(n * w.cols);
+  if (!refreshing())
+    check_cuda(launch_add_rmsnorm(x, y, n, w.data, w.dtype, w.cols, eps, out, copy, stream_.get()),
+               "add_rmsnorm kernel");
+  handoff_made(out, n * w.cols, copy, gen);
 }
 
 void CudaBackend::gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                               float* dst) {
   const int32_t* d_rows = rows_.upload_i32(rows, count, stream_.get());
+  note_device_write();
+  if (refreshing()) return;
   check_cuda(launch_gather_rows(src, d_rows, count, width, dst, stream_.get()),
              "gather_rows kernel");
 }
@@ -283,8 +347,121 @@ void CudaBackend::scatter_add_rows(const float* src, const int32_t* rows, const 
   const int32_t* d_rows = rows_.upload_i32(rows, count, stream_.get());
   const auto* d_scales = static_cast<const float*>(
       scales_.upload(scales, size_t(count) * sizeof(float), stream_.get()));
+  note_device_write();
+  if (refreshing()) return;
   check_cuda(launch_scatter_add_rows(src, d_rows, d_scales, count, width, dst, stream_.get()),
              "scatter_add_rows kernel");
+}
+
+void CudaBackend::run_step(const StepShape& shape, const std::function<void()>& enqueue) {
+  const std::optional<GraphKey> key = cuda_graphs_ ? graph_key(shape) : std::nullopt;
+  if (!key) return enqueue();
+  const GraphDecision d = graph_book_.next(*key, allocator_.frees());
+  if (d.drop_all) {
+    stream_.synchronize();  // no replay of them still running
+    graphs_.clear();
+  }
+  step_context_ = key->context;
+  try {
+    if (d.action == GraphAction::Capture) {
+      capture_step(*key, enqueue);
+    } else if (d.action == GraphAction::Replay) {
+      replay_step(*key, enqueue);
+    } else {
+      graph_counts_.eager++;
+      enqueue();
+    }
+  } catch (...) {
+    step_context_ = 0;
+    throw;
+  }
+  step_context_ = 0;
+}
+
+void CudaBackend::capture_step(const GraphKey& key, const std::function<void()>& enqueue) {
+  const uint64_t frees = allocator_.frees();
+  begin_pass(Pass::Capture);
+  CudaGraph graph;
+  try {
+    graph = CudaGraph::capture(stream_.get(), enqueue);
+  } catch (const Error& e) {
+    end_pass(false);
+    graph_book_.refused(key);
+    spdlog::warn("cuda graphs: a decode step of {} tokens runs eagerly, it cannot be recorded: {}",
+                 key.tokens, e.what());
+    graph_counts_.eager++;
+    return enqueue();
+  } catch (...) {
+    end_pass(false);
+    throw;
+  }
+  if (!pass_fits(frees)) {
+    // A buffer grew during the recording (earlier launches in it may use the freed one), or a
+    // block table did not fit its array: eagerly, and the book starts the shape over.
+    end_pass(false);
+    graph_counts_.eager++;
+    return enqueue();
+  }
+  graph.launch(stream_.get());
+  end_pass(true);
+  graphs_.emplace(key, std::move(graph));
+  graph_book_.recorded(key);
+  graph_counts_.captured++;
+}
+
+void CudaBackend::replay_step(const GraphKey& key, const std::function<void()>& enqueue) {
+  const uint64_t frees = allocator_.frees();
+  begin_pass(Pass::Refresh);
+  try {
+    enqueue();
+  } catch (...) {
+    end_pass(false);
+    throw;
+  }
+  if (!pass_fits(frees)) {
+    // A block table outgrew the recorded copy: eagerly, which grows it (and, by that free,
+    // makes the book record the shape anew).
+    end_pass(false);
+    graph_counts_.eager++;
+    return enqueue();
+  }
+  graphs_.at(key).launch(stream_.get());
+  end_pass(true);
+  graph_counts_.replayed++;
+}
+
+bool CudaBackend::pass_fits(uint64_t frees_before) {
+  const auto ms = mirrors();
+  return allocator_.frees() == frees_before &&
+         std::all_of(ms.begin(), ms.end(), [](const MetadataMirror* m) { return m->fits(); });
+}
+
+void CudaBackend::begin_pass(Pass pass) {
+  // The mirrors rewrite their pinned staging without waiting for earlier copies out of it; the
+  // previous step ended by reading its logits or hidden states, so this wait is normally over.
+  stream_.synchronize();
+  for (MetadataMirror* m : mirrors())
+    m->begin(pass == Pass::Capture ? MirrorMode::Capture : MirrorMode::Refresh);
+  pass_ = pass;
+}
+
+void CudaBackend::end_pass(bool launched) {
+  pass_ = Pass::Eager;
+  for (MetadataMirror* m : mirrors()) m->end(launched, stream_.get());
+  // The pass staged bf16 copies (bf16_handoff.h) that nothing wrote when no graph ran.
+  if (!launched) note_device_write();
+}
+
+void CudaBackend::require_eager(const char* op) const {
+  if (pass_ != Pass::Eager)
+    raise(Err::Internal, std::string(op) +
+                             " waits for the device and cannot be part of a recorded step "
+                             "(Backend::run_step)");
+}
+
+std::array<MetadataMirror*, 10> CudaBackend::mirrors() {
+  return {&ids_,    &positions_, &slots_, &seqs_,   &row_seq_,
+          &tables_, &head_map_,  &rows_,  &scales_, &inv_freq_};
 }
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {

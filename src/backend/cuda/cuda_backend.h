@@ -8,20 +8,32 @@
 // - Sampling stays on the host: the model copies the logits rows to host memory and the
 //   engine's sampler (engine/sampler.h) applies penalties, temperature, top-k/top-p/min-p there.
 //   For one row of a 152k vocabulary that is 0.6 MB per token, far below a decode step's cost.
+// - bf16 activations between kernels: rmsnorm, add_rmsnorm and silu_mul also write their output
+//   rounded to bf16, and the matmul that reads that output next multiplies the copy instead of
+//   converting x again (bf16_handoff.h says when the copy may be used).
+// - CUDA graphs (--cuda-graphs): run_step records a decode step's ops as a graph after one eager
+//   warm-up of its shape and replays it afterwards; before a replay the step's ops run their host
+//   half only (checks, metadata into the pinned staging the graph copies from), launching
+//   nothing (graph_book.h, metadata_mirror.h).
 // - The stream synchronises with the legacy default stream, on which the NCCL and staged-MPI
 //   comms run (parallel/nccl/), so collectives are ordered with the backend's work without events.
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/bf16_handoff.h"
 #include "backend/cuda/cuda_device.h"
+#include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_handles.h"
 #include "backend/cuda/device_allocator.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/graph_book.h"
 #include "backend/cuda/metadata_mirror.h"
 
 namespace qmpi {
@@ -32,6 +44,18 @@ struct CudaBackendOptions {
   // Flash-decoding (launch_shapes.h, attention_split); off runs every attention single-pass,
   // the kernel's behaviour before the split, for side-by-side timings on the device.
   bool split_attention = true;
+  // The bf16 copy of a GEMM input written by the op before (bf16_handoff.h); off converts x in
+  // front of every GEMM, for the device test that the two give the same floats.
+  bool bf16_handoff = true;
+  // Record decode steps as CUDA graphs and replay them (run_step, graph_book.h).
+  bool cuda_graphs = false;
+};
+
+// How often run_step recorded, replayed, or ran a recordable step eagerly.
+struct GraphCounts {
+  int64_t captured = 0;
+  int64_t replayed = 0;
+  int64_t eager = 0;
 };
 
 class CudaBackend final : public Backend {
@@ -74,20 +98,42 @@ class CudaBackend final : public Backend {
                    float* dst) override;
   void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
                         int64_t width, float* dst) override;
+  void run_step(const StepShape& shape, const std::function<void()>& enqueue) override;
 
   const cuda::CudaDeviceInfo& device() const { return device_; }
   cudaStream_t stream() const { return stream_.get(); }
   // Bytes held and their peaks, per purpose (weights, buffers, scratch).
   const cuda::MemoryCounters& memory_counters() const { return allocator_.counters(); }
   void reset_memory_peaks() { allocator_.reset_peaks(); }
+  const GraphCounts& graph_counts() const { return graph_counts_; }
 
  protected:
   void release(void* data, size_t bytes) override;
 
  private:
   void add_bias(float* out, int64_t n, const WeightView& w, const WeightView* bias);
+  // Where an op that writes out[count] puts its bf16 copy (null when the handoff is off), and
+  // the bf16 copy of x[count] when the handoff holds it (else null).
+  void* handoff_target(int64_t count);
+  void handoff_made(const float* out, int64_t count, const void* copy, uint64_t gen);
+  const void* handed_off(const float* x, int64_t count);
+
+  // A recorded step's passes: Capture records the ops into a graph, Refresh runs their host
+  // half before a replay. Ops that wait for the device refuse both.
+  enum class Pass { Eager, Capture, Refresh };
+  void capture_step(const cuda::GraphKey& key, const std::function<void()>& enqueue);
+  void replay_step(const cuda::GraphKey& key, const std::function<void()>& enqueue);
+  void begin_pass(Pass pass);
+  void end_pass(bool launched);
+  // Nothing was freed since `frees_before` and every metadata upload fit its device array.
+  bool pass_fits(uint64_t frees_before);
+  bool refreshing() const { return pass_ == Pass::Refresh; }
+  void require_eager(const char* op) const;
+  std::array<cuda::MetadataMirror*, 10> mirrors();
 
   bool split_attention_;
+  bool bf16_handoff_;
+  cuda::Bf16Handoff handoff_;
   cuda::CudaDeviceInfo device_;  // selected first: everything below lives on it
   cuda::DeviceAllocator allocator_;
   cuda::CudaStream stream_;
@@ -103,6 +149,14 @@ class CudaBackend final : public Backend {
   double rope_theta_ = 0.0;
   int32_t rope_head_dim_ = 0;
   std::vector<float> rope_inv_freq_;
+  bool cuda_graphs_;
+  cuda::GraphBook graph_book_;
+  std::map<cuda::GraphKey, cuda::CudaGraph> graphs_;
+  GraphCounts graph_counts_;
+  Pass pass_ = Pass::Eager;
+  // The context bound attention plans its split for in a recordable step (graph_context), so
+  // that its warm-up, its recording and its replays launch the same split; 0 otherwise.
+  int32_t step_context_ = 0;
 };
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options = {});

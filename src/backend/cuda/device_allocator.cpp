@@ -36,6 +36,7 @@ void DeviceAllocator::release(void* p) {
   if (it == blocks_.end()) return;
   counters_.in_use[size_t(it->second.purpose)] -= it->second.bytes;
   blocks_.erase(it);
+  ++frees_;
   // cudaFree waits for work still using the memory; its error (if any) surfaces at the next
   // checked call, since a destructor path must not throw.
   cudaFree(p);

@@ -36,6 +36,8 @@ class DeviceAllocator {
   void* allocate(size_t bytes, MemPurpose purpose, std::string_view what);
   void release(void* p);
   const MemoryCounters& counters() const { return counters_; }
+  // Blocks freed so far: a recorded CUDA graph may point at any block freed after it.
+  uint64_t frees() const { return frees_; }
   // Starts a new peak measurement (e.g. before a profiling forward pass).
   void reset_peaks() { counters_.peak = counters_.in_use; }
 
@@ -46,6 +48,7 @@ class DeviceAllocator {
   };
   std::unordered_map<void*, Block> blocks_;
   MemoryCounters counters_;
+  uint64_t frees_ = 0;
 };
 
 // A device array owned through the allocator, grown on demand (contents are not kept).

@@ -7,6 +7,7 @@
 #include <functional>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_handles.h"
 #include "device_check.h"
@@ -102,6 +103,43 @@ TEST_F(CudaTiming, FusedAddRmsNormAgainstAddThenNorm) {
   expect_close(from_gpu(out, x.size()), from_gpu(ref, x.size()), 1e-5, "fused vs add + rmsnorm");
   std::printf("kernel_time add+rmsnorm %ldx%ld: separate %.1f us, fused %.1f us\n", long(n),
               long(width), t_apart, t_fused);
+}
+
+// The norm and the q/k/v GEMMs that read it, at qwen2.5-0.5b's width: with the bf16 handoff the
+// norm writes the GEMM input's bf16 copy itself; without, the group converts x first.
+TEST_F(CudaTiming, Bf16HandoffAgainstConvertingPath) {
+  const int64_t width = 896;
+  WeightPair norm = weight(DType::BF16, 1, width, 0.5f, 1.5f);
+  WeightPair q = weight(DType::BF16, 896, width, -1.0f, 1.0f),
+             k = weight(DType::BF16, 128, width, -1.0f, 1.0f),
+             v = weight(DType::BF16, 128, width, -1.0f, 1.0f);
+  CudaBackend plain(CudaBackendOptions{.bf16_handoff = false});
+  for (int64_t n : {int64_t(1), int64_t(512)}) {
+    Buffer x = to_gpu(random(size_t(n * width), -3.0f, 3.0f)), xn = poisoned(size_t(n * width));
+    std::vector<Buffer> outs;
+    for (int i = 0; i < 6; ++i) outs.push_back(poisoned(size_t(n * 896)));
+    auto chain = [&](CudaBackend& be, int first) {
+      be.rmsnorm(x.as<float>(), n, norm.gpu.view(), 1e-6f, xn.as<float>());
+      const MatmulTarget group[] = {{q.gpu.view(), nullptr, outs[size_t(first)].as<float>()},
+                                    {k.gpu.view(), nullptr, outs[size_t(first + 1)].as<float>()},
+                                    {v.gpu.view(), nullptr, outs[size_t(first + 2)].as<float>()}};
+      be.matmul_group(xn.as<float>(), n, group);
+    };
+    gpu_->synchronize();
+    const double t_plain = us_per_call(plain, [&] { chain(plain, 3); });
+    plain.synchronize();
+    const double t_handoff = us_per_call(*gpu_, [&] { chain(*gpu_, 0); });
+    for (int i = 0; i < 3; ++i) {
+      const size_t count = size_t(n * (i == 0 ? 896 : 128));
+      EXPECT_EQ(mismatches(from_gpu(outs[size_t(i)], count), from_gpu(outs[size_t(i + 3)], count)),
+                0u)
+          << "target " << i << ", " << n << " rows";
+    }
+    std::printf(
+        "kernel_time rmsnorm+qkv %ldx%ld: converting %.1f us, bf16 handoff %.1f us "
+        "(896+128+128 bf16 rows)\n",
+        long(n), long(width), t_plain, t_handoff);
+  }
 }
 
 }  // namespace
