@@ -27,9 +27,11 @@ namespace {
 
 // A tile shape: tokens per panel and weight rows per tile. A tile holds rows x panel / 16
 // accumulators; each step of its K loop loads panel / 16 vectors of x and broadcasts one weight
-// (pair) per row, so the wide shape (4 vectors x 6 rows) issues 10 loads per 24 FMAs or
-// VDPBF16PS where the narrow one (2 x 12) issues 14: prefill runs ~8% faster on it. Short
-// batches take the narrow shape, whose half panel of 16 tokens wastes less of a panel.
+// (pair) per row, so the wide shape (4 vectors x 6 rows) issues 10 loads per 24 VDPBF16PS where
+// the narrow one (2 x 12) issues 14: bf16-activation prefill runs 4-10% faster on it. The exact
+// path keeps the narrow shape: its x panels are twice as large (float32, not bf16 pairs), and
+// wide measured no faster there (-4% to +5%, docs/perf.md). Short batches take the narrow
+// shape, whose half panel of 16 tokens wastes less of a panel.
 struct Shape {
   int nt;  // tokens per panel
   int mr;  // weight rows per tile
@@ -45,12 +47,12 @@ constexpr Shape kNarrow{16, 4};
 constexpr Shape kWide = kNarrow;
 constexpr bool kHalfPanels = false;
 #endif
-// Tokens from which a chunk takes the wide shape: below 64, a 64-token panel computes too much
-// padding (48 tokens ran 10-20% slower wide than narrow).
+// Tokens from which a bf16 chunk takes the wide shape: below 64, a 64-token panel computes too
+// much padding (48 tokens ran 10-20% slower wide than narrow).
 constexpr int64_t kWideFrom = 64;
 constexpr int kTileFloats = std::max(kNarrow.nt * kNarrow.mr, kWide.nt* kWide.mr);
-Shape shape_for(int64_t tokens) {
-  return tokens >= kWideFrom ? kWide : kNarrow;
+Shape shape_for(int64_t tokens, bool bf16_dot) {
+  return bf16_dot && tokens >= kWideFrom ? kWide : kNarrow;
 }
 // Tokens packed and multiplied at a time: bounds the packed copy of x for long prompts.
 constexpr int64_t kChunkTokens = 256;
@@ -66,7 +68,7 @@ constexpr bool kHaveBf16Dot = false;
 struct Panels {
   int64_t n;
   int64_t depth;  // K (float32) or ceil(K / 2) (bf16 pairs)
-  int nt = shape_for(n).nt;
+  int nt;         // tokens per panel: the chunk's Shape
   int64_t count() const { return (n + nt - 1) / nt; }
   int64_t tokens(int64_t p) const { return std::min<int64_t>(nt, n - p * nt); }
   int width(int64_t p) const { return kHalfPanels && tokens(p) <= nt / 2 ? nt / 2 : nt; }
@@ -264,15 +266,18 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
              int nt, bool bf16_dot) {
   const int64_t K = ts[0].w.cols;
   const int64_t depth = bf16_dot ? (K + 1) / 2 : K;
-  uint32_t* xp = thread_scratch<uint32_t, 0>(Panels{std::min(n, kChunkTokens), depth}.size());
+  const int64_t n0 = std::min(n, kChunkTokens);  // the first chunk is the largest
+  uint32_t* xp = thread_scratch<uint32_t, 0>(Panels{n0, depth, shape_for(n0, bf16_dot).nt}.size());
   const size_t esize = dtype_size(ts[0].w.dtype);
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num(), tn = omp_get_num_threads();
-    float* wide = bf16_dot ? nullptr : thread_scratch<float, 1>(size_t(kMR * K));
+    float* widened = bf16_dot ? nullptr : thread_scratch<float, 1>(size_t(kMR * K));
     alignas(64) float tile[kTileFloats];
     for (int64_t c0 = 0; c0 < n; c0 += kChunkTokens) {
-      const Panels pn{std::min(kChunkTokens, n - c0), depth};
+      const int64_t cn = std::min(kChunkTokens, n - c0);
+      const Shape shape = shape_for(cn, bf16_dot);
+      const Panels pn{cn, depth, shape.nt};
       const float* xc = x + c0 * K;
       const Range pr = split_range(pn.count(), 1, t, tn);
       for (int64_t p = pr.begin; p < pr.end; ++p) {
@@ -282,7 +287,7 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
           pack_panel_f32(xc, K, pn, p, reinterpret_cast<float*>(xp) + pn.offset(p));
       }
 #pragma omp barrier
-      const int block = shape_for(pn.n).mr;
+      const int block = shape.mr;
       for_each_share(ts, block, t, tn, [&](size_t i, int64_t begin, int64_t end) {
         const WeightView& w = ts[i].w;
         const char* wbytes = static_cast<const char*>(w.data);
@@ -290,8 +295,8 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
           const int mr = int(std::min<int64_t>(block, end - r0));
           const void* rows = wbytes + size_t(r0 * K) * esize;
           if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
-            convert_to_f32(rows, w.dtype, mr * K, wide);
-            rows = wide;
+            convert_to_f32(rows, w.dtype, mr * K, widened);
+            rows = widened;
           }
           // The next block's rows come from DRAM: ask for them while this block computes.
           const int64_t next = std::min<int64_t>(block, end - r0 - mr);

@@ -51,7 +51,6 @@ void check_exact(const Case& c, uint32_t seed) {
   }
 }
 
-// n = 80: a wide panel of 64 tokens and a half one of 16 (kernels/cpu/matmul_blocked.cpp).
 TEST(Matmul, ExactPathsMatchReferenceOnAwkwardShapes) {
   uint32_t seed = 1;
   for (DType t : {DType::BF16, DType::F16, DType::F32})
@@ -79,9 +78,11 @@ TEST(Matmul, ExactPathsMatchReferenceAtModelWidth) {
 }
 
 // The bf16-activation path equals the exact computation on bf16-rounded activations.
+// n = 80: a wide panel of 64 tokens and a half one of 16; n = 300: a wide chunk of 256 tokens
+// and a narrow one of 44 (kernels/cpu/matmul_blocked.cpp).
 TEST(Matmul, Bf16ActivationPathMatchesReferenceOnRoundedInput) {
   uint32_t seed = 100;
-  for (int64_t n : {1, 3, 17, 80, 100})
+  for (int64_t n : {1, 3, 17, 80, 100, 300})
     for (auto [N, K] : {std::pair<int64_t, int64_t>{7, 33}, {37, 96}, {29, 133}, {16, 896}}) {
       std::mt19937 rng(seed++);
       test::HostWeight w = test::random_weight(DType::BF16, N, K, rng);
