@@ -313,6 +313,21 @@ if [[ -n "$qmpi" ]]; then
   fi
 fi
 
+same_tokens() {  # same_tokens GOT.jsonl WANT.jsonl WHAT -> "8/8 requests with the WHAT tokens"
+  # Two `batch --token-ids` outputs of the same 8 requests; status 1 unless every request's
+  # token ids are equal.
+  "$py" - "$@" <<'PY'
+import json, sys
+def ids(p):
+    return {json.loads(l)["custom_id"]: json.loads(l)["response"]["body"]["choices"][0]["token_ids"]
+            for l in open(p)}
+a, b = ids(sys.argv[1]), ids(sys.argv[2])
+same = sum(a[k] == b.get(k) for k in a)
+print(f"{same}/{len(a)} requests with the {sys.argv[3]} tokens ({sum(map(len, a.values()))} tokens)")
+sys.exit(0 if same == len(a) == 8 else 1)
+PY
+}
+
 compare() {  # compare GOT.npy WANT.npy TOL -> "rel .., top-1 ../.."; status 1 above TOL
   [[ -n "$py" ]] || { echo "no python3 with numpy"; return 1; }
   "$py" - "$@" <<'PY'
@@ -431,15 +446,7 @@ with open(sys.argv[1], "w") as f:
        "$mpirun" --allow-run-as-root --oversubscribe --bind-to none -np 6 "$qmpi" batch --model "$work/q05" \
        --input "$work/dp.jsonl" --output "$work/dp.dp2tp3.jsonl" --overwrite --token-ids --dp 2 --tp 3 \
        --backend "$backend" --comm mpi; then
-    if value="$("$py" -c '
-import json, sys
-def ids(p):
-    return {json.loads(l)["custom_id"]: json.loads(l)["response"]["body"]["choices"][0]["token_ids"]
-            for l in open(p)}
-a, b = ids(sys.argv[1]), ids(sys.argv[2])
-same = sum(a[k] == b.get(k) for k in a)
-print(f"{same}/{len(a)} requests with the 1-rank tokens")
-sys.exit(0 if same == len(a) == 8 else 1)' "$work/dp.dp2tp3.jsonl" "$work/dp.1x1.jsonl")"; then
+    if value="$(same_tokens "$work/dp.dp2tp3.jsonl" "$work/dp.1x1.jsonl" 1-rank)"; then
       row "6 ranks dp2 tp3 --comm mpi batch vs 1 rank" ok "$value"
     else
       row "6 ranks dp2 tp3 --comm mpi batch vs 1 rank" FAIL "$value"
@@ -465,15 +472,7 @@ with open(sys.argv[1], "w") as f:
      run 90 env "${qenv[@]}" "$qmpi" batch --model "$work/q05" --input "$work/graphs.jsonl" \
        --output "$work/graphs.graphs.jsonl" --overwrite --token-ids --backend "$backend" \
        "${graphs_flag[@]}"; then
-    if value="$("$py" -c '
-import json, sys
-def ids(p):
-    return {json.loads(l)["custom_id"]: json.loads(l)["response"]["body"]["choices"][0]["token_ids"]
-            for l in open(p)}
-a, b = ids(sys.argv[1]), ids(sys.argv[2])
-same = sum(a[k] == b.get(k) for k in a)
-print(f"{same}/{len(a)} requests with the eager tokens ({sum(map(len, a.values()))} tokens)")
-sys.exit(0 if same == len(a) == 8 else 1)' "$work/graphs.graphs.jsonl" "$work/graphs.eager.jsonl")"; then
+    if value="$(same_tokens "$work/graphs.graphs.jsonl" "$work/graphs.eager.jsonl" eager)"; then
       row "--cuda-graphs batch vs eager" ok "$value"
     else
       row "--cuda-graphs batch vs eager" FAIL "$value"

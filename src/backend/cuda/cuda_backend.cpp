@@ -395,15 +395,7 @@ void CudaBackend::capture_step(const GraphKey& key, const std::function<void()>&
     end_pass(false);
     throw;
   }
-  if (!pass_fits(frees)) {
-    // A buffer grew during the recording (earlier launches in it may use the freed one), or a
-    // block table did not fit its array: eagerly, and the book starts the shape over.
-    end_pass(false);
-    graph_counts_.eager++;
-    return enqueue();
-  }
-  graph.launch(stream_.get());
-  end_pass(true);
+  if (!launch_if_fits(frees, graph, enqueue)) return;
   graphs_.emplace(key, std::move(graph));
   graph_book_.recorded(key);
   graph_counts_.captured++;
@@ -418,16 +410,23 @@ void CudaBackend::replay_step(const GraphKey& key, const std::function<void()>& 
     end_pass(false);
     throw;
   }
-  if (!pass_fits(frees)) {
-    // A block table outgrew the recorded copy: eagerly, which grows it (and, by that free,
-    // makes the book record the shape anew).
+  if (launch_if_fits(frees, graphs_.at(key), enqueue)) graph_counts_.replayed++;
+}
+
+bool CudaBackend::launch_if_fits(uint64_t frees_before, const CudaGraph& graph,
+                                 const std::function<void()>& enqueue) {
+  if (!pass_fits(frees_before)) {
+    // A buffer grew during the pass (launches recorded before it may use the freed one), or a
+    // block table outgrew its recorded array: the step runs eagerly, which grows what did not
+    // fit, and by that free the book records the shape anew.
     end_pass(false);
     graph_counts_.eager++;
-    return enqueue();
+    enqueue();
+    return false;
   }
-  graphs_.at(key).launch(stream_.get());
+  graph.launch(stream_.get());
   end_pass(true);
-  graph_counts_.replayed++;
+  return true;
 }
 
 bool CudaBackend::pass_fits(uint64_t frees_before) {

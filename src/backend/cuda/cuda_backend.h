@@ -127,6 +127,10 @@ class CudaBackend final : public Backend {
   void end_pass(bool launched);
   // Nothing was freed since `frees_before` and every metadata upload fit its device array.
   bool pass_fits(uint64_t frees_before);
+  // Ends a Capture or Refresh pass: launches `graph` when the pass fits, else runs the step
+  // eagerly. True when the graph ran.
+  bool launch_if_fits(uint64_t frees_before, const cuda::CudaGraph& graph,
+                      const std::function<void()>& enqueue);
   bool refreshing() const { return pass_ == Pass::Refresh; }
   void require_eager(const char* op) const;
   std::array<cuda::MetadataMirror*, 10> mirrors();
