@@ -31,7 +31,9 @@ namespace {
 // the narrow one (2 x 12) issues 14: bf16-activation prefill runs 4-10% faster on it. The exact
 // path keeps the narrow shape: its x panels are twice as large (float32, not bf16 pairs), and
 // wide measured no faster there (-4% to +5%, docs/perf.md). Short batches take the narrow
-// shape, whose half panel of 16 tokens wastes less of a panel.
+// shape, whose half panel of 16 tokens wastes less of a panel; at 16 tokens or fewer (batched
+// decode) a tile takes 8 rows, not 12: 12 rows' pointers do not fit the general registers next
+// to the loop's own, and the spills cost more than the extra tiles (7% at 16 tokens).
 struct Shape {
   int nt;  // tokens per panel
   int mr;  // weight rows per tile
@@ -40,11 +42,13 @@ struct Shape {
 constexpr int kMR = 12;  // the most rows of any shape
 constexpr Shape kNarrow{32, 12};
 constexpr Shape kWide{64, 6};
+constexpr Shape kHalf{32, 8};
 constexpr bool kHalfPanels = true;
 #else
 constexpr int kMR = 4;
 constexpr Shape kNarrow{16, 4};
 constexpr Shape kWide = kNarrow;
+constexpr Shape kHalf = kNarrow;
 constexpr bool kHalfPanels = false;
 #endif
 // Tokens from which a bf16 chunk takes the wide shape: below 64, a 64-token panel computes too
@@ -52,6 +56,7 @@ constexpr bool kHalfPanels = false;
 constexpr int64_t kWideFrom = 64;
 constexpr int kTileFloats = std::max(kNarrow.nt * kNarrow.mr, kWide.nt* kWide.mr);
 Shape shape_for(int64_t tokens, bool bf16_dot) {
+  if (kHalfPanels && tokens <= kNarrow.nt / 2) return kHalf;
   return bf16_dot && tokens >= kWideFrom ? kWide : kNarrow;
 }
 // Tokens packed and multiplied at a time: bounds the packed copy of x for long prompts.
@@ -76,23 +81,26 @@ struct Panels {
   size_t size() const { return size_t(count()) * nt * size_t(depth); }
 };
 
-void pack_panel_f32(const float* x, int64_t K, const Panels& pn, int64_t p, float* dst) {
+// Depths [d.begin, d.end) of panel p: the threads split the depth, not the panels, so that a
+// single panel (batched decode) is packed by all of them.
+void pack_panel_f32(const float* x, int64_t K, const Panels& pn, int64_t p, Range d, float* dst) {
   const int w = pn.width(p);
   const int64_t cnt = pn.tokens(p);
-  if (cnt < w) std::fill(dst, dst + size_t(w) * K, 0.0f);
+  if (cnt < w) std::fill(dst + d.begin * w, dst + d.end * w, 0.0f);
   for (int64_t t = 0; t < cnt; ++t) {
     const float* row = x + (p * pn.nt + t) * K;
-    for (int64_t k = 0; k < K; ++k) dst[k * w + t] = row[k];
+    for (int64_t k = d.begin; k < d.end; ++k) dst[k * w + t] = row[k];
   }
 }
 
-void pack_panel_bf16(const float* x, int64_t K, const Panels& pn, int64_t p, uint32_t* dst) {
+void pack_panel_bf16(const float* x, int64_t K, const Panels& pn, int64_t p, Range d,
+                     uint32_t* dst) {
   const int w = pn.width(p);
   const int64_t cnt = pn.tokens(p);
-  if (cnt < w) std::fill(dst, dst + size_t(w) * pn.depth, 0u);
+  if (cnt < w) std::fill(dst + d.begin * w, dst + d.end * w, 0u);
   for (int64_t t = 0; t < cnt; ++t) {
     const float* row = x + (p * pn.nt + t) * K;
-    for (int64_t kp = 0; kp < pn.depth; ++kp) {
+    for (int64_t kp = d.begin; kp < d.end; ++kp) {
       uint32_t lo = f32_to_bf16(row[2 * kp]);
       uint32_t hi = 2 * kp + 1 < K ? f32_to_bf16(row[2 * kp + 1]) : 0u;
       dst[kp * w + t] = lo | (hi << 16);
@@ -279,12 +287,12 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
       const Shape shape = shape_for(cn, bf16_dot);
       const Panels pn{cn, depth, shape.nt};
       const float* xc = x + c0 * K;
-      const Range pr = split_range(pn.count(), 1, t, tn);
-      for (int64_t p = pr.begin; p < pr.end; ++p) {
+      const Range dr = split_range(pn.depth, 1, t, tn);
+      for (int64_t p = 0; p < pn.count(); ++p) {
         if (bf16_dot)
-          pack_panel_bf16(xc, K, pn, p, xp + pn.offset(p));
+          pack_panel_bf16(xc, K, pn, p, dr, xp + pn.offset(p));
         else
-          pack_panel_f32(xc, K, pn, p, reinterpret_cast<float*>(xp) + pn.offset(p));
+          pack_panel_f32(xc, K, pn, p, dr, reinterpret_cast<float*>(xp) + pn.offset(p));
       }
 #pragma omp barrier
       const int block = shape.mr;
