@@ -69,13 +69,17 @@ def main(argv=None) -> int:
             b[1] = max(b.get(1, 0.0), r["decode_tokens_per_s"])
             b[r["batch"]] = max(b.get(r["batch"], 0.0), r["batch_tokens_per_s"])
 
-    panels = 2 if by_batch else 1
-    fig, axes = plt.subplots(1, panels, figsize=(6.5 * panels, 4.2), squeeze=False)
-    draw_panel(axes[0][0], by_context, "context (tokens in the KV cache)", "decode tokens/s",
-               args.title)
+    # A context panel whose every line is one point (a batch sweep at one context) says nothing.
+    panels = []
+    if not by_batch or any(len(pts) > 1 for pts in by_context.values()):
+        panels.append((by_context, "context (tokens in the KV cache)", "decode tokens/s",
+                       args.title))
     if by_batch:
-        draw_panel(axes[0][1], by_batch, "sequences decoding together",
-                   "tokens/s (all sequences)", "batched decode")
+        panels.append((by_batch, "sequences decoding together", "tokens/s (all sequences)",
+                       "batched decode" if panels else args.title))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.2), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        draw_panel(ax, *panel)
     fig.tight_layout()
     fig.savefig(args.out, dpi=110)
     print(f"wrote {args.out} ({len(rows)} runs)")
