@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # CPU throughput of the qwen2.5-0.5b preset (random weights, real shape), on one host in one
-# run, each qmpi figure next to a plain STREAM-style read (bench/stream_read.c, built here with
-# the system compiler) measured just before it:
+# run, each qmpi figure next to a plain STREAM-style read (bench/stream_read.c, built by
+# bench/stream_read.sh with the system compiler) measured just before it:
 #   - decode at batch 1 and 16 (step time, and the 16-sequence step over the 1-sequence step),
 #   - prefill of 128 and 1024 tokens,
 #   for bf16 and f32 weights, with QMPI_THREADS threads (default 2) on one rank;
@@ -26,14 +26,14 @@ out="${QMPI_BENCH_OUT:-$here/bench/results/cpu-$(date +%Y%m%d).jsonl}"
 mkdir -p "$models" "$(dirname "$out")"
 : >"$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-cc -O3 -march=native -ffast-math -fopenmp "$here/bench/stream_read.c" -o "$build/stream_read"
 for dtype in bf16 f32; do
   m="$models/$preset-$dtype"
   [[ -f "$m/config.json" ]] || "$qmpi" make-model --preset "$preset" --dtype "$dtype" --out "$m" >/dev/null
 done
 label_json() { sed "s#^{#{\"label\":\"$1\",#"; }
 stream() {  # label
-  OMP_NUM_THREADS="$threads" "$build/stream_read" "$stream_mib" 10 | label_json "$1" | tee -a "$out"
+  OMP_NUM_THREADS="$threads" "$here/bench/stream_read.sh" "$build" "$stream_mib" 10 |
+    label_json "$1" | tee -a "$out"
 }
 run() {  # label, then the command
   local label=$1; shift

@@ -33,13 +33,12 @@ fi
 cp "$here/bench/llama_cpp/bench.mjs" "$llama_dir/"  # node resolves the package beside the script
 [[ -f "$model/config.json" ]] || "$build/qmpi" make-model --preset "$preset" --dtype bf16 --out "$model" >/dev/null
 [[ -f "$gguf" && "$gguf" -nt "$model/config.json" ]] || /usr/bin/python3 "$here/bench/llama_cpp/to_gguf.py" "$model" "$gguf"
-cc -O3 -march=native -ffast-math -fopenmp "$here/bench/stream_read.c" -o "$build/stream_read"
 mkdir -p "$(dirname "$out")"
 : >"$out"
 
 label() { sed "s#^{#{\"round\":$1,#" | tee -a "$out"; }
 for r in $(seq 1 "$rounds"); do
-  OMP_NUM_THREADS="$threads" "$build/stream_read" 2048 5 | label "$r"
+  OMP_NUM_THREADS="$threads" "$here/bench/stream_read.sh" "$build" 2048 5 | label "$r"
   # shellcheck disable=SC2086
   "$build/qmpi" bench --model "$model" --prompt-len "$prompt" --gen-len "$gen" --threads "$threads" \
     --repeats 2 --no-membw ${QMPI_BENCH_ARGS:-} --json 2>/dev/null | tail -1 |

@@ -16,12 +16,16 @@ import os
 import struct
 import sys
 
+# The test oracle's safetensors reader: its header checks, and its decoding of vectors.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                                "reference"))
+import safetensors_ref  # noqa: E402
+
 ALIGN = 32
 # metadata value types
 U32, I32, F32, BOOL, STRING, ARRAY = 4, 5, 6, 7, 8, 9
-# tensor types
-GGML_F32, GGML_F16, GGML_BF16 = 0, 1, 30
-DTYPES = {"F32": (GGML_F32, 4), "F16": (GGML_F16, 2), "BF16": (GGML_BF16, 2)}
+# tensor types, by safetensors dtype
+GGML_TYPE = {"F32": 0, "F16": 1, "BF16": 30}
 # llama.cpp's token types
 NORMAL, CONTROL, USER_DEFINED, UNUSED = 1, 3, 4, 5
 
@@ -53,38 +57,26 @@ def gguf_kv(key: str, kind: int, v, elem: int = 0) -> bytes:
 
 
 class Safetensors:
-    """Tensor name -> (file, dtype, shape, byte offset, byte length), over every shard."""
+    """Tensor name -> (file, dtype, shape, byte offset, byte length), over every shard; the
+    bytes are read one tensor at a time (a whole checkpoint as float64 would not fit)."""
 
     def __init__(self, model_dir: str):
-        index = os.path.join(model_dir, "model.safetensors.index.json")
+        index = os.path.join(model_dir, safetensors_ref.INDEX_NAME)
         files = (sorted(set(json.load(open(index))["weight_map"].values()))
-                 if os.path.exists(index) else ["model.safetensors"])
+                 if os.path.exists(index) else [safetensors_ref.SINGLE_NAME])
         self.tensors = {}
         for f in files:
             path = os.path.join(model_dir, f)
-            with open(path, "rb") as fh:
-                (n,) = struct.unpack("<Q", fh.read(8))
-                header = json.loads(fh.read(n))
+            header, data_start, _ = safetensors_ref.read_header(path)
             for name, t in header.items():
-                if name == "__metadata__":
-                    continue
                 b, e = t["data_offsets"]
-                self.tensors[name] = (path, t["dtype"], t["shape"], 8 + n + b, e - b)
+                self.tensors[name] = (path, t["dtype"], t["shape"], data_start + b, e - b)
 
     def read(self, name: str) -> bytes:
         path, _, _, off, size = self.tensors[name]
         with open(path, "rb") as fh:
             fh.seek(off)
             return fh.read(size)
-
-
-def to_f32(raw: bytes, dtype: str) -> bytes:
-    if dtype == "F32":
-        return raw
-    if dtype == "BF16":  # bf16 is the top half of a float32
-        return b"".join(b"\0\0" + raw[i:i + 2] for i in range(0, len(raw), 2))
-    import numpy as np  # F16 vectors only
-    return np.frombuffer(raw, "<f2").astype("<f4").tobytes()
 
 
 def tensor_plan(cfg: dict, st: Safetensors):
@@ -156,9 +148,10 @@ def main(model_dir: str, out_path: str) -> int:
         _, dtype, shape, _, _ = st.tensors[hname]
         raw = st.read(hname)
         if len(shape) == 1:
-            raw, kind = to_f32(raw, dtype), GGML_F32
+            # exact: bf16, f16 and f32 values all pass through float64 unchanged
+            raw, kind = safetensors_ref.decode(raw, dtype).astype("<f4").tobytes(), GGML_TYPE["F32"]
         else:
-            kind = DTYPES[dtype][0]
+            kind = GGML_TYPE[dtype]
         dims = list(reversed(shape))
         infos.append(gguf_string(gname) + struct.pack("<I", len(dims)) +
                      b"".join(struct.pack("<Q", d) for d in dims) +

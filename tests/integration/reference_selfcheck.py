@@ -250,7 +250,7 @@ def check_model(c: testlib.Checks, tmp: str) -> None:
     rounded = {}
     for n, v in w.items():
         bits = safetensors_ref._encode(v, "BF16")
-        rounded[n] = safetensors_ref._decode(bits, "BF16").reshape(v.shape)
+        rounded[n] = safetensors_ref.decode(bits, "BF16").reshape(v.shape)
     err = rel(bf16.logits(ids), naive_logits(raw, rounded, ids))
     c.check(err < 1e-12, f"BF16 checkpoint == loops over its rounded weights ({err:.1e})")
 

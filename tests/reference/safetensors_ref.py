@@ -25,7 +25,7 @@ class SafetensorsError(ValueError):
     pass
 
 
-def _decode(raw: bytes, dtype: str) -> np.ndarray:
+def decode(raw: bytes, dtype: str) -> np.ndarray:
     """Little-endian bytes of one tensor -> flat float64 array."""
     if dtype == "BF16":
         # bf16 is the upper half of an IEEE float32: widen the bits, reinterpret.
@@ -83,7 +83,7 @@ def read_file(path: str) -> dict:
             begin, end = entry["data_offsets"]
             f.seek(data_start + begin)
             raw = f.read(end - begin)
-            out[name] = _decode(raw, entry["dtype"]).reshape(entry["shape"])
+            out[name] = decode(raw, entry["dtype"]).reshape(entry["shape"])
     return out
 
 

@@ -50,14 +50,7 @@ TEST_F(CudaTiming, SplitDecodeAttentionAgainstSinglePass) {
     std::vector<int32_t> table(static_cast<size_t>(blocks));
     std::iota(table.begin(), table.end(), 0);
     const AttentionSeq seq{0, 1, ctx, 0};
-    AttentionBatch b;
-    b.seqs = &seq;
-    b.num_seqs = 1;
-    b.block_tables = table.data();
-    b.num_heads = heads;
-    b.num_kv_heads = kv_heads;
-    b.head_dim = dim;
-    b.scale = 0.125f;
+    const AttentionBatch b{&seq, 1, table.data(), heads, kv_heads, dim, 0.125f};
     Buffer q = to_gpu(random(size_t(heads * dim), -3.0f, 3.0f));
     Buffer split_out = poisoned(size_t(heads * dim)), single_out = poisoned(size_t(heads * dim));
 

@@ -125,6 +125,24 @@ std::string request(const std::string& id, const std::string& prompt, const std:
   return j.dump();
 }
 
+// Six requests long enough to be in flight whenever the loop is made to stop.
+std::vector<std::shared_ptr<Collect>> submit_long_requests(Server& s, const std::string& prefix) {
+  std::vector<std::shared_ptr<Collect>> sinks;
+  for (int i = 0; i < 6; ++i)
+    sinks.push_back(s.submit(
+        request(prefix + std::to_string(i), "xyz", "\"max_tokens\": 50, \"ignore_eos\": true")));
+  return sinks;
+}
+
+// Every request ended with an error of `code`.
+void expect_every_request_failed(const std::vector<std::shared_ptr<Collect>>& sinks, Err code) {
+  for (const auto& sink : sinks) {
+    ASSERT_FALSE(sink->events.empty());
+    EXPECT_EQ(sink->events.back().kind, ServeEvent::Kind::Error);
+    EXPECT_EQ(sink->events.back().error->code(), code);
+  }
+}
+
 // The final of a request whose events are in order: Accepted, deltas, Final.
 const RequestOutput& check_stream(const Collect& c, const std::string& label) {
   static const RequestOutput empty;
@@ -264,10 +282,7 @@ TEST(ServeLoop, AStopWithNoTimeToDrainFailsEveryRequestAtOnce) {
   int checks = 0;
   s.opts.stop_here = [&] { return ++checks > 2; };  // the launcher's SIGTERM, two steps in
   s.opts.cut_short = [] { return std::optional<Error>(Error(Err::Interrupted, "job ending")); };
-  std::vector<std::shared_ptr<Collect>> sinks;
-  for (int i = 0; i < 6; ++i)
-    sinks.push_back(s.submit(
-        request("c" + std::to_string(i), "xyz", "\"max_tokens\": 50, \"ignore_eos\": true")));
+  const auto sinks = submit_long_requests(s, "c");
   ServeLoop loop(s.opts, s.model, s.sched, s.hub, s.metrics);
   try {
     loop.run([] { return false; });
@@ -275,11 +290,7 @@ TEST(ServeLoop, AStopWithNoTimeToDrainFailsEveryRequestAtOnce) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Err::Interrupted);
   }
-  for (const auto& sink : sinks) {
-    ASSERT_FALSE(sink->events.empty());
-    EXPECT_EQ(sink->events.back().kind, ServeEvent::Kind::Error);
-    EXPECT_EQ(sink->events.back().error->code(), Err::Interrupted);
-  }
+  expect_every_request_failed(sinks, Err::Interrupted);
 }
 
 TEST(ServeLoop, AStopWithNoTimeToDrainButNothingInFlightIsClean) {
@@ -355,21 +366,14 @@ TEST(ServeLoop, BusyPastMaxQueueAndWhileDraining) {
 
 TEST(ServeLoop, EngineFailureBecomesErrorsForEveryRequest) {
   Server s(64, 3);
-  std::vector<std::shared_ptr<Collect>> sinks;
-  for (int i = 0; i < 6; ++i)
-    sinks.push_back(s.submit(
-        request("f" + std::to_string(i), "xyz", "\"max_tokens\": 50, \"ignore_eos\": true")));
+  const auto sinks = submit_long_requests(s, "f");
   try {
     s.run();
     ADD_FAILURE() << "the loop did not pass the engine's error on";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Err::RankDied);
   }
-  for (const auto& sink : sinks) {
-    ASSERT_FALSE(sink->events.empty());
-    EXPECT_EQ(sink->events.back().kind, ServeEvent::Kind::Error);
-    EXPECT_EQ(sink->events.back().error->code(), Err::RankDied);
-  }
+  expect_every_request_failed(sinks, Err::RankDied);
 }
 
 }  // namespace
