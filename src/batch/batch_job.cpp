@@ -46,7 +46,7 @@ int64_t count_requests(const std::string& path) {
 
 class BatchJob {
  public:
-  BatchJob(const BatchJobOptions& opts, const BatchModel& model, SequenceScheduler& sched)
+  BatchJob(const BatchJobOptions& opts, const ModelFacts& model, SequenceScheduler& sched)
       : opts_(opts),
         model_(model),
         sched_(sched),
@@ -68,7 +68,7 @@ class BatchJob {
   void sync_files();
 
   const BatchJobOptions& opts_;
-  const BatchModel& model_;
+  const ModelFacts& model_;
   SequenceScheduler& sched_;
   RequestPipeline pipeline_;
   Progress progress_;
@@ -167,7 +167,7 @@ bool BatchJob::read_line() {
   const int64_t index = next_index_++;
   if (!error) {
     try {
-      const BatchRequest& req = *parsed.request;
+      const Request& req = *parsed.request;
       pipeline_.admit(line_no, id, req, request_prompt_ids(req, model_),
                       std::make_shared<LineSink>(*this, index, line_no, id, req.sampling.n));
       return true;
@@ -283,7 +283,7 @@ BatchSummary BatchJob::run(const std::function<bool()>& stop_requested) {
 
 }  // namespace
 
-BatchSummary run_batch_job(const BatchJobOptions& opts, const BatchModel& model,
+BatchSummary run_batch_job(const BatchJobOptions& opts, const ModelFacts& model,
                            SequenceScheduler& sched, const std::function<bool()>& stop_requested) {
   BatchJob job(opts, model, sched);
   return job.run(stop_requested);

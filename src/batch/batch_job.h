@@ -44,7 +44,7 @@ struct BatchSummary {
 // `stop_requested` is polled between steps: once true the job stops reading input, leaves the
 // requests that have not started for a resumed run (with `ordered` it finishes every request
 // read so far, to keep the order), finishes the others, flushes and returns.
-BatchSummary run_batch_job(const BatchJobOptions& opts, const BatchModel& model,
+BatchSummary run_batch_job(const BatchJobOptions& opts, const ModelFacts& model,
                            SequenceScheduler& sched, const std::function<bool()>& stop_requested);
 
 }  // namespace qmpi

@@ -23,7 +23,7 @@ struct ChoiceOutput {
 };
 
 struct RequestOutput {
-  int64_t line_no = 0;  // the number in the response ids (batch: the input line)
+  int64_t key = 0;  // the number in the response ids: the batch input line, or the serve ticket
   std::string custom_id;
   Endpoint endpoint = Endpoint::Completion;
   std::string model;

@@ -11,7 +11,7 @@ std::string tool_call_prefill(const ChatRequest& chat) {
   return {};
 }
 
-OutputFormat output_format(const BatchRequest& req, bool reasoning_parser, const Tokenizer* tok,
+OutputFormat output_format(const Request& req, bool reasoning_parser, const Tokenizer* tok,
                            std::span<const int32_t> prompt) {
   OutputFormat f;
   if (req.endpoint != Endpoint::Chat) return f;

@@ -30,7 +30,7 @@ std::string tool_call_prefill(const ChatRequest& chat);
 // `reasoning_parser`: the server's --reasoning-parser is qwen3. `prompt` is the request's
 // prompt ids (a prompt that ends inside <think>, as Qwen3 thinking-only templates write it,
 // starts the answer in reasoning).
-OutputFormat output_format(const BatchRequest& req, bool reasoning_parser, const Tokenizer* tok,
+OutputFormat output_format(const Request& req, bool reasoning_parser, const Tokenizer* tok,
                            std::span<const int32_t> prompt);
 
 }  // namespace qmpi

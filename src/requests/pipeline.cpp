@@ -6,11 +6,11 @@
 
 namespace qmpi {
 
-RequestPipeline::RequestPipeline(SequenceScheduler& sched, const BatchModel& model,
+RequestPipeline::RequestPipeline(SequenceScheduler& sched, const ModelFacts& model,
                                  PipelineOptions opts)
     : sched_(sched), model_(model), opts_(std::move(opts)) {}
 
-void RequestPipeline::admit(int64_t key, std::string id, const BatchRequest& req,
+void RequestPipeline::admit(int64_t key, std::string id, const Request& req,
                             std::vector<int32_t> prompt, std::shared_ptr<RequestSink> sink) {
   if (active_.count(key)) raise(Err::Internal, "request key " + std::to_string(key) + " is in use");
   const RequestSampling& rs = req.sampling;
@@ -107,7 +107,7 @@ void RequestPipeline::finish_choice(Active& a, Choice& c, const std::string& rea
 
 void RequestPipeline::complete(Active& a) {
   RequestOutput out;
-  out.line_no = a.key;
+  out.key = a.key;
   out.custom_id = a.id;
   out.endpoint = a.endpoint;
   out.model = a.model;

@@ -36,13 +36,13 @@ class RequestPipeline {
  public:
   // `model` and `sched` must outlive the pipeline. Without a tokenizer (`qmpi run --ids` on a
   // model without tokenizer.json) outputs have no text and stop strings are refused.
-  RequestPipeline(SequenceScheduler& sched, const BatchModel& model, PipelineOptions opts);
+  RequestPipeline(SequenceScheduler& sched, const ModelFacts& model, PipelineOptions opts);
 
   // Admits `req` (its prompt already tokenized) as n sequences under `key`, unique among the
   // requests in the pipeline; the key is also the number in its response ids. `id` is the
   // output's custom_id. Raises PromptTooLong, SamplingInvalid or RequestField with nothing
   // admitted.
-  void admit(int64_t key, std::string id, const BatchRequest& req, std::vector<int32_t> prompt,
+  void admit(int64_t key, std::string id, const Request& req, std::vector<int32_t> prompt,
              std::shared_ptr<RequestSink> sink);
   // Hands the tokens of one scheduler step (or drain) to their requests.
   void dispatch(const std::vector<TokenEvent>& events);
@@ -87,7 +87,7 @@ class RequestPipeline {
   void fail(Active& a, const Error& e);
 
   SequenceScheduler& sched_;
-  const BatchModel& model_;
+  const ModelFacts& model_;
   PipelineOptions opts_;
   std::unordered_map<int64_t, std::unique_ptr<Active>> active_;  // by key
   std::unordered_map<int64_t, std::pair<Active*, size_t>> by_seq_;

@@ -42,7 +42,7 @@ struct ChatRequest {
   bool parallel_tool_calls = true;  // false: only the first call of an answer is kept
 };
 
-struct BatchRequest {
+struct Request {
   std::string custom_id;
   Endpoint endpoint = Endpoint::Completion;
   bool openai_line = false;           // came as an OpenAI Batch API line

@@ -78,7 +78,7 @@ class LineChecker {
   }
 
   // The messages as sent (tool_calls, tool_call_id, reasoning_content... go to the template).
-  void messages(const json& v, BatchRequest& r) const {
+  void messages(const json& v, Request& r) const {
     expect(v.is_array() && !v.empty(), "messages", "a non-empty array of messages", v);
     try {
       r.chat.extras.messages = normalize_chat_messages(v);
@@ -89,7 +89,7 @@ class LineChecker {
   }
 
   // tools, tool_choice, chat_template_kwargs, add_generation_prompt, parallel_tool_calls.
-  void chat_fields(const json& obj, BatchRequest& r) const {
+  void chat_fields(const json& obj, Request& r) const {
     ChatRequest& c = r.chat;
     std::vector<std::string> names;
     if (obj.contains("tools") && !obj.at("tools").is_null()) {
@@ -150,7 +150,7 @@ class LineChecker {
       c.parallel_tool_calls = boolean(obj, "parallel_tool_calls");
   }
 
-  void prompt(const json& v, BatchRequest& r) const {
+  void prompt(const json& v, Request& r) const {
     if (v.is_string()) {
       r.prompt = v.get<std::string>();
       if (r.prompt.empty()) field_error("\"prompt\" is empty", "prompt");
@@ -170,7 +170,7 @@ class LineChecker {
     expect(false, "prompt", "a string or an array of token ids", v);
   }
 
-  void sampling(const json& obj, BatchRequest& r) const {
+  void sampling(const json& obj, Request& r) const {
     RequestSampling& s = r.sampling;
     const bool chat = r.endpoint == Endpoint::Chat;
     if (obj.contains("temperature")) {
@@ -269,7 +269,7 @@ class LineChecker {
   }
 
   // The request fields of `obj` (a body, or a plain line less its "id").
-  void request(const json& obj, BatchRequest& r, const std::string& skip_key) const {
+  void request(const json& obj, Request& r, const std::string& skip_key) const {
     const bool chat = obj.contains("messages");
     if (chat && obj.contains("prompt")) field_error("give \"messages\" or \"prompt\", not both");
     if (!chat && !obj.contains("prompt"))
@@ -347,7 +347,7 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
       raise(Err::RequestJson, "line " + std::to_string(line_no) + " is not a JSON object");
     if (const auto id = read_id(j)) out.custom_id = *id;
     if (parsed.number_error) throw *parsed.number_error;  // after the id, which it echoes
-    BatchRequest r;
+    Request r;
     const bool openai = j.contains("custom_id") || j.contains("body") || j.contains("url");
     r.openai_line = openai;
     if (openai) {
@@ -386,7 +386,7 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
   return out;
 }
 
-void read_request_body(const nlohmann::ordered_json& body, BatchRequest& r,
+void read_request_body(const nlohmann::ordered_json& body, Request& r,
                        const std::string& where, bool allow_stream) {
   const LineChecker check(where, allow_stream);
   if (!body.is_object()) raise(Err::RequestJson, where + ": the request is not a JSON object");

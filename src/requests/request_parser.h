@@ -1,4 +1,4 @@
-// Request JSON into a checked BatchRequest (request.h), strictly. One line of a batch input
+// Request JSON into a checked Request (request.h), strictly. One line of a batch input
 // file is an OpenAI Batch API line
 //   {"custom_id", "method": "POST", "url": "/v1/chat/completions" | "/v1/completions", "body"}
 // or the plain form {"id", "prompt" | "messages", ...sampling fields}. A line that cannot be
@@ -20,7 +20,7 @@ namespace qmpi {
 
 struct ParsedLine {
   std::string custom_id;  // line_id(N) when the line has none that can be read
-  std::optional<BatchRequest> request;
+  std::optional<Request> request;
   std::optional<Error> error;
 };
 
@@ -33,7 +33,7 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no);
 // serving passes `allow_stream`. Fields it does not know are ignored, as vLLM does, unless
 // request_fields.h says otherwise. Raises RequestJson, RequestField, FieldUnsupported or
 // SamplingInvalid.
-void read_request_body(const nlohmann::ordered_json& body, BatchRequest& r,
+void read_request_body(const nlohmann::ordered_json& body, Request& r,
                        const std::string& where, bool allow_stream);
 
 // The id a line without a usable custom_id/id gets in the output: "qmpi-line-N". The prefix is

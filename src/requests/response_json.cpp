@@ -109,7 +109,7 @@ json body_json(const RequestOutput& out, const Tokenizer& tok, bool token_ids) {
     json choice = {{"index", i}};
     std::string reason = c.finish_reason;
     if (chat) {
-      const ShapedMessage m = shape_message(out.format, c.text, call_id_prefix(out.line_no, i));
+      const ShapedMessage m = shape_message(out.format, c.text, call_id_prefix(out.key, i));
       choice["message"] = assistant_message(m, out.format);
       reason = message_finish_reason(reason, m.calls.size());
     } else {
@@ -121,7 +121,7 @@ json body_json(const RequestOutput& out, const Tokenizer& tok, bool token_ids) {
     if (token_ids) choice["token_ids"] = c.tokens;
     choices.push_back(std::move(choice));
   }
-  json body = {{"id", (chat ? "chatcmpl-" : "cmpl-") + std::to_string(out.line_no)},
+  json body = {{"id", (chat ? "chatcmpl-" : "cmpl-") + std::to_string(out.key)},
                {"object", chat ? "chat.completion" : "text_completion"},
                {"created", out.created},
                {"model", out.model},
@@ -143,9 +143,9 @@ std::string response_body(const RequestOutput& out, const Tokenizer& tok, bool t
 std::string success_line(const RequestOutput& out, const Tokenizer& tok, bool token_ids) {
   const json body = body_json(out, tok, token_ids);
   const json line = {
-      {"id", batch_id(out.line_no)},
+      {"id", batch_id(out.key)},
       {"custom_id", out.custom_id},
-      {"response", {{"status_code", 200}, {"request_id", request_id(out.line_no)}, {"body", body}}},
+      {"response", {{"status_code", 200}, {"request_id", request_id(out.key)}, {"body", body}}},
       {"error", nullptr}};
   return dump(line);
 }

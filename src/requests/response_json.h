@@ -23,7 +23,7 @@ namespace qmpi {
 // One JSON line (no newline). `token_ids` adds "prompt_token_ids" to the body and "token_ids"
 // to each choice (qmpi extensions; the test suite compares ids).
 std::string success_line(const RequestOutput& out, const Tokenizer& tokenizer, bool token_ids);
-// The body alone (chat.completion or text_completion, its "id" from line_no), as an HTTP
+// The body alone (chat.completion or text_completion, its "id" from key), as an HTTP
 // server answers it.
 std::string response_body(const RequestOutput& out, const Tokenizer& tokenizer, bool token_ids);
 // OpenAI's pieces of a chat answer: {"id", "type": "function", "function": {"name",

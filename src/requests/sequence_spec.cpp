@@ -12,7 +12,7 @@ namespace {
 
 constexpr int64_t kCompletionDefaultMaxTokens = 16;  // OpenAI's default for /v1/completions
 
-int64_t max_tokens_for(const BatchRequest& req, int64_t prompt, const BatchModel& model,
+int64_t max_tokens_for(const Request& req, int64_t prompt, const ModelFacts& model,
                        int64_t default_max_tokens) {
   const int64_t room = model.max_model_len - prompt;
   if (req.sampling.max_tokens) {
@@ -35,7 +35,7 @@ int64_t max_tokens_for(const BatchRequest& req, int64_t prompt, const BatchModel
 // The chat template over the conversation (tools left out for tool_choice "none"), then the
 // start of a forced tool call. Request text (messages, tools, kwargs, the function's name)
 // is never read as special tokens.
-std::vector<int32_t> chat_prompt_ids(const BatchRequest& req, const BatchModel& model) {
+std::vector<int32_t> chat_prompt_ids(const Request& req, const ModelFacts& model) {
   ChatExtras extras = req.chat.extras;
   if (req.chat.tool_choice == ToolChoice::None) extras.tools = nullptr;
   ChatPrompt p = model.chat->render_prompt(req.messages, req.chat.add_generation_prompt, extras);
@@ -50,7 +50,7 @@ std::vector<int32_t> chat_prompt_ids(const BatchRequest& req, const BatchModel& 
 
 }  // namespace
 
-std::vector<int32_t> request_prompt_ids(const BatchRequest& req, const BatchModel& model) {
+std::vector<int32_t> request_prompt_ids(const Request& req, const ModelFacts& model) {
   std::vector<int32_t> ids;
   if (req.endpoint == Endpoint::Chat)
     ids = chat_prompt_ids(req, model);
@@ -67,8 +67,8 @@ std::vector<int32_t> request_prompt_ids(const BatchRequest& req, const BatchMode
   return ids;
 }
 
-SequenceSpec request_sequence_spec(const BatchRequest& req, std::vector<int32_t> prompt,
-                                   const BatchModel& model, int64_t default_max_tokens) {
+SequenceSpec request_sequence_spec(const Request& req, std::vector<int32_t> prompt,
+                                   const ModelFacts& model, int64_t default_max_tokens) {
   const RequestSampling& rs = req.sampling;
   for (int32_t id : rs.stop_token_ids)
     if (id >= model.vocab_size)

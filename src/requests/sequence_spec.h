@@ -14,27 +14,27 @@
 namespace qmpi {
 
 // What a request needs to know about the model.
-struct BatchModel {
+struct ModelFacts {
   const Tokenizer* tokenizer = nullptr;
   const ChatTemplate* chat = nullptr;
   GenerationConfig gen;
   std::vector<int32_t> eos_ids;
   int64_t max_model_len = 0;
   int64_t vocab_size = 0;         // prompt ids and stop_token_ids must be below it
-  bool reasoning_parser = false;
+  bool reasoning_parser = false;  // --reasoning-parser qwen3: <think> text is reasoning_content
   // Names a request's "model" may give (served_model.h); empty: any (batch).
-  std::vector<std::string> served_names;  // --reasoning-parser qwen3: <think> text is reasoning_content
+  std::vector<std::string> served_names;
 };
 
 // The prompt's ids: the chat template over the messages, the given ids, or the encoded text.
 // Raises RequestField for an empty prompt or an id outside the vocabulary.
-std::vector<int32_t> request_prompt_ids(const BatchRequest& req, const BatchModel& model);
+std::vector<int32_t> request_prompt_ids(const Request& req, const ModelFacts& model);
 
 // The sequence of choice 0 for `prompt` (choice i > 0 takes choice_seed(seed, i)). A request
 // without max_tokens gets `default_max_tokens` (0: 16 for completions, up to --max-model-len for
 // chat). Raises PromptTooLong when prompt + max_tokens exceed max_model_len, SamplingInvalid for
 // a stop_token_id outside the vocabulary.
-SequenceSpec request_sequence_spec(const BatchRequest& req, std::vector<int32_t> prompt,
-                                   const BatchModel& model, int64_t default_max_tokens);
+SequenceSpec request_sequence_spec(const Request& req, std::vector<int32_t> prompt,
+                                   const ModelFacts& model, int64_t default_max_tokens);
 
 }  // namespace qmpi

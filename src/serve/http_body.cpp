@@ -37,7 +37,7 @@ HttpBody parse_http_body(std::string_view text, Endpoint endpoint, std::string c
     out.token_ids = body.at("return_token_ids").get<bool>();
     body.erase("return_token_ids");
   }
-  BatchRequest& r = out.request;
+  Request& r = out.request;
   r.openai_line = true;
   r.endpoint = endpoint;
   r.custom_id = std::move(custom_id);

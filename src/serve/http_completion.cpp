@@ -7,7 +7,7 @@
 
 namespace qmpi {
 
-HttpCompletion parse_completion(std::string_view text, Endpoint endpoint, const BatchModel& model,
+HttpCompletion parse_completion(std::string_view text, Endpoint endpoint, const ModelFacts& model,
                                 const std::string& model_name, uint64_t seq) {
   HttpCompletion c;
   // The one body checker (serve/http_body.h), shared with the fuzz tests and its JSON number
@@ -15,7 +15,7 @@ HttpCompletion parse_completion(std::string_view text, Endpoint endpoint, const 
   HttpBody parsed = parse_http_body(text, endpoint, "http-" + std::to_string(seq));
   c.include_usage = parsed.include_usage;
   c.shape.token_ids = parsed.token_ids;
-  BatchRequest& r = parsed.request;
+  Request& r = parsed.request;
   check_served_model(r.model, model.served_names);
   c.stream = r.stream;
   c.choices = r.sampling.n;

@@ -24,7 +24,7 @@ struct HttpCompletion {
 // Raises the request's Error (RequestJson, RequestField, SamplingInvalid, PromptTooLong).
 // `seq` numbers the front's requests: the request's id is "http-<seq>", which seeds sampling
 // when the body gives no seed.
-HttpCompletion parse_completion(std::string_view body, Endpoint endpoint, const BatchModel& model,
+HttpCompletion parse_completion(std::string_view body, Endpoint endpoint, const ModelFacts& model,
                                 const std::string& model_name, uint64_t seq);
 
 // "chatcmpl-7" / "cmpl-7" for ticket 7.

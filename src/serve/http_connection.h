@@ -38,10 +38,10 @@ struct HttpCompletion;
 
 // What every connection of one gateway shares.
 struct HttpFront {
-  HttpFront(const HttpOptions& o, const BatchModel& m, RequestHub& h, ServeMetrics& me)
+  HttpFront(const HttpOptions& o, const ModelFacts& m, RequestHub& h, ServeMetrics& me)
       : opts(o), model(m), hub(h), metrics(me), prep(size_t(o.threads)) {}
   const HttpOptions opts;
-  const BatchModel& model;
+  const ModelFacts& model;
   RequestHub& hub;
   ServeMetrics& metrics;
   boost::asio::thread_pool prep;  // checks, tokenizes and submits completion bodies

@@ -28,7 +28,7 @@ constexpr auto kAcceptRetry = std::chrono::milliseconds(100);
 }  // namespace
 
 struct HttpGateway::Impl {
-  Impl(const HttpOptions& opts, const BatchModel& model, RequestHub& hub, ServeMetrics& metrics)
+  Impl(const HttpOptions& opts, const ModelFacts& model, RequestHub& hub, ServeMetrics& metrics)
       : front(opts, model, hub, metrics),
         ioc(opts.threads),
         work(ioc.get_executor()),
@@ -96,7 +96,7 @@ std::pair<std::string, int> parse_listen_address(const std::string& s) {
   return {host, p};
 }
 
-HttpGateway::HttpGateway(const HttpOptions& opts, const BatchModel& model, RequestHub& hub,
+HttpGateway::HttpGateway(const HttpOptions& opts, const ModelFacts& model, RequestHub& hub,
                          ServeMetrics& metrics)
     : impl_(std::make_unique<Impl>(opts, model, hub, metrics)) {
   const auto [host, port] = parse_listen_address(opts.listen);

@@ -22,7 +22,7 @@ class HttpGateway {
  public:
   // Binds (ListenFailed with the system's reason when it cannot) and starts serving. `model`
   // needs tokenizer, chat and vocab_size; it and the others must outlive the gateway.
-  HttpGateway(const HttpOptions& opts, const BatchModel& model, RequestHub& hub,
+  HttpGateway(const HttpOptions& opts, const ModelFacts& model, RequestHub& hub,
               ServeMetrics& metrics);
   ~HttpGateway();
   HttpGateway(const HttpGateway&) = delete;

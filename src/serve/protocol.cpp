@@ -178,7 +178,7 @@ std::string final_message(const std::string& id, const RequestOutput& out, bool 
     // A chat answer read as a message (tool calls, reasoning), streamed or not: deltas carry
     // the text as generated.
     if (out.endpoint == Endpoint::Chat && (out.format.tools || out.format.reasoning)) {
-      const ShapedMessage m = shape_message(out.format, c.text, call_id_prefix(out.line_no, i));
+      const ShapedMessage m = shape_message(out.format, c.text, call_id_prefix(out.key, i));
       choice["message"] = assistant_message(m, out.format);
       choice["finish_reason"] = message_finish_reason(c.finish_reason, m.calls.size());
     }

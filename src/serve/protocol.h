@@ -30,7 +30,7 @@ struct ClientMessage {
   MessageType type = MessageType::Generate;
   // The client's id as JSON text ("\"a1\"" or "7"), echoed in replies; empty when none.
   std::string id;
-  BatchRequest request;  // Generate; custom_id is the id's plain value (string or digits)
+  Request request;  // Generate; custom_id is the id's plain value (string or digits)
 };
 
 // Parses one message. Raises RequestJson (not JSON, not an object), RequestField (unknown

@@ -25,7 +25,7 @@ const char* health_name(Health h);  // "loading", "ready", "draining"
 struct ServeRequest {
   uint64_t ticket = 0;    // set by submit(); the engine's name for the request
   std::string client_id;  // the id the client gave (ZMQ) or the response id (HTTP)
-  BatchRequest req;
+  Request req;
   std::vector<int32_t> prompt;
   std::chrono::steady_clock::time_point arrival;
   std::shared_ptr<EventSink> sink;

@@ -95,7 +95,7 @@ class ServeLoop::FrontSink final : public RequestSink {
   std::vector<TokenLogprob> top_;
 };
 
-ServeLoop::ServeLoop(const ServeLoopOptions& opts, const BatchModel& model,
+ServeLoop::ServeLoop(const ServeLoopOptions& opts, const ModelFacts& model,
                      SequenceScheduler& sched, RequestHub& hub, ServeMetrics& metrics,
                      const StepTimes* times)
     : opts_(opts),

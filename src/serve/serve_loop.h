@@ -42,7 +42,7 @@ struct ServeLoopOptions {
 class ServeLoop {
  public:
   // `times` (may be null) is rank 0's executor clock, for the per-step compute/comm split.
-  ServeLoop(const ServeLoopOptions& opts, const BatchModel& model, SequenceScheduler& sched,
+  ServeLoop(const ServeLoopOptions& opts, const ModelFacts& model, SequenceScheduler& sched,
             RequestHub& hub, ServeMetrics& metrics, const StepTimes* times = nullptr);
 
   // Serves until opts.stop_here or `stop_requested` (polled on entry and every opts.stop_poll;

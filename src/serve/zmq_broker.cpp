@@ -38,7 +38,7 @@ class ZmqSink final : public EventSink {
 
 }  // namespace
 
-ZmqBroker::ZmqBroker(const BrokerOptions& opts, const BatchModel& model, RequestHub& hub,
+ZmqBroker::ZmqBroker(const BrokerOptions& opts, const ModelFacts& model, RequestHub& hub,
                      ServeMetrics& metrics)
     : opts_(opts),
       model_(model),
@@ -201,7 +201,7 @@ void ZmqBroker::handle(const std::string& identity, bool delimiter, std::string_
 }
 
 void ZmqBroker::generate(const std::string& identity, bool delimiter, const std::string& id,
-                         BatchRequest req, Clock::time_point arrival) {
+                         Request req, Clock::time_point arrival) {
   Client& c = clients_[identity];
   c.delimiter = delimiter;
   if (c.dropped)
@@ -233,7 +233,7 @@ void ZmqBroker::deliver_posted() {
     if (c == clients_.end()) continue;  // dropped or gone: its requests were cancelled
     const auto r = c->second.requests.find(o.id);
     if (r == c->second.requests.end()) continue;
-    const Request req = r->second;
+    const InFlight req = r->second;
     std::string message;
     switch (o.event.kind) {
       case ServeEvent::Kind::Delta:

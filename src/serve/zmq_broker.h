@@ -42,7 +42,7 @@ class ZmqBroker {
  public:
   // Binds (Usage error when the endpoint cannot be bound) and starts the thread. `model`
   // needs tokenizer, chat and vocab_size; it and the others must outlive the broker.
-  ZmqBroker(const BrokerOptions& opts, const BatchModel& model, RequestHub& hub,
+  ZmqBroker(const BrokerOptions& opts, const ModelFacts& model, RequestHub& hub,
             ServeMetrics& metrics);
   ~ZmqBroker();
   ZmqBroker(const ZmqBroker&) = delete;
@@ -61,7 +61,7 @@ class ZmqBroker {
   void post(Outgoing out);
 
  private:
-  struct Request {
+  struct InFlight {
     uint64_t ticket = 0;
     bool stream = false;
     bool delimiter = false;
@@ -72,7 +72,7 @@ class ZmqBroker {
     std::string ends;  // the id of the request this message ends (its final or error), or ""
   };
   struct Client {
-    std::unordered_map<std::string, Request> requests;  // by id
+    std::unordered_map<std::string, InFlight> requests;  // by id
     std::deque<Pending> backlog;  // messages ZeroMQ did not take yet, in order
     size_t backlog_bytes = 0;
     bool delimiter = false;  // the envelope of its last message
@@ -84,7 +84,7 @@ class ZmqBroker {
   void receive();
   void handle(const std::string& identity, bool delimiter, std::string_view payload);
   void generate(const std::string& identity, bool delimiter, const std::string& id,
-                BatchRequest req, std::chrono::steady_clock::time_point arrival);
+                qmpi::Request req, std::chrono::steady_clock::time_point arrival);
   void deliver_posted();
   // `ends`: the id of the request whose last message this is ("" for other replies).
   void reply(const std::string& identity, bool delimiter, const std::string& payload,
@@ -96,7 +96,7 @@ class ZmqBroker {
   void forget_if_idle(const std::string& identity);
 
   BrokerOptions opts_;
-  const BatchModel& model_;
+  const ModelFacts& model_;
   RequestHub& hub_;
   ServeMetrics& metrics_;
   zmq::context_t ctx_;

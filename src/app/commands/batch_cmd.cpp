@@ -84,7 +84,7 @@ int cmd_batch(const Args& args) {
       const Tokenizer& tokenizer = *tokenizer_ptr;
       engine.executor().set_valid_vocab(tokenizer.vocab_size());
       const auto chat = chat_template_for(engine.options().model_path, cli.chat_template);
-      BatchModel model;
+      ModelFacts model;
       model.tokenizer = &tokenizer;
       model.chat = chat.get();
       model.gen = engine.generation_config();

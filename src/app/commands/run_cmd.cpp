@@ -39,13 +39,13 @@ int cmd_run(const Args& args) {
     prompt.chat_template = cli.chat_template;
     const PromptSource src = load_prompt_source(engine, prompt);
     check_prompt_fits(src.ids.size(), max_tokens, engine.max_model_len());
-    BatchRequest req;
+    Request req;
     req.custom_id = "run";
     req.prompt_ids = src.ids;
     req.sampling = sampling_fields(sampling, vm);
     req.sampling.max_tokens = max_tokens;
     req.sampling.ignore_eos = ignore_eos;
-    BatchModel model;
+    ModelFacts model;
     model.tokenizer = src.tokenizer.get();
     model.gen = engine.generation_config();
     model.eos_ids = stop_token_ids(engine.generation_config(), engine.config());

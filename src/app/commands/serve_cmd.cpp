@@ -48,7 +48,7 @@ std::string model_name(const std::string& path) {
 struct FrontFiles {
   std::shared_ptr<const Tokenizer> tokenizer;
   std::unique_ptr<ChatTemplate> chat;
-  BatchModel model;
+  ModelFacts model;
 };
 
 FrontFiles load_front_files(const EngineCli& cli) {
@@ -233,7 +233,7 @@ int cmd_serve(const Args& args) {
       if (!hub)
         raise(Err::Internal, "MPI rank 0 is not the launcher's rank 0; the fronts are not open");
       engine.executor().set_valid_vocab(files->tokenizer->vocab_size());
-      BatchModel model = files->model;
+      ModelFacts model = files->model;
       model.gen = engine.generation_config();
       model.eos_ids = stop_token_ids(engine.generation_config(), engine.config());
       model.max_model_len = engine.max_model_len();

@@ -69,7 +69,7 @@ JobRun run_job(const TempDir& dir, const std::vector<std::string>& input, const 
   cfg.max_model_len = s.max_model_len;
   Scheduler sched(fake, blocks, cfg);
   Qwen25ChatTemplate chat;
-  BatchModel model;
+  ModelFacts model;
   model.tokenizer = &bytes_tokenizer();
   model.chat = &chat;
   model.gen.do_sample = false;

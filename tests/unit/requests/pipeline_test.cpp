@@ -67,7 +67,7 @@ struct Rig {
     c.max_model_len = 200;
     return c;
   }
-  std::shared_ptr<Record> admit(RequestPipeline& p, int64_t key, const BatchRequest& r) {
+  std::shared_ptr<Record> admit(RequestPipeline& p, int64_t key, const Request& r) {
     auto sink = std::make_shared<Record>();
     p.admit(key, r.custom_id, r, r.prompt_ids, sink);
     return sink;
@@ -79,11 +79,11 @@ struct Rig {
   test::FakeModel fake;
   BlockManager blocks;
   Scheduler sched;
-  BatchModel model;
+  ModelFacts model;
 };
 
-BatchRequest request(const std::string& id, int64_t max_tokens) {
-  BatchRequest r;
+Request request(const std::string& id, int64_t max_tokens) {
+  Request r;
   r.custom_id = id;
   r.prompt_ids = {'a', 'b', 'c', 'd'};
   r.sampling.max_tokens = max_tokens;
@@ -105,7 +105,7 @@ TEST(RequestPipeline, StopStringsCutTheTextAndEndTheSequence) {
   // A stop string from the middle of that text: the same request now stops just before it.
   const std::string stop = text.substr(12, 2);
   const size_t at = text.find(stop);
-  BatchRequest r = request("w", 40);
+  Request r = request("w", 40);
   r.sampling.stop = {stop};
   const int64_t steps = s.fake.steps();
   const auto cut = s.admit(p, 2, r);
@@ -124,7 +124,7 @@ TEST(RequestPipeline, StopStringsCutTheTextAndEndTheSequence) {
 TEST(RequestPipeline, LogprobsReachTheSinkTokenByToken) {
   Rig s;
   RequestPipeline p(s.sched, s.model, {});
-  BatchRequest r = request("lp", 6);
+  Request r = request("lp", 6);
   r.sampling.logprobs = true;
   r.sampling.top_logprobs = 2;
   const auto sink = s.admit(p, 1, r);
@@ -140,7 +140,7 @@ TEST(RequestPipeline, LogprobsReachTheSinkTokenByToken) {
 TEST(RequestPipeline, ChoicesAreSequencesOfTheirOwn) {
   Rig s;
   RequestPipeline p(s.sched, s.model, {});
-  BatchRequest r = request("n", 12);
+  Request r = request("n", 12);
   r.sampling.n = 3;
   r.sampling.temperature = 1.0f;
   r.sampling.logprobs = true;
@@ -203,7 +203,7 @@ TEST(RequestPipeline, WithoutATokenizerOnlyIds) {
   Rig s;
   s.model.tokenizer = nullptr;
   RequestPipeline p(s.sched, s.model, {});
-  BatchRequest r = request("ids", 5);
+  Request r = request("ids", 5);
   const auto rec = s.admit(p, 1, r);
   s.run(p);
   ASSERT_TRUE(rec->out);

@@ -10,10 +10,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-BatchRequest ok(const std::string& line) {
+Request ok(const std::string& line) {
   const ParsedLine p = parse_request_line(line, 1);
   EXPECT_FALSE(p.error) << line << " -> " << (p.error ? p.error->message() : "");
-  return p.request.value_or(BatchRequest{});
+  return p.request.value_or(Request{});
 }
 
 void bad(const std::string& line, Err code, const std::string& needle,
@@ -26,8 +26,8 @@ void bad(const std::string& line, Err code, const std::string& needle,
   EXPECT_EQ(p.custom_id, id) << line;
 }
 
-TEST(BatchRequest, OpenAiChatLine) {
-  const BatchRequest r = ok(
+TEST(Request, OpenAiChatLine) {
+  const Request r = ok(
       R"({"custom_id": "r1", "method": "POST", "url": "/v1/chat/completions", "body": {"model":
       "m", "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content":
       [{"type": "text", "text": "hi "}, {"type": "text", "text": "there"}]}], "max_completion_tokens":
@@ -48,8 +48,8 @@ TEST(BatchRequest, OpenAiChatLine) {
   EXPECT_EQ(r.sampling.seed, 4u);
 }
 
-TEST(BatchRequest, OpenAiCompletionAndPlainForms) {
-  BatchRequest r = ok(R"({"custom_id": "c", "url": "/v1/completions", "body": {"prompt": "x",
+TEST(Request, OpenAiCompletionAndPlainForms) {
+  Request r = ok(R"({"custom_id": "c", "url": "/v1/completions", "body": {"prompt": "x",
                        "logprobs": 2, "max_tokens": 5, "stop": ["a", "b"]}})");
   EXPECT_EQ(r.endpoint, Endpoint::Completion);
   EXPECT_EQ(r.prompt, "x");
@@ -68,15 +68,15 @@ TEST(BatchRequest, OpenAiCompletionAndPlainForms) {
   EXPECT_EQ(r.sampling.max_tokens, 3);
 }
 
-TEST(BatchRequest, InvalidJsonAndNonObjects) {
+TEST(Request, InvalidJsonAndNonObjects) {
   bad("{\"id\": \"x\", ", Err::RequestJson, "not valid JSON");
   bad("not json at all", Err::RequestJson, "not valid JSON");
   bad("[1, 2]", Err::RequestJson, "not a JSON object");
 }
 
-TEST(BatchRequest, UnknownFieldsAreIgnoredUnlessTheyWouldChangeTheAnswer) {
+TEST(Request, UnknownFieldsAreIgnoredUnlessTheyWouldChangeTheAnswer) {
   // SDK and vLLM fields qmpi has no use for, and names it has never heard of: ignored.
-  BatchRequest r = ok(R"({"custom_id": "u", "url": "/v1/chat/completions", "body": {"messages":
+  Request r = ok(R"({"custom_id": "u", "url": "/v1/chat/completions", "body": {"messages":
       [{"role": "user", "content": "x"}], "store": false, "metadata": {"a": "b"}, "user": "me",
       "service_tier": "auto", "parallel_tool_calls": true, "x_trace": 7, "response_format":
       {"type": "text"}, "logit_bias": {}, "echo": false}})");
@@ -105,7 +105,7 @@ TEST(BatchRequest, UnknownFieldsAreIgnoredUnlessTheyWouldChangeTheAnswer) {
   EXPECT_EQ(r.chat.extras.messages[0]["mood"], 1);
 }
 
-TEST(BatchRequest, ToolsToolChoiceAndTemplateKwargs) {
+TEST(Request, ToolsToolChoiceAndTemplateKwargs) {
   const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather",
       "description": "d", "parameters": {"type": "object", "properties": {"city": {"type":
       "string"}}}}}])";
@@ -113,7 +113,7 @@ TEST(BatchRequest, ToolsToolChoiceAndTemplateKwargs) {
       {"role": "assistant", "content": null, "reasoning_content": "think", "tool_calls": [{"id":
       "c1", "type": "function", "function": {"name": "get_weather", "arguments":
       "{\"city\": \"Oslo\"}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "sunny"}])";
-  BatchRequest r = ok("{\"id\": \"t\", " + msgs + ", " + tools +
+  Request r = ok("{\"id\": \"t\", " + msgs + ", " + tools +
                       R"(, "chat_template_kwargs": {"enable_thinking": false}})");
   EXPECT_EQ(r.chat.tool_choice, ToolChoice::Auto) << "tools given: auto";
   ASSERT_TRUE(r.chat.extras.tools.is_array());
@@ -160,7 +160,7 @@ TEST(BatchRequest, ToolsToolChoiceAndTemplateKwargs) {
       "not a field of completion requests", "t");
 }
 
-TEST(BatchRequest, WrongTypes) {
+TEST(Request, WrongTypes) {
   bad(R"({"id": "t", "prompt": "x", "max_tokens": "16"})", Err::RequestField,
       "\"max_tokens\" must be an integer", "t");
   bad(R"({"id": "t", "prompt": "x", "max_tokens": 2.5})", Err::RequestField, "integer", "t");
@@ -178,7 +178,7 @@ TEST(BatchRequest, WrongTypes) {
       "\"custom_id\" must be a string", "5");
 }
 
-TEST(BatchRequest, MissingPartsAndWrongEndpoints) {
+TEST(Request, MissingPartsAndWrongEndpoints) {
   bad(R"({"prompt": "x"})", Err::RequestField, "no \"id\"");
   bad(R"({"id": "m"})", Err::RequestField, "no \"messages\" or \"prompt\"", "m");
   bad(R"({"id": "m", "prompt": "x", "messages": []})", Err::RequestField, "not both", "m");
@@ -192,7 +192,7 @@ TEST(BatchRequest, MissingPartsAndWrongEndpoints) {
   bad(R"({"id": "m", "prompt": ""})", Err::RequestField, "empty", "m");
 }
 
-TEST(BatchRequest, BadSamplingValues) {
+TEST(Request, BadSamplingValues) {
   const auto s = [](const std::string& fields) {
     return R"({"id": "s", "prompt": "x", )" + fields + "}";
   };
@@ -216,7 +216,7 @@ TEST(BatchRequest, BadSamplingValues) {
 // "got -1.0"; "got 1e+300", not the float it overflowed to).
 // Found by the fuzz tests: a content part whose "type" is not a string threw the JSON
 // library's type_error (an internal error that ended the batch job).
-TEST(BatchRequest, ContentPartsOfAnyShape) {
+TEST(Request, ContentPartsOfAnyShape) {
   for (const char* part : {R"({"type": 16.0, "text": "a"})", R"({"type": null})",
                            R"({"type": ["text"], "text": "a"})", R"({"text": "a"})", "7"}) {
     const std::string line =
@@ -225,7 +225,7 @@ TEST(BatchRequest, ContentPartsOfAnyShape) {
   }
 }
 
-TEST(BatchRequest, OutOfRangeValuesAreShownAsWritten) {
+TEST(Request, OutOfRangeValuesAreShownAsWritten) {
   const auto msg = [](const std::string& field) {
     const ParsedLine p = parse_request_line(R"({"id": "s", "prompt": "x", )" + field + "}", 1);
     return p.error ? p.error->message() : std::string("accepted");
@@ -237,14 +237,14 @@ TEST(BatchRequest, OutOfRangeValuesAreShownAsWritten) {
   EXPECT_THAT(msg(R"("top_p": 0)"), ::testing::EndsWith("got 0"));
 }
 
-TEST(BatchRequest, SamplingDefaultsComeFromTheGenerationConfig) {
+TEST(Request, SamplingDefaultsComeFromTheGenerationConfig) {
   GenerationConfig gen;
   gen.do_sample = true;
   gen.temperature = 0.7;
   gen.top_p = 0.8;
   gen.top_k = 20;
   gen.repetition_penalty = 1.05;
-  BatchRequest r = ok(R"({"id": "a", "prompt": "x"})");
+  Request r = ok(R"({"id": "a", "prompt": "x"})");
   SamplingParams p = resolve_sampling(r.sampling, gen, r.custom_id);
   EXPECT_FLOAT_EQ(p.temperature, 0.7f);
   EXPECT_FLOAT_EQ(p.top_p, 0.8f);

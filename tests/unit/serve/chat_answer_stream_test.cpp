@@ -50,7 +50,7 @@ OutputFormat tools_and_reasoning() {
 
 RequestOutput answer(const OutputFormat& f) {
   RequestOutput out;
-  out.line_no = 9;
+  out.key = 9;
   out.endpoint = Endpoint::Chat;
   out.model = "m";
   out.format = f;

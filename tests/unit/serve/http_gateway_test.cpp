@@ -252,7 +252,7 @@ class HttpGatewayTest : public ::testing::Test {
   }
 
   Qwen25ChatTemplate chat_;
-  BatchModel model_;
+  ModelFacts model_;
   HttpOptions opts_;
   RequestHub hub_{64};
   ServeMetrics metrics_;

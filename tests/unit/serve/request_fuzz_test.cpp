@@ -60,7 +60,7 @@ class RequestFuzz : public test::QwenTokenizerTest {
   }
 
   // A request a parser accepted goes on as the fronts take it: prompt ids, then the spec.
-  void continue_request(const BatchRequest& r, const std::string& input) {
+  void continue_request(const Request& r, const std::string& input) {
     try {
       request_sequence_spec(r, request_prompt_ids(r, model_), model_, 0);
     } catch (const Error& e) {
@@ -78,7 +78,7 @@ class RequestFuzz : public test::QwenTokenizerTest {
       ADD_FAILURE() << what << " [seed " << fuzz::seed() << "]\n  " << fuzz::shown(input);
   }
 
-  BatchModel model_;
+  ModelFacts model_;
   Qwen25ChatTemplate chat_;
   int failures_ = 0;
 };
@@ -227,7 +227,7 @@ class ZmqFront {
   RequestHub hub_;
   ServeMetrics metrics_;
   Qwen25ChatTemplate chat_;
-  BatchModel model_;
+  ModelFacts model_;
   ServeLoopOptions opts_;
   std::atomic<bool> stop_{false};
   std::unique_ptr<ZmqBroker> broker_;

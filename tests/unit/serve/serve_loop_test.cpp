@@ -113,7 +113,7 @@ struct Server {
   RequestHub hub;
   ServeMetrics metrics;
   Qwen25ChatTemplate chat;
-  BatchModel model;
+  ModelFacts model;
   ServeLoopOptions opts;
   std::vector<uint64_t> tickets;
 };
