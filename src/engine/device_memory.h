@@ -1,5 +1,5 @@
 // The seam through which the Engine sizes its KV cache on a device backend without linking it:
-// the app fills EngineOptions::size_kv_on_device (CUDA) and the Engine hands it the backend,
+// the app fills BackendConfig::size_kv_on_device (CUDA) and the Engine hands it the backend,
 // what it asks for and a profiling step to run. Also what a rank measured, for the
 // predicted-vs-actual line printed at start (plan/memory_report.h).
 #pragma once

@@ -25,15 +25,15 @@ TensorDump tensor_dump_from_env(int rank) {
   return TensorDump(spec, dir && *dir ? dir : ".", rank);
 }
 
-ModelConfig load_config(const EngineOptions& o) {
-  if (o.synthetic_weights) {
-    if (!o.model_config.empty()) return ModelConfig::load(o.model_config);  // file or folder
-    if (o.model_path.empty())
+ModelConfig load_config(const ModelSource& m) {
+  if (m.synthetic_weights) {
+    if (!m.config_path.empty()) return ModelConfig::load(m.config_path);  // file or folder
+    if (m.path.empty())
       raise(Err::Usage, "--synthetic-weights needs --model-config FILE or --model DIR");
-    return ModelConfig::load(o.model_path);
+    return ModelConfig::load(m.path);
   }
-  if (o.model_path.empty()) raise(Err::Usage, "--model is required");
-  return ModelConfig::load(o.model_path);
+  if (m.path.empty()) raise(Err::Usage, "--model is required");
+  return ModelConfig::load(m.path);
 }
 
 // Rank 0 logs one start-up summary: the layout, the model and the KV cache, then every rank's
@@ -54,52 +54,50 @@ void log_startup(const Mesh& mesh, const ModelConfig& cfg, const KvCacheShape& k
 
 }  // namespace
 
-Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
-  cfg_ = load_config(opts_);
-  max_model_len_ = opts_.max_model_len > 0 ? opts_.max_model_len
-                                           : std::min<int64_t>(cfg_.max_position_embeddings, 8192);
+Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
+  const ModelSource& m = opts_.model;
+  cfg_ = load_config(m);
+  max_model_len_ = opts_.cache.max_model_len > 0
+                       ? opts_.cache.max_model_len
+                       : std::min<int64_t>(cfg_.max_position_embeddings, 8192);
 
-  MeshOptions mo;
-  mo.layout = opts_.layout;
-  mo.cuda = opts_.cuda;
-  mo.allow_device_sharing = opts_.allow_device_sharing;
-  mo.comm_timeout_s = opts_.comm_timeout_s;
-  mo.allow_tp_across_hosts = opts_.allow_tp_across_hosts;
-  mesh_ = std::make_unique<Mesh>(mpi, model_fit(cfg_), mo);  // rank 0 logs the mapping table
-  shard_ = make_shard_plan(cfg_, opts_.layout, mesh_->replica_rank());  // every replica the same
+  // Rank 0 logs the mapping table.
+  mesh_ = std::make_unique<Mesh>(mpi, model_fit(cfg_), opts_.parallel);
+  // Every replica the same.
+  shard_ = make_shard_plan(cfg_, opts_.parallel.layout, mesh_->replica_rank());
   const ShardPlan& plan = shard_;
 
   // generation_config.json sits beside config.json (synthetic runs) or in the model folder.
-  std::filesystem::path gen_dir = opts_.model_path;
-  if (opts_.synthetic_weights && !opts_.model_config.empty()) {
-    gen_dir = opts_.model_config;
+  std::filesystem::path gen_dir = m.path;
+  if (m.synthetic_weights && !m.config_path.empty()) {
+    gen_dir = m.config_path;
     if (!std::filesystem::is_directory(gen_dir)) gen_dir = gen_dir.parent_path();
   }
   gen_ = GenerationConfig::load(gen_dir.string(), cfg_);
 
-  backend_ = opts_.make_backend(mesh_->device_index());
+  backend_ = opts_.backend.make_backend(mesh_->device_index());
   if (opts_.preflight) opts_.preflight(cfg_, *mesh_, opts_);
   // NCCL needs the rank's device selected first, so the TP comm is swapped in after.
-  if (opts_.make_tp_comm) mesh_->replace_tp_comm(opts_.make_tp_comm);
+  if (opts_.backend.make_tp_comm) mesh_->replace_tp_comm(opts_.backend.make_tp_comm);
   world_ = std::make_unique<TimedComm>(mesh_->world());
   tp_ = std::make_unique<TimedComm>(mesh_->tp_group());
 
   std::unique_ptr<WeightSource> source;
-  if (opts_.synthetic_weights && cfg_.quant)
+  if (m.synthetic_weights && cfg_.quant)
     raise(Err::Usage,
           "--synthetic-weights generates float weights, but the config is an int4 " +
               cfg_.quant.method_name() + " checkpoint's",
           "Write a random int4 model with `qmpi make-model --quant " + cfg_.quant.method_name() +
               " --like CONFIG --out DIR` and run that.");
-  if (opts_.synthetic_weights)
-    source = std::make_unique<SyntheticWeights>(cfg_, opts_.synthetic_seed, cfg_.torch_dtype);
+  if (m.synthetic_weights)
+    source = std::make_unique<SyntheticWeights>(cfg_, m.synthetic_seed, cfg_.torch_dtype);
   else
-    source = open_weight_source(opts_.model_path, opts_.verify_checksums);
+    source = open_weight_source(m.path, m.verify_checksums);
   DecoderWeights weights = load_decoder_weights(cfg_, plan, *source, *backend_);
   weight_bytes_ = weights.bytes;
   bytes_read_ = source->bytes_read();
-  const std::string origin = opts_.synthetic_weights
-                                 ? fmt::format("generated from seed {}", opts_.synthetic_seed)
+  const std::string origin = m.synthetic_weights
+                                 ? fmt::format("generated from seed {}", m.synthetic_seed)
                                  : fmt::format("{} bytes read", bytes_read_);
   std::string rank_line =
       fmt::format("[{}] stage {} tp {}: layers {}-{}, {:.1f} MiB of weights ({})", mesh_->log_tag(),
@@ -107,17 +105,17 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
                   double(weight_bytes_) / (1 << 20), origin);
   model_ = std::make_unique<DecoderModel>(cfg_, plan, *backend_, *tp_, std::move(weights),
                                           tensor_dump_from_env(mesh_->rank()));
-  if (opts_.cuda_graphs && !model_->recordable() && mesh_->rank() == 0)
+  if (opts_.backend.graphs() && !model_->recordable() && mesh_->rank() == 0)
     spdlog::warn(
         "--cuda-graphs: every step runs eagerly here: graphs need --tp 1, a model without MoE "
         "layers and no QMPI_DUMP");
 
   KvCacheShape kv;
   kv.num_layers = int(plan.layers.size());
-  kv.block_size = opts_.block_size;
+  kv.block_size = opts_.cache.block_size;
   kv.kv_heads = int(plan.kv_heads.size());
   kv.head_dim = int(cfg_.head_dim);
-  kv.dtype = opts_.kv_dtype;
+  kv.dtype = opts_.cache.kv_dtype;
   size_kv_cache(kv);
   cache_ = std::make_unique<KvCache>(*backend_, kv);
   if (opts_.memory_report) rank_line += "; " + opts_.memory_report(cfg_, *mesh_, opts_, measured_);
@@ -161,30 +159,39 @@ std::vector<BlockManager*> Engine::replica_blocks() {
 void Engine::size_kv_cache(KvCacheShape& kv) {
   measured_.weight_bytes = weight_bytes_;
   measured_.bytes_per_block = kv.bytes_per_block();
-  if (opts_.kv_blocks > 0) {
-    kv.num_blocks = opts_.kv_blocks;
-  } else if (opts_.size_kv_on_device) {
+  const CacheConfig& c = opts_.cache;
+  const int64_t max_num_seqs = opts_.scheduler.max_num_seqs;
+  if (c.kv_blocks > 0) {
+    kv.num_blocks = c.kv_blocks;
+  } else if (opts_.backend.size_kv_on_device) {
     // Every rank measures its own device, then all take the smallest room (one block table).
     const ProfileShape shape =
-        profile_shape(opts_.max_step_tokens, max_model_len_, opts_.max_num_seqs);
+        profile_shape(opts_.scheduler.max_batched_tokens, max_model_len_, max_num_seqs);
     DeviceKvRequest req;
-    req.utilization = opts_.gpu_memory_utilization;
+    req.utilization = c.gpu_memory_utilization;
     req.ranks_per_device = ranks_sharing_device(mesh_->placements(), mesh_->rank());
     req.bytes_per_block = kv.bytes_per_block();
     KvCacheShape one_block = kv;
     one_block.num_blocks = 1;
     req.profile_kv_bytes = one_block.bytes();
     kv.num_blocks = agree_on_kv_blocks(mesh_->world(), mesh_->log_tag(), [&] {
-      measured_ = opts_.size_kv_on_device(*backend_, req,
-                                          [&] { run_profile_step(*model_, *backend_, kv, shape); });
+      measured_ = opts_.backend.size_kv_on_device(
+          *backend_, req, [&] { run_profile_step(*model_, *backend_, kv, shape); });
       measured_.profile_tokens = shape.tokens;
       return measured_.rank_kv_blocks;
     });
   } else {
-    kv.num_blocks = blocks_for_sequences(opts_.max_num_seqs, max_model_len_, opts_.block_size);
+    kv.num_blocks = blocks_for_sequences(max_num_seqs, max_model_len_, c.block_size);
   }
   if (measured_.rank_kv_blocks == 0) measured_.rank_kv_blocks = kv.num_blocks;
   measured_.kv_blocks = kv.num_blocks;
+}
+
+SchedulerConfig Engine::scheduler_config() const {
+  SchedulerConfig s = opts_.scheduler;
+  s.max_model_len = max_model_len_;
+  if (s.max_batched_tokens == 0) s.max_batched_tokens = max_model_len_;
+  return s;
 }
 
 Engine::~Engine() = default;

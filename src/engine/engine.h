@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "engine/block_manager.h"
 #include "engine/device_memory.h"
+#include "engine/engine_config.h"
 #include "engine/executor.h"
 #include "engine/replica_runner.h"
 #include "engine/scheduler.h"
@@ -27,50 +28,9 @@ namespace qmpi {
 class Mesh;
 class MpiRuntime;
 
-struct EngineOptions {
-  std::string model_path;          // HF folder or .h5
-  bool verify_checksums = false;   // .h5: check the CRC-32 of every chunk this rank reads
-  bool synthetic_weights = false;  // random weights from the config alone (per-rank slices)
-  std::string model_config;        // config.json for synthetic weights (else model_path's)
-  uint64_t synthetic_seed = 0;
-  Layout layout;
-  bool cuda = false;
-  bool cuda_graphs = false;  // the backend records decode steps (said once if the model cannot)
-  bool allow_device_sharing = false;  // several ranks per GPU (--comm mpi)
-  bool allow_tp_across_hosts = false;
-  double comm_timeout_s = 300.0;
-  double gpu_memory_utilization = 0.9;
-  int block_size = 16;
-  int64_t max_model_len = 0;  // 0: min(max_position_embeddings, 8192)
-  int64_t max_num_seqs = 1;
-  // 0: on CPU enough for max_num_seqs sequences of max_model_len; on a device backend with
-  // size_kv_on_device, what --gpu-memory-utilization leaves after the weights and workspace.
-  int64_t kv_blocks = 0;
-  DType kv_dtype = DType::BF16;  // the KV cache's elements: F32, BF16 or F8_E4M3
-  // Tokens of the largest step (batch, serve: --max-batched-tokens); 0: a whole prompt of
-  // max_model_len in one step (run, bench, logits). The workspace is measured at this size.
-  int64_t max_step_tokens = 0;
-  // Chosen by the app (it links the CUDA backend when built): the backend for this rank and,
-  // optionally, the TP group's comm (NCCL); null means the MPI comm.
-  std::function<std::unique_ptr<Backend>(int device)> make_backend;
-  std::function<std::unique_ptr<Comm>(MPI_Comm group, const std::string& label)> make_tp_comm;
-  // The planner's pre-flight check (layout rules and memory budget), run on every rank once
-  // the mesh and the device are known and before any weight is read; raises its error.
-  std::function<void(const ModelConfig&, const Mesh&, const EngineOptions&)> preflight;
-  std::string command = "run";  // the qmpi command, as the pre-flight's suggestions repeat it
-  // Device backends: sizes the KV cache from the device's memory (engine/device_memory.h) when
-  // kv_blocks is 0. Null: the CPU rule above.
-  DeviceKvSizer size_kv_on_device;
-  // This rank's start-up line, the planner's prediction next to what was measured; logged by
-  // every rank once its KV cache is allocated. Null: no line.
-  std::function<std::string(const ModelConfig&, const Mesh&, const EngineOptions&,
-                            const MeasuredMemory&)>
-      memory_report;
-};
-
 class Engine {
  public:
-  Engine(MpiRuntime& mpi, const EngineOptions& opts);
+  Engine(MpiRuntime& mpi, const EngineConfig& config);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -82,15 +42,18 @@ class Engine {
 
   const ModelConfig& config() const { return cfg_; }
   const GenerationConfig& generation_config() const { return gen_; }
-  const EngineOptions& options() const { return opts_; }
+  const EngineConfig& options() const { return opts_; }
+  // The job's scheduler limits with the engine's max_model_len (and a whole prompt per step
+  // where max_batched_tokens is 0).
+  SchedulerConfig scheduler_config() const;
   Mesh& mesh() { return *mesh_; }
-  const Layout& mesh_layout() const { return opts_.layout; }
+  const Layout& mesh_layout() const { return opts_.parallel.layout; }
   Backend& backend() { return *backend_; }
   Executor& executor() { return *executor_; }
   BlockManager& blocks() { return *blocks_[0]; }  // driver only: rank 0's own replica
   // Driver only, one per data-parallel replica (--dp), replica 0 first: the runner that steps
   // it (rank 0's Executor, or a ReplicaRunner for the others) and its KV block table.
-  int replicas() const { return opts_.layout.dp; }
+  int replicas() const { return opts_.parallel.layout.dp; }
   std::vector<StepRunner*> replica_runners();
   std::vector<BlockManager*> replica_blocks();
   uint64_t weight_bytes() const { return weight_bytes_; }
@@ -102,7 +65,7 @@ class Engine {
   // Sets kv.num_blocks (and measured_): --kv-blocks, the device's budget, or the CPU rule.
   void size_kv_cache(KvCacheShape& kv);
 
-  EngineOptions opts_;
+  EngineConfig opts_;
   ModelConfig cfg_;
   GenerationConfig gen_;
   std::unique_ptr<Mesh> mesh_;

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <variant>
 
 #include "core/errors.h"
 
@@ -14,16 +15,12 @@ namespace {
 // bytes (every supported host is little-endian), bools as one byte (0 or 1), vectors as a uint64
 // count then their items. Change a list, and kStepWireVersion with it: a rank of another build then
 // fails with StepMessage instead of misreading.
+// Sampling: the scalar fields in the order of their table (engine/sampling_params.h), then
+// top_logprobs.
 template <class Io, class Params>
 void sampling_fields(Io& io, Params& p) {
-  io(p.temperature);
-  io(p.top_p);
-  io(p.top_k);
-  io(p.min_p);
-  io(p.repetition_penalty);
-  io(p.presence_penalty);
-  io(p.frequency_penalty);
-  io(p.seed);
+  for (const SamplingField& row : kSamplingFields)
+    std::visit([&](auto member) { io(p.*member); }, row.member);
   io(p.top_logprobs);
 }
 

@@ -16,7 +16,7 @@ namespace {
 
 // Every rank's device choice, on every rank. A rank whose choice failed (its own
 // CUDA_VISIBLE_DEVICES) makes all ranks raise that rank's error, so none waits for it.
-std::vector<DeviceChoice> gather_devices(const HostSlot& me, const MeshOptions& options) {
+std::vector<DeviceChoice> gather_devices(const HostSlot& me, const ParallelConfig& options) {
   std::string mine;
   try {
     DeviceChoice d =
@@ -49,7 +49,7 @@ std::vector<std::string> host_names(const std::vector<Placement>& placements, in
 
 }  // namespace
 
-Mesh::Mesh(MpiRuntime& mpi, const ModelFit& fit, const MeshOptions& options,
+Mesh::Mesh(MpiRuntime& mpi, const ModelFit& fit, const ParallelConfig& options,
            CommFactory tp_comm_factory)
     : rank_(mpi.rank()), layout_(options.layout) {
   check_world_size(fit, layout_, mpi.size());

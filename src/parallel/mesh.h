@@ -20,7 +20,9 @@
 
 namespace qmpi {
 
-struct MeshOptions {
+// The mesh's part of the engine configuration (engine/engine_config.h): the layout and how its
+// ranks may be placed and wait.
+struct ParallelConfig {
   Layout layout;
   bool cuda = false;
   bool allow_device_sharing = false;   // more ranks than visible GPUs on a host (tests, --comm mpi)
@@ -38,7 +40,7 @@ class Mesh {
   // the model's layout rules (fit.check_layout), device visibility, TP groups inside hosts
   // (Err::TpSpansHosts). Every rank raises the same error, so none is left waiting. Rank 0 logs the
   // mapping table. `mpi` must outlive the Mesh.
-  Mesh(MpiRuntime& mpi, const ModelFit& fit, const MeshOptions& options,
+  Mesh(MpiRuntime& mpi, const ModelFit& fit, const ParallelConfig& options,
        CommFactory tp_comm_factory = {});
   Mesh(const Mesh&) = delete;
   Mesh& operator=(const Mesh&) = delete;

@@ -7,18 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampling_params.h"
 #include "text/chat_template.h"
 
 namespace qmpi {
 
 enum class Endpoint { Chat, Completion };
 
-// Sampling fields as the request gave them.
-struct RequestSampling {
-  std::optional<float> temperature, top_p, min_p;
-  std::optional<int32_t> top_k;
-  std::optional<float> repetition_penalty, presence_penalty, frequency_penalty;
-  std::optional<uint64_t> seed;
+// Sampling fields as the request gave them: the scalar ones of the table in
+// engine/sampling_params.h (get/set by member), and those parsed by hand.
+struct RequestSampling : GivenSampling {
   std::optional<int64_t> max_tokens;
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;

@@ -6,31 +6,50 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/sampling_params.h"
+
 namespace qmpi {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-constexpr std::string_view kCommon[] = {"model",
-                                        "max_tokens",
-                                        "temperature",
-                                        "top_p",
-                                        "top_k",
-                                        "min_p",
-                                        "repetition_penalty",
-                                        "presence_penalty",
-                                        "frequency_penalty",
-                                        "seed",
-                                        "stop",
-                                        "stop_token_ids",
-                                        "ignore_eos",
-                                        "n",
-                                        "stream",
-                                        "logprobs"};
-constexpr std::string_view kChat[] = {
-    "messages",    "max_completion_tokens", "top_logprobs",          "tools",
-    "tool_choice", "chat_template_kwargs",  "add_generation_prompt", "parallel_tool_calls"};
-constexpr std::string_view kCompletion[] = {"prompt"};
+// The fields request_parser.cpp reads by hand (the sampling table's scalars are the others,
+// engine/sampling_params.h), and which requests take them.
+enum class Takes : uint8_t { Both, Chat, Completion };
+struct HandParsed {
+  std::string_view name;
+  Takes takes;
+};
+constexpr HandParsed kHandParsed[] = {
+    {"model", Takes::Both},
+    {"max_tokens", Takes::Both},
+    {"stop", Takes::Both},
+    {"stop_token_ids", Takes::Both},
+    {"ignore_eos", Takes::Both},
+    {"n", Takes::Both},
+    {"stream", Takes::Both},
+    {"logprobs", Takes::Both},  // chat: true/false; completions: the alternatives' count
+    {"messages", Takes::Chat},
+    {"max_completion_tokens", Takes::Chat},
+    {"top_logprobs", Takes::Chat},
+    {"tools", Takes::Chat},
+    {"tool_choice", Takes::Chat},
+    {"chat_template_kwargs", Takes::Chat},
+    {"add_generation_prompt", Takes::Chat},
+    {"parallel_tool_calls", Takes::Chat},
+    {"prompt", Takes::Completion},
+};
+
+// Every field qmpi reads, with the requests that take it.
+template <class Fn>
+void for_each_known(Fn fn) {
+  for (const SamplingField& row : kSamplingFields) fn(row.name, Takes::Both);
+  for (const HandParsed& f : kHandParsed) fn(f.name, f.takes);
+}
+
+bool takes(Takes t, bool chat) {
+  return t == Takes::Both || (t == Takes::Chat) == chat;
+}
 
 // Fields of the OpenAI and vLLM request schemas that do not change what qmpi generates
 // (bookkeeping, hints, options of features qmpi has not got that are off here anyway).
@@ -149,17 +168,11 @@ std::string_view near_miss(std::string_view key, bool chat) {
   if (key.size() < 4 || key.size() > 40) return {};
   std::string_view best;
   size_t best_d = 3;
-  const auto look = [&](const auto& list) {
-    for (std::string_view f : list) {
-      const size_t d = edit_distance(key, f);
-      if (d < best_d) best = f, best_d = d;
-    }
-  };
-  look(kCommon);
-  if (chat)
-    look(kChat);
-  else
-    look(kCompletion);
+  for_each_known([&](std::string_view f, Takes t) {
+    if (!takes(t, chat)) return;
+    const size_t d = edit_distance(key, f);
+    if (d < best_d) best = f, best_d = d;
+  });
   return best;
 }
 
@@ -167,9 +180,11 @@ std::string_view near_miss(std::string_view key, bool chat) {
 
 FieldVerdict check_request_field(std::string_view key, const json& value, bool chat) {
   FieldVerdict v;
-  const bool own = chat ? in(key, kChat) : in(key, kCompletion);
-  const bool other = chat ? in(key, kCompletion) : in(key, kChat);
-  if (in(key, kCommon) || own) return v;
+  bool own = false, other = false;
+  for_each_known([&](std::string_view f, Takes t) {
+    if (f == key) (takes(t, chat) ? own : other) = true;
+  });
+  if (own) return v;
   const std::string k(key.substr(0, 64));
   if (other) {
     v.kind = FieldVerdict::Kind::OtherEndpoint;

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <set>
+#include <type_traits>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -69,6 +71,18 @@ class LineChecker {
     const json& v = obj.at(key);
     expect(v.is_string(), key, "a string", v);
     return v.get<std::string>();
+  }
+
+  // A field of the sampling table (engine/sampling_params.h): its type, then its range.
+  template <class T>
+  void scalar(const json& obj, const SamplingField& row, T& out) const {
+    const std::string key(row.name);
+    const double v = std::is_floating_point_v<T> ? number(obj, key) : double(integer(obj, key));
+    in_range(row.range.allows(v), obj, key, row.range.text());
+    if constexpr (std::is_same_v<T, uint64_t>)
+      out = uint64_t(integer(obj, key));  // a seed: every bit of it
+    else
+      out = T(v);
   }
 
   // Shows the value as the request wrote it: -1, not -1.0; 1e300, not the float it became.
@@ -173,35 +187,12 @@ class LineChecker {
   void sampling(const json& obj, Request& r) const {
     RequestSampling& s = r.sampling;
     const bool chat = r.endpoint == Endpoint::Chat;
-    if (obj.contains("temperature")) {
-      s.temperature = float(number(obj, "temperature"));
-      in_range(*s.temperature >= 0 && *s.temperature <= 100, obj, "temperature", "in [0, 100]");
+    for (size_t i = 0; i < kSamplingFieldCount; ++i) {
+      const SamplingField& row = kSamplingFields[i];
+      if (!obj.contains(std::string(row.name))) continue;
+      std::visit([&](auto member) { scalar(obj, row, s.values.*member); }, row.member);
+      s.given.set(i);
     }
-    if (obj.contains("top_p")) {
-      s.top_p = float(number(obj, "top_p"));
-      in_range(*s.top_p > 0 && *s.top_p <= 1, obj, "top_p", "in (0, 1]");
-    }
-    if (obj.contains("top_k")) {
-      const int64_t k = integer(obj, "top_k");
-      in_range(k == -1 || (k >= 1 && k <= INT32_MAX), obj, "top_k", "-1 (off) or at least 1");
-      s.top_k = int32_t(k);
-    }
-    if (obj.contains("min_p")) {
-      s.min_p = float(number(obj, "min_p"));
-      in_range(*s.min_p >= 0 && *s.min_p <= 1, obj, "min_p", "in [0, 1]");
-    }
-    if (obj.contains("repetition_penalty")) {
-      s.repetition_penalty = float(number(obj, "repetition_penalty"));
-      in_range(*s.repetition_penalty > 0 && *s.repetition_penalty <= 10, obj, "repetition_penalty",
-               "in (0, 10]");
-    }
-    for (const char* key : {"presence_penalty", "frequency_penalty"}) {
-      if (!obj.contains(key)) continue;
-      const float v = float(number(obj, key));
-      in_range(v >= -2 && v <= 2, obj, key, "in [-2, 2]");
-      (std::string(key) == "presence_penalty" ? s.presence_penalty : s.frequency_penalty) = v;
-    }
-    if (obj.contains("seed")) s.seed = uint64_t(integer(obj, "seed"));
     for (const char* key : {"max_tokens", "max_completion_tokens"}) {
       if (!obj.contains(key) || obj.at(key).is_null()) continue;
       const int64_t v = integer(obj, key);
@@ -386,8 +377,8 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no) {
   return out;
 }
 
-void read_request_body(const nlohmann::ordered_json& body, Request& r,
-                       const std::string& where, bool allow_stream) {
+void read_request_body(const nlohmann::ordered_json& body, Request& r, const std::string& where,
+                       bool allow_stream) {
   const LineChecker check(where, allow_stream);
   if (!body.is_object()) raise(Err::RequestJson, where + ": the request is not a JSON object");
   check.request(body, r, "");

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "engine/engine.h"
 #include "requests/output_format.h"
 #include "requests/sampling_resolver.h"
 
@@ -49,6 +50,17 @@ std::vector<int32_t> chat_prompt_ids(const Request& req, const ModelFacts& model
 }
 
 }  // namespace
+
+ModelFacts ModelFacts::from(const Engine& engine, ModelFacts text) {
+  ModelFacts m = std::move(text);
+  m.gen = engine.generation_config();
+  const auto& eos =
+      m.gen.eos_token_ids.empty() ? engine.config().eos_token_ids : m.gen.eos_token_ids;
+  m.eos_ids.assign(eos.begin(), eos.end());
+  m.max_model_len = engine.max_model_len();
+  m.vocab_size = engine.config().vocab_size;
+  return m;
+}
 
 std::vector<int32_t> request_prompt_ids(const Request& req, const ModelFacts& model) {
   std::vector<int32_t> ids;

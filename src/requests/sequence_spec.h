@@ -13,6 +13,8 @@
 
 namespace qmpi {
 
+class Engine;
+
 // What a request needs to know about the model.
 struct ModelFacts {
   const Tokenizer* tokenizer = nullptr;
@@ -24,6 +26,11 @@ struct ModelFacts {
   bool reasoning_parser = false;  // --reasoning-parser qwen3: <think> text is reasoning_content
   // Names a request's "model" may give (served_model.h); empty: any (batch).
   std::vector<std::string> served_names;
+
+  // `text` (the tokenizer, chat template, reasoning parser and served names rank 0 loaded)
+  // with what the engine knows: generation_config.json's defaults and stop ids (else
+  // config.json's eos), max_model_len and the vocabulary size.
+  static ModelFacts from(const Engine& engine, ModelFacts text);
 };
 
 // The prompt's ids: the chat template over the messages, the given ids, or the encoded text.

@@ -147,7 +147,7 @@ void check_stage_neighbours(Mesh& mesh, size_t count, Checker& check) {
 }
 
 int run(MpiRuntime& mpi, const Args& args) {
-  MeshOptions opts;
+  ParallelConfig opts;
   opts.layout = args.layout;
   opts.comm_timeout_s = args.timeout_s;
   opts.allow_tp_across_hosts = args.allow_tp_across_hosts;

@@ -14,13 +14,13 @@ namespace qmpi {
 namespace {
 
 int run(const mpitest::EngineArgs& args) {
-  EngineOptions o = mpitest::synthetic_cpu_engine(args);
-  o.max_model_len = 64;
-  o.max_step_tokens = 48;
+  EngineConfig o = mpitest::synthetic_cpu_engine(args);
+  o.cache.max_model_len = 64;
+  o.scheduler.max_batched_tokens = 48;
   o.memory_report = launch_memory_report;
-  o.size_kv_on_device = [fail = args.extra.at("--fail-rank")](
-                            Backend&, const DeviceKvRequest& r,
-                            const std::function<void()>& profile_step) {
+  o.backend.size_kv_on_device = [fail = args.extra.at("--fail-rank")](
+                                    Backend&, const DeviceKvRequest& r,
+                                    const std::function<void()>& profile_step) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     profile_step();  // the real step, on the CPU backend

@@ -45,10 +45,10 @@ int drive(Executor& ex) {
 }
 
 int run(const mpitest::EngineArgs& args) {
-  EngineOptions o = mpitest::synthetic_cpu_engine(args);
-  o.block_size = kBlockSize;
-  o.max_model_len = 2 * kBlockSize;
-  o.max_num_seqs = 8;
+  EngineConfig o = mpitest::synthetic_cpu_engine(args);
+  o.cache.block_size = kBlockSize;
+  o.cache.max_model_len = 2 * kBlockSize;
+  o.scheduler.max_num_seqs = 8;
   return run_engine(o, [](Engine& engine) { return drive(engine.executor()); });
 }
 

@@ -71,7 +71,7 @@ ModelConfig tiny() {
 }
 
 int run(MpiRuntime& mpi, const Args& args) {
-  MeshOptions opts;
+  ParallelConfig opts;
   opts.layout = args.layout;
   opts.comm_timeout_s = 60;
   Mesh mesh(mpi, model_fit(tiny()), opts);

@@ -1,5 +1,5 @@
 // What the MPI test programs that run the real Engine share: the command line
-// (--model-config FILE --tp T --pp P, plus the program's own integer options), EngineOptions
+// (--model-config FILE --tp T --pp P, plus the program's own integer options), EngineConfig
 // for synthetic weights on the CPU backend, and a main() that reports a qmpi::Error with its
 // exit code.
 #pragma once
@@ -43,13 +43,13 @@ inline EngineArgs parse_engine_args(int argc, char** argv, std::map<std::string,
 }
 
 // Synthetic weights from the config, the CPU backend with one thread, a 60 s comm timeout.
-inline EngineOptions synthetic_cpu_engine(const EngineArgs& a) {
-  EngineOptions o;
-  o.synthetic_weights = true;
-  o.model_config = a.model_config;
-  o.layout = a.layout;
-  o.comm_timeout_s = 60;
-  o.make_backend = [](int) { return make_cpu_backend(CpuBackendOptions{1}); };
+inline EngineConfig synthetic_cpu_engine(const EngineArgs& a) {
+  EngineConfig o;
+  o.model.synthetic_weights = true;
+  o.model.config_path = a.model_config;
+  o.parallel.layout = a.layout;
+  o.parallel.comm_timeout_s = 60;
+  o.backend.make_backend = [](int) { return make_cpu_backend(CpuBackendOptions{1}); };
   return o;
 }
 

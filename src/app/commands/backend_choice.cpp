@@ -1,8 +1,5 @@
-// Turns the command line into EngineOptions, choosing the backend and the TP comm. The only
-// place that knows whether the CUDA backend was built.
-#include <sstream>
-
-#include "app/commands/kv_dtype_option.h"
+// Checks the parsed EngineConfig and chooses the backend and the TP comm: the only place that
+// knows whether the CUDA backend was built.
 #include "app/commands/options.h"
 #include "backend/cpu/cpu_backend.h"
 #include "core/errors.h"
@@ -16,21 +13,6 @@
 
 namespace qmpi {
 namespace {
-
-std::vector<int> parse_layers(const std::string& s) {
-  std::vector<int> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    try {
-      out.push_back(std::stoi(item));
-    } catch (const std::exception&) {
-      raise(Err::Usage, "--pp-layers: '" + item + "' is not a layer count",
-            "Give one count per stage, e.g. --pp-layers 27,27,26");
-    }
-  }
-  return out;
-}
 
 #ifdef QMPI_WITH_CUDA
 // The KV cache from --gpu-memory-utilization: the workspace is what the profiling step used,
@@ -60,99 +42,81 @@ MeasuredMemory size_kv_on_cuda(Backend& backend, const DeviceKvRequest& r,
 
 // Limits a negative or zero value would turn into nonsense further on (-1 sequences became
 // an allocation of 18 EB), refused here with the value as given.
-void check_engine_limits(const EngineCli& c) {
+void check_engine_limits(const EngineConfig& c) {
   const auto at_least = [](const char* option, int64_t v, int64_t min) {
     if (v < min)
       raise(Err::Usage, std::string("--") + option + " must be at least " + std::to_string(min) +
                             ", got " + std::to_string(v));
   };
-  at_least("max-num-seqs", c.max_num_seqs, 1);
-  at_least("max-model-len", c.max_model_len, 0);  // 0: from the model
-  at_least("kv-blocks", c.kv_blocks, 0);          // 0: sized from memory
-  at_least("threads", c.threads, 0);              // 0: the OpenMP default
-  if (!(c.comm_timeout >= 0)) raise(Err::Usage, "--comm-timeout must be 0 (none) or more seconds");
-  if (!(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1))
-    raise(Err::Usage, "--gpu-memory-utilization must be in (0, 1]");
-}
-
-}  // namespace
-
-EngineOptions to_engine_options(const EngineCli& c, const SchedulerCli& s) {
-  if (s.max_batched_tokens < 1)
-    raise(Err::Usage,
-          "--max-batched-tokens must be at least 1, got " + std::to_string(s.max_batched_tokens));
-  if (s.default_max_tokens < 0)
-    raise(Err::Usage, "--default-max-tokens must be 0 (OpenAI's defaults) or more, got " +
-                          std::to_string(s.default_max_tokens));
-  EngineOptions o = to_engine_options(c);
-  o.max_step_tokens = s.max_batched_tokens;
-  return o;
-}
-
-EngineOptions to_engine_options(const EngineCli& c) {
-  EngineOptions o;
-  o.model_path = c.model;
-  o.verify_checksums = c.verify;
-  o.synthetic_weights = c.synthetic;
-  o.model_config = c.model_config;
-  o.synthetic_seed = c.seed;
-  o.layout.tp = c.tp;
-  o.layout.pp = c.pp;
-  o.layout.dp = c.dp;
-  if (!c.pp_layers.empty()) o.layout.pp_layers = parse_layers(c.pp_layers);
-  o.comm_timeout_s = c.comm_timeout;
-  o.block_size = c.block_size;
-  o.max_model_len = c.max_model_len;
-  o.max_num_seqs = c.max_num_seqs;
-  o.kv_blocks = c.kv_blocks;
-  o.kv_dtype = parse_kv_dtype(c.kv_dtype);
-  o.allow_tp_across_hosts = c.allow_tp_across_hosts;
-  o.gpu_memory_utilization = c.gpu_memory_utilization;
-  o.preflight = launch_preflight;
-  o.command = c.command;
-  o.memory_report = launch_memory_report;
-  if (c.tp < 1 || c.pp < 1 || c.dp < 1) raise(Err::Usage, "--tp, --pp and --dp must be at least 1");
+  const Layout& l = c.parallel.layout;
+  if (l.tp < 1 || l.pp < 1 || l.dp < 1) raise(Err::Usage, "--tp, --pp and --dp must be at least 1");
   // run, logits and bench drive one sequence on one mesh: other replicas would only wait, and
   // time out waiting, for a step that never comes.
-  const std::string command = c.command.substr(0, c.command.find(' '));
-  if (c.dp > 1 && command != "batch" && command != "serve")
-    raise(Err::Usage, "--dp is for batch and serve; `qmpi " + command + "` runs on one mesh",
+  const bool scheduled = c.command == Command::Batch || c.command == Command::Serve;
+  if (l.dp > 1 && !scheduled)
+    raise(Err::Usage,
+          "--dp is for batch and serve; `qmpi " + std::string(command_name(c.command)) +
+              "` runs on one mesh",
           "Drop --dp (and launch --tp x --pp ranks), or use qmpi batch or qmpi serve.");
-  if (c.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
-  check_engine_limits(c);
-  if (c.comm != "auto" && c.comm != "mpi" && c.comm != "nccl")
-    raise(Err::Usage, "--comm must be auto, mpi or nccl, not '" + c.comm + "'");
+  if (c.cache.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
+  at_least("max-num-seqs", c.scheduler.max_num_seqs, 1);
+  at_least("max-model-len", c.cache.max_model_len, 0);  // 0: from the model
+  at_least("kv-blocks", c.cache.kv_blocks, 0);          // 0: sized from memory
+  at_least("threads", c.backend.threads, 0);            // 0: the OpenMP default
+  if (!(c.parallel.comm_timeout_s >= 0))
+    raise(Err::Usage, "--comm-timeout must be 0 (none) or more seconds");
+  if (!(c.cache.gpu_memory_utilization > 0 && c.cache.gpu_memory_utilization <= 1))
+    raise(Err::Usage, "--gpu-memory-utilization must be in (0, 1]");
+  if (!scheduled) return;
+  at_least("max-batched-tokens", c.scheduler.max_batched_tokens, 1);
+  if (c.default_max_tokens < 0)
+    raise(Err::Usage, "--default-max-tokens must be 0 (OpenAI's defaults) or more, got " +
+                          std::to_string(c.default_max_tokens));
+  if (c.scheduler.micro_batches < 0)
+    raise(Err::Usage, "--micro-batches must be 0 (one per stage) or more");
+}
 
-  if (c.backend == "cpu") {
-    if (c.comm == "nccl") raise(Err::Usage, "--comm nccl needs --backend cuda");
-    if (c.cuda_graphs && !c.enforce_eager) raise(Err::Usage, "--cuda-graphs needs --backend cuda");
-    const CpuBackendOptions cpu{c.threads, c.bf16_activations};
-    o.make_backend = [cpu](int) { return make_cpu_backend(cpu); };
-  } else if (c.backend == "cuda") {
+void choose_backend(EngineConfig& c) {
+  BackendConfig& b = c.backend;
+  if (b.comm != "auto" && b.comm != "mpi" && b.comm != "nccl")
+    raise(Err::Usage, "--comm must be auto, mpi or nccl, not '" + b.comm + "'");
+  if (b.name == "cpu") {
+    if (b.comm == "nccl") raise(Err::Usage, "--comm nccl needs --backend cuda");
+    if (b.graphs()) raise(Err::Usage, "--cuda-graphs needs --backend cuda");
+    const CpuBackendOptions cpu{b.threads, b.bf16_activations};
+    b.make_backend = [cpu](int) { return make_cpu_backend(cpu); };
+  } else if (b.name == "cuda") {
 #ifdef QMPI_WITH_CUDA
-    o.cuda = true;
-    o.allow_device_sharing = c.comm == "mpi";
-    o.cuda_graphs = c.cuda_graphs && !c.enforce_eager;
-    o.make_backend = [graphs = o.cuda_graphs](int device) {
+    c.parallel.cuda = true;
+    c.parallel.allow_device_sharing = b.comm == "mpi";
+    b.make_backend = [graphs = b.graphs()](int device) {
       return make_cuda_backend(CudaBackendOptions{.device = device, .cuda_graphs = graphs});
     };
-    o.size_kv_on_device = size_kv_on_cuda;
+    b.size_kv_on_device = size_kv_on_cuda;
     // NCCL by default; --comm mpi stages device buffers through host memory (several ranks
     // may then share one GPU).
-    if (c.comm == "mpi")
-      o.make_tp_comm = [t = c.comm_timeout](MPI_Comm g, const std::string& label) {
+    if (b.comm == "mpi")
+      b.make_tp_comm = [t = c.parallel.comm_timeout_s](MPI_Comm g, const std::string& label) {
         return make_staged_mpi_comm(g, label, t);
       };
     else
-      o.make_tp_comm = make_nccl_comm;
+      b.make_tp_comm = make_nccl_comm;
 #else
     raise(Err::BackendUnavailable,
           "this qmpi was built without the CUDA backend (no nvcc at build time)");
 #endif
   } else {
-    raise(Err::Usage, "--backend must be cpu or cuda, not '" + c.backend + "'");
+    raise(Err::Usage, "--backend must be cpu or cuda, not '" + b.name + "'");
   }
-  return o;
+}
+
+}  // namespace
+
+void finish_engine_config(EngineConfig& c) {
+  check_engine_limits(c);
+  choose_backend(c);
+  c.preflight = launch_preflight;
+  c.memory_report = launch_memory_report;
 }
 
 }  // namespace qmpi

@@ -29,11 +29,9 @@ std::string model_name(const std::string& path) {
 }  // namespace
 
 int cmd_batch(const Args& args) {
-  EngineCli cli;
+  EngineConfig config = engine_config_for(Command::Batch);
   BatchJobOptions job;
-  SchedulerCli sched_cli;
-  cli.max_num_seqs = kSchedulerMaxNumSeqs;
-  po::options_description desc = engine_options(cli);
+  po::options_description desc = engine_options(config);
   po::options_description b("batch");
   b.add_options()(
       "input", po::value(&job.input)->required(),
@@ -57,46 +55,41 @@ int cmd_batch(const Args& args) {
   std::string reasoning_parser;
   add_reasoning_parser_option(b, reasoning_parser);
   desc.add(b);
-  desc.add(scheduler_options(sched_cli));
+  desc.add(scheduler_options(config));
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "qmpi batch --model DIR --input FILE --output FILE [options]"))
     return 0;
-  SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli);
   const bool reasoning = reasoning_parser_on(reasoning_parser);
   if (job.resume && job.overwrite) raise(Err::Usage, "give --resume or --overwrite, not both");
   if (job.fsync_interval_s <= 0) raise(Err::Usage, "--fsync-interval must be positive");
-  job.default_max_tokens = sched_cli.default_max_tokens;
-  if (job.model_name.empty()) job.model_name = model_name(cli.model);
+  job.default_max_tokens = config.default_max_tokens;
+  if (job.model_name.empty()) job.model_name = model_name(config.model.path);
   job.progress_bar = ::isatty(STDERR_FILENO) != 0;
 
   // Before the weights load, on rank 0, which alone reads and writes the job's files.
   if (launcher_rank() == 0) {
     check_batch_files(job);  // the input, the output, and that they are distinct files
-    require_model_tokenizer(cli.model.empty() ? cli.model_config : cli.model);
+    require_model_tokenizer(config.model.files());
   }
 
   // Every rank: the first SIGTERM/SIGINT lets rank 0 drain while the others keep serving.
   SignalGuard signals("rank " + std::to_string(launcher_rank()));
-  cli.command = "batch --input " + job.input + " --output " + job.output;
-  return run_engine(to_engine_options(cli, sched_cli), [&](Engine& engine) {
+  config.command_args = "--input " + job.input + " --output " + job.output;
+  finish_engine_config(config);
+  return run_engine(config, [&](Engine& engine) {
     try {
-      const auto tokenizer_ptr = load_model_tokenizer(engine.options().model_path);
-      const Tokenizer& tokenizer = *tokenizer_ptr;
-      engine.executor().set_valid_vocab(tokenizer.vocab_size());
-      const auto chat = chat_template_for(engine.options().model_path, cli.chat_template);
-      ModelFacts model;
-      model.tokenizer = &tokenizer;
-      model.chat = chat.get();
-      model.gen = engine.generation_config();
-      model.eos_ids = stop_token_ids(engine.generation_config(), engine.config());
-      model.max_model_len = engine.max_model_len();
-      model.vocab_size = engine.config().vocab_size;
-      model.reasoning_parser = reasoning;
-      sched_cfg.max_model_len = engine.max_model_len();
+      const auto tokenizer = load_model_tokenizer(config.model.path);
+      engine.executor().set_valid_vocab(tokenizer->vocab_size());
+      const auto chat = chat_template_for(config.model.path, config.model.chat_template);
+      ModelFacts text;
+      text.tokenizer = tokenizer.get();
+      text.chat = chat.get();
+      text.reasoning_parser = reasoning;
+      const ModelFacts model = ModelFacts::from(engine, text);
       // One scheduler per data-parallel replica (one with --dp 1); an idle replica hears from
       // rank 0 well within --comm-timeout.
-      ReplicaScheduler sched(engine.replica_runners(), engine.replica_blocks(), sched_cfg,
-                             engine.options().comm_timeout_s / 4);
+      ReplicaScheduler sched(engine.replica_runners(), engine.replica_blocks(),
+                             engine.scheduler_config(), config.parallel.comm_timeout_s / 4);
       run_batch_job(job, model, sched, [] { return stop_requested(); });
       sched.log_summary();
       return replica_loss_exit_code(sched);

@@ -94,11 +94,11 @@ BatchedTimes batched_times(Engine& engine, const std::vector<std::vector<int32_t
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  EngineCli cli;
+  EngineConfig config = engine_config_for(Command::Bench);
   int64_t prompt_len = 128, gen_len = 64, batch = 1, membw_mib = 2048, context = 0;
   int repeats = 3;
   bool json = false, skip_membw = false;
-  po::options_description desc = engine_options(cli);
+  po::options_description desc = engine_options(config);
   desc.add_options()("prompt-len", po::value(&prompt_len)->default_value(128), "prompt tokens")(
       "gen-len", po::value(&gen_len)->default_value(64), "generated tokens")(
       "repeats", po::value(&repeats)->default_value(3), "runs; the best is reported")(
@@ -125,19 +125,19 @@ int cmd_bench(const Args& args) {
     raise(Err::Usage, "--context " + std::to_string(context) + " is shorter than --prompt-len " +
                           std::to_string(prompt_len));
   const int32_t filled = int32_t(context - prompt_len);
-  if (cli.max_model_len == 0) cli.max_model_len = context + gen_len + 1;
-  cli.max_num_seqs = std::max<int64_t>(cli.max_num_seqs, batch);
+  if (config.cache.max_model_len == 0) config.cache.max_model_len = context + gen_len + 1;
+  config.scheduler.max_num_seqs = std::max<int64_t>(config.scheduler.max_num_seqs, batch);
 
-  cli.command = "bench";
-  return run_engine(to_engine_options(cli), [&](Engine& engine) {
+  finish_engine_config(config);
+  return run_engine(config, [&](Engine& engine) {
     // Memory bandwidth first, alone on the machine (the other ranks wait in a broadcast).
     // The probe reads the way decode does: a buffer of several GB, each byte once per pass, so
     // that nothing comes from cache; the median pass is reported beside the best, as a plain
     // STREAM read would be (bench/stream_read.c is that yardstick).
     cpu::MembwStats membw_stats;
     if (!skip_membw)
-      membw_stats =
-          cpu::read_bandwidth_stats(cpu::MembwOptions{size_t(membw_mib) << 20, cli.threads, 5});
+      membw_stats = cpu::read_bandwidth_stats(
+          cpu::MembwOptions{size_t(membw_mib) << 20, config.backend.threads, 5});
     const double membw = membw_stats.median;
 
     std::mt19937 rng(1234);
@@ -176,7 +176,7 @@ int cmd_bench(const Args& args) {
     // Rank 0's weight bytes equal the per-token stream only on one rank; the mesh-wide figure
     // is what the slowest rank streams, which the table states per layout. Each decode step
     // also reads the sequence's K and V (in the cache's dtype) at its mean context over the run.
-    const DType kv_dtype = engine.options().kv_dtype;
+    const DType kv_dtype = engine.options().cache.kv_dtype;
     const double kv_bytes_per_token = double(c.num_layers) * 2.0 * double(c.num_kv_heads) *
                                       double(kv_vector_bytes(kv_dtype, c.head_dim)) *
                                       (double(context) + double(gen_len) / 2.0);
@@ -208,7 +208,7 @@ int cmd_bench(const Args& args) {
     if (json) {
       nlohmann::json j{{"tp", m.tp},
                        {"pp", m.pp},
-                       {"threads", cli.threads},
+                       {"threads", config.backend.threads},
                        {"prompt_len", prompt_len},
                        {"context", context},
                        {"kv_dtype", kv_dtype_name(kv_dtype)},
@@ -234,7 +234,7 @@ int cmd_bench(const Args& args) {
       std::cout << j.dump() << std::endl;
     } else {
       std::printf("layout            tp %d x pp %d, %d thread(s) per rank\n", m.tp, m.pp,
-                  cli.threads);
+                  config.backend.threads);
       std::printf(
           "prefill           %.1f tokens/s (%lld-token prompt), %.1f GFLOP/s (whole mesh)\n",
           prefill_tps, (long long)prompt_len, prefill_gflops);

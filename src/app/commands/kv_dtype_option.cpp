@@ -8,8 +8,9 @@ const char* const kKvDtypeHelp =
     "KV cache element type: bf16, f32 (exact) or fp8 (e4m3 with a scale per token and KV head; "
     "half of bf16's memory); vLLM's --kv-cache-dtype, auto = bf16";
 
-boost::program_options::typed_value<std::string>* kv_dtype_value(std::string* target) {
-  return boost::program_options::value(target)->default_value("bf16");
+boost::program_options::typed_value<std::string>* kv_dtype_value(DType* target) {
+  return boost::program_options::value<std::string>()->default_value("bf16")->notifier(
+      [target](const std::string& s) { *target = parse_kv_dtype(s); });
 }
 
 DType parse_kv_dtype(const std::string& s) {

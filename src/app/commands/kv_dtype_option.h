@@ -13,8 +13,9 @@ namespace qmpi {
 DType parse_kv_dtype(const std::string& s);
 
 // The one declaration of the option, shared by the engine commands and `qmpi plan` so that its
-// default and help cannot drift apart: ("kv-dtype", kv_dtype_value(&s), kKvDtypeHelp).
-boost::program_options::typed_value<std::string>* kv_dtype_value(std::string* target);
+// default and help cannot drift apart: ("kv-dtype", kv_dtype_value(&dtype), kKvDtypeHelp).
+// The text is parsed into `target` when the options are notified.
+boost::program_options::typed_value<std::string>* kv_dtype_value(DType* target);
 extern const char* const kKvDtypeHelp;
 
 }  // namespace qmpi

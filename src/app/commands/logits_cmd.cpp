@@ -9,11 +9,11 @@
 namespace qmpi {
 
 int cmd_logits(const Args& args) {
-  EngineCli cli;
+  EngineConfig config = engine_config_for(Command::Logits);
   PromptCli prompt;
   std::string out, mode = "prefill";
   int64_t chunk = 16;
-  po::options_description desc = engine_options(cli);
+  po::options_description desc = engine_options(config);
   desc.add(prompt_options(prompt));
   desc.add_options()("out", po::value(&out)->required(), "output .npy file")(
       "mode", po::value(&mode)->default_value("prefill"),
@@ -32,9 +32,8 @@ int cmd_logits(const Args& args) {
   else
     raise(Err::Usage, "--mode must be prefill, incremental or chunked, not '" + mode + "'");
 
-  cli.command = "logits";
-  return run_engine(to_engine_options(cli), [&](Engine& engine) {
-    prompt.chat_template = cli.chat_template;
+  finish_engine_config(config);
+  return run_engine(config, [&](Engine& engine) {
     const PromptSource src = load_prompt_source(engine, prompt);
     check_prompt_fits(src.ids.size(), 0, engine.max_model_len());
     const std::vector<float> logits =

@@ -2,7 +2,6 @@
 
 #include "app/commands/kv_dtype_option.h"
 
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -35,6 +34,22 @@ constexpr std::pair<std::string_view, std::string_view> kVllmAliases[] = {
     {"--kv-cache-dtype", "--kv-dtype"},
 };
 
+// --pp-layers 27,27,26
+std::vector<int> parse_layer_counts(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    try {
+      out.push_back(std::stoi(item));
+    } catch (const std::exception&) {
+      raise(Err::Usage, "--pp-layers: '" + item + "' is not a layer count",
+            "Give one count per stage, e.g. --pp-layers 27,27,26");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Args with_vllm_aliases(const Args& args) {
@@ -53,12 +68,6 @@ Args with_vllm_aliases(const Args& args) {
     out.push_back(std::move(arg));
   }
   return out;
-}
-
-std::string decimal_text(double v) {
-  char buf[32];
-  const auto end = std::to_chars(buf, buf + sizeof buf, v).ptr;
-  return std::string(buf, end);
 }
 
 po::typed_value<double>* decimal_value(double* target, double def) {
@@ -92,72 +101,89 @@ bool parse_options(const Args& raw_args, const po::options_description& desc, po
   return true;
 }
 
-po::options_description engine_options(EngineCli& c) {
+EngineConfig engine_config_for(Command command) {
+  EngineConfig c;
+  c.command = command;
+  if (command == Command::Batch || command == Command::Serve) c.scheduler = SchedulerConfig{};
+  return c;
+}
+
+po::options_description engine_options(EngineConfig& c) {
+  ModelSource& m = c.model;
+  ParallelConfig& par = c.parallel;
+  CacheConfig& cache = c.cache;
+  BackendConfig& b = c.backend;
   po::options_description d("model and layout");
-  d.add_options()("model", po::value(&c.model), "model folder (Hugging Face layout) or .h5 file")(
-      "verify", po::bool_switch(&c.verify),
+  d.add_options()("model", po::value(&m.path), "model folder (Hugging Face layout) or .h5 file")(
+      "verify", po::bool_switch(&m.verify_checksums),
       "with a .h5 model: check the CRC-32 of every chunk each rank reads")(
-      "synthetic-weights", po::bool_switch(&c.synthetic),
+      "synthetic-weights", po::bool_switch(&m.synthetic_weights),
       "deterministic random weights from config.json alone, generated per rank for its own "
-      "shard (size a cluster before downloading)")("model-config", po::value(&c.model_config),
+      "shard (size a cluster before downloading)")("model-config", po::value(&m.config_path),
                                                    "config.json for --synthetic-weights")(
-      "seed-weights", po::value(&c.seed)->default_value(0), "seed of --synthetic-weights")(
-      "chat-template", po::value(&c.chat_template),
+      "seed-weights", po::value(&m.synthetic_seed)->default_value(0),
+      "seed of --synthetic-weights")(
+      "chat-template", po::value(&m.chat_template),
       "a Jinja chat template file instead of the model's (tokenizer_config.json chat_template)")(
-      "tp", po::value(&c.tp)->default_value(1),
+      "tp", po::value(&par.layout.tp)->default_value(1),
       "tensor-parallel size (ranks per stage; vLLM's --tensor-parallel-size, -tp)")(
-      "pp", po::value(&c.pp)->default_value(1),
+      "pp", po::value(&par.layout.pp)->default_value(1),
       "pipeline-parallel size (stages; vLLM's --pipeline-parallel-size, -pp)")(
-      "dp", po::value(&c.dp)->default_value(1),
+      "dp", po::value(&par.layout.dp)->default_value(1),
       "data-parallel replicas: dp copies of the --tp x --pp mesh in one job (mpirun -np dp*tp*pp), "
       "rank 0 spreading requests over them (batch and serve; vLLM's --data-parallel-size, -dp)")(
-      "pp-layers", po::value(&c.pp_layers), "layers per stage, e.g. 27,27,26 (default: even)")(
-      "backend", po::value(&c.backend)->default_value("cpu"), "cpu or cuda")(
-      "comm", po::value(&c.comm)->default_value("auto"),
+      "pp-layers", po::value<std::string>()->notifier([&par](const std::string& s) {
+        par.layout.pp_layers = parse_layer_counts(s);
+      }),
+      "layers per stage, e.g. 27,27,26 (default: even)")(
+      "backend", po::value(&b.name)->default_value("cpu"), "cpu or cuda")(
+      "comm", po::value(&b.comm)->default_value("auto"),
       "TP communication: auto (NCCL on cuda, MPI on cpu), nccl, or mpi (stages device buffers "
       "through host memory; lets several ranks share one GPU)")(
-      "threads", po::value(&c.threads)->default_value(0),
+      "threads", po::value(&b.threads)->default_value(0),
       "CPU threads per rank (0: OpenMP default)")(
-      "bf16-activations", po::bool_switch(&c.bf16_activations),
+      "bf16-activations", po::bool_switch(&b.bf16_activations),
       "CPU, BF16 weights: round activations to bf16 inside matmuls and use bf16 dot products "
       "(faster prefill and batched decode; ~1.5e-3 relative error per matmul, beyond the 2e-3 "
       "end-to-end bound the default float32 path keeps)")(
-      "cuda-graphs", po::bool_switch(&c.cuda_graphs),
+      "cuda-graphs", po::bool_switch(&b.cuda_graphs),
       "CUDA: record each decode batch size's step as a CUDA graph and replay it (fewer kernel "
       "launches per token; TP 1 dense models; off by default, unlike vLLM, whose "
       "--enforce-eager turns them off)")(
-      "enforce-eager", po::bool_switch(&c.enforce_eager),
+      "enforce-eager", po::bool_switch(&b.enforce_eager),
       "no CUDA graphs, as in vLLM (qmpi's default; wins over --cuda-graphs)")(
-      "comm-timeout", decimal_value(&c.comm_timeout, 300.0),
+      "comm-timeout", decimal_value(&par.comm_timeout_s, 300.0),
       "seconds a collective or receive may wait before the job is aborted with a message "
-      "naming the waiting rank and its peer")(
-      "block-size", po::value(&c.block_size)->default_value(16), "KV cache block size (tokens)")(
-      "max-model-len", po::value(&c.max_model_len)->default_value(0),
+      "naming the waiting rank and its peer")("block-size",
+                                              po::value(&cache.block_size)->default_value(16),
+                                              "KV cache block size (tokens)")(
+      "max-model-len", po::value(&cache.max_model_len)->default_value(0),
       "longest sequence (prompt + output) in tokens (0: min(max_position_embeddings, 8192))")(
-      "max-num-seqs", po::value(&c.max_num_seqs)->default_value(c.max_num_seqs),
+      "max-num-seqs", po::value(&c.scheduler.max_num_seqs)->default_value(c.scheduler.max_num_seqs),
       "most sequences scheduled at once (on CUDA a limit, the KV cache takes what memory is "
       "left; on CPU the cache also holds this many max-model-len sequences)")(
-      "kv-blocks", po::value(&c.kv_blocks)->default_value(0),
+      "kv-blocks", po::value(&cache.kv_blocks)->default_value(0),
       "KV cache blocks per rank (0: on CPU max-num-seqs x max-model-len worth; on CUDA what "
       "--gpu-memory-utilization leaves after the weights and a measured step)")(
-      "kv-dtype", kv_dtype_value(&c.kv_dtype), kKvDtypeHelp)(
-      "gpu-memory-utilization", decimal_value(&c.gpu_memory_utilization, 0.9),
+      "kv-dtype", kv_dtype_value(&cache.kv_dtype), kKvDtypeHelp)(
+      "gpu-memory-utilization", decimal_value(&cache.gpu_memory_utilization, 0.9),
       "fraction of each GPU's memory qmpi may use, KV cache included (CUDA)")(
-      "allow-tp-across-hosts", po::bool_switch(&c.allow_tp_across_hosts),
+      "allow-tp-across-hosts", po::bool_switch(&par.allow_tp_across_hosts),
       "let a TP group span hosts (slow; warns instead of failing)");
   return d;
 }
 
-po::options_description scheduler_options(SchedulerCli& s) {
+po::options_description scheduler_options(EngineConfig& c) {
+  SchedulerConfig& s = c.scheduler;
   po::options_description d("scheduling");
   d.add_options()(
-      "max-batched-tokens", po::value(&s.max_batched_tokens)->default_value(2048),
+      "max-batched-tokens", po::value(&s.max_batched_tokens)->default_value(s.max_batched_tokens),
       "tokens per step (prompt chunks and decodes); longer prompts are prefilled in chunks "
       "(vLLM's --max-num-batched-tokens)")(
-      "default-max-tokens", po::value(&s.default_max_tokens)->default_value(0),
+      "default-max-tokens", po::value(&c.default_max_tokens)->default_value(0),
       "max_tokens of requests that do not set it (0: 16 for completions, up to "
       "--max-model-len for chat)")(
-      "no-prefix-caching", po::bool_switch(&s.no_prefix_caching),
+      "no-prefix-caching", po::bool_switch()->notifier([&s](bool off) { s.prefix_caching = !off; }),
       "do not share KV blocks between requests with the same prompt prefix")(
       "micro-batches", po::value(&s.micro_batches)->default_value(0),
       "steps in flight at once with PP stages (0: one per stage; 1: no micro-batching)");
@@ -176,16 +202,6 @@ bool reasoning_parser_on(const std::string& value) {
   if (value == "qwen3" || value == "deepseek_r1") return true;  // same <think> markup
   raise(Err::Usage, "--reasoning-parser " + value + " is not a parser qmpi has",
         "Give --reasoning-parser qwen3 (Qwen3's <think>...</think>), or leave it out.");
-}
-
-SchedulerConfig to_scheduler_config(const EngineCli& cli, const SchedulerCli& s) {
-  if (s.micro_batches < 0) raise(Err::Usage, "--micro-batches must be 0 (one per stage) or more");
-  SchedulerConfig c;
-  c.max_num_seqs = cli.max_num_seqs;
-  c.max_batched_tokens = s.max_batched_tokens;
-  c.prefix_caching = !s.no_prefix_caching;
-  c.micro_batches = s.micro_batches;
-  return c;
 }
 
 std::vector<int32_t> parse_id_list(const std::string& s, const char* option) {
@@ -231,11 +247,11 @@ int end_engine(const MpiRuntime& mpi, Engine& engine, int rc) {
 
 }  // namespace
 
-int run_engine(const EngineOptions& opts, const std::function<int(Engine&)>& driver) {
+int run_engine(const EngineConfig& config, const std::function<int(Engine&)>& driver) {
   MpiRuntime mpi;
   std::unique_ptr<Engine> engine;
   try {
-    engine = std::make_unique<Engine>(mpi, opts);
+    engine = std::make_unique<Engine>(mpi, config);
     int rc = 0;
     if (engine->is_driver()) {
       rc = driver(*engine);

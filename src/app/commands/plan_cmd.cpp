@@ -18,7 +18,8 @@ namespace {
 struct PlanCli {
   std::string model, model_config;
   int gpus = 0, nodes = 1, tp = 0, pp = 0, dp = 0;
-  std::string gpu_mem, host_mem, kv_dtype, backend = "cuda", pp_layers;
+  std::string gpu_mem, host_mem, backend = "cuda", pp_layers;
+  DType kv_dtype = DType::BF16;
   double gpu_util = kDefaultGpuUtil;
   int64_t max_model_len = 0, max_num_seqs = 0, max_seqs = 0, kv_blocks = 0;
   int block_size = 16;
@@ -72,7 +73,7 @@ PlanInputs to_inputs(const PlanCli& c) {
   if (c.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
   in.block_size = c.block_size;
   in.kv_blocks = c.kv_blocks;
-  in.kv_dtype = parse_kv_dtype(c.kv_dtype);
+  in.kv_dtype = c.kv_dtype;
   in.model_arg = c.model.empty() ? "--model MODEL_DIR" : "--model " + c.model;
   return in;
 }

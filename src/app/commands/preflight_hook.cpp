@@ -19,33 +19,32 @@ namespace qmpi {
 namespace {
 
 // What the planner is told about this launch: the same for the check and for the report.
-PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineOptions& o) {
+PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineConfig& c) {
   PlanInputs in;
   in.gpus = mesh.size();
   std::set<std::string> hosts;
   for (const auto& p : mesh.placements()) hosts.insert(p.host);
   in.nodes = int(hosts.size());
-  in.backend = o.cuda ? BackendKind::Cuda : BackendKind::Cpu;
-  in.gpu_util = o.gpu_memory_utilization;
-  in.max_model_len = o.max_model_len;
-  in.max_num_seqs = o.max_num_seqs;
-  in.max_step_tokens = o.max_step_tokens;
-  in.block_size = o.block_size;
-  in.kv_blocks = o.kv_blocks;
-  in.kv_dtype = o.kv_dtype;
-  if (!o.synthetic_weights && std::filesystem::is_directory(o.model_path))
-    in.tensor_dtypes = read_checkpoint_dtypes(o.model_path);
-  in.command = o.command;
-  in.model_arg = o.synthetic_weights ? "--synthetic-weights --model-config " + o.model_config
-                                     : "--model " + o.model_path;
+  in.backend = c.parallel.cuda ? BackendKind::Cuda : BackendKind::Cpu;
+  in.gpu_util = c.cache.gpu_memory_utilization;
+  in.max_model_len = c.cache.max_model_len;
+  in.max_num_seqs = c.scheduler.max_num_seqs;
+  in.max_step_tokens = c.scheduler.max_batched_tokens;
+  in.block_size = c.cache.block_size;
+  in.kv_blocks = c.cache.kv_blocks;
+  in.kv_dtype = c.cache.kv_dtype;
+  if (!c.model.synthetic_weights && std::filesystem::is_directory(c.model.path))
+    in.tensor_dtypes = read_checkpoint_dtypes(c.model.path);
+  in.command = c.launch_command();
+  in.model_arg = c.model.launch_arg();
   return in;
 }
 
 }  // namespace
 
-void launch_preflight(const ModelConfig& cfg, const Mesh& mesh, const EngineOptions& o) {
-  PlanInputs in = launch_plan_inputs(mesh, o);
-  if (!o.cuda) {
+void launch_preflight(const ModelConfig& cfg, const Mesh& mesh, const EngineConfig& c) {
+  PlanInputs in = launch_plan_inputs(mesh, c);
+  if (!c.parallel.cuda) {
     in.host_mem = host_available_memory();  // the host's free memory now
   } else {
 #ifdef QMPI_WITH_CUDA
@@ -55,14 +54,14 @@ void launch_preflight(const ModelConfig& cfg, const Mesh& mesh, const EngineOpti
                  uint64_t(ranks_sharing_device(mesh.placements(), mesh.rank()));
 #endif
   }
-  Layout layout{mesh.tp(), mesh.pp(), o.layout.pp_layers};
+  Layout layout{mesh.tp(), mesh.pp(), c.parallel.layout.pp_layers};
   layout.dp = mesh.dp();  // the planner costs the replicas' ranks together on a shared host
   preflight(cfg, layout, in);
 }
 
-std::string launch_memory_report(const ModelConfig& cfg, const Mesh& mesh, const EngineOptions& o,
+std::string launch_memory_report(const ModelConfig& cfg, const Mesh& mesh, const EngineConfig& c,
                                  const MeasuredMemory& measured) {
-  PlanInputs in = launch_plan_inputs(mesh, o);
+  PlanInputs in = launch_plan_inputs(mesh, c);
   if (measured.device) in.gpu_mem = measured.total_bytes;
   const PredictedMemory p =
       predict_rank_memory(cfg, make_shard_plan(cfg, mesh.layout(), mesh.replica_rank()), in,

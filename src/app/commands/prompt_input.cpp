@@ -1,6 +1,9 @@
 #include "app/commands/prompt_input.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <type_traits>
+#include <variant>
 
 #include "core/errors.h"
 #include "io/h5_checkpoint.h"
@@ -18,16 +21,24 @@ po::options_description prompt_options(PromptCli& p) {
   return d;
 }
 
-po::options_description sampling_options(SamplingCli& s) {
+po::options_description sampling_options(RequestSampling& s) {
   po::options_description d("sampling (defaults from the model's generation_config.json)");
-  d.add_options()("temperature", po::value(&s.temperature), "0 = greedy")(
-      "top-p", po::value(&s.top_p), "nucleus sampling mass, (0, 1]")(
-      "top-k", po::value(&s.top_k), "keep the k most likely tokens (-1 = off)")(
-      "min-p", po::value(&s.min_p), "drop tokens below min-p times the most likely one")(
-      "repetition-penalty", po::value(&s.repetition_penalty), "1 = off")(
-      "presence-penalty", po::value(&s.presence_penalty), "0 = off")(
-      "frequency-penalty", po::value(&s.frequency_penalty), "0 = off")(
-      "seed", po::value(&s.seed)->default_value(0), "sampling seed");
+  for (size_t i = 0; i < kSamplingFieldCount; ++i) {
+    const SamplingField& row = kSamplingFields[i];
+    std::string name(row.name);
+    std::replace(name.begin(), name.end(), '_', '-');
+    std::visit(
+        [&](auto member) {
+          using T = std::remove_reference_t<decltype(s.values.*member)>;
+          auto* value = po::value<T>()->notifier([&s, i, member](T v) {
+            s.values.*member = v;
+            s.given.set(i);
+          });
+          if (row.option_default) value->default_value(s.values.*member);
+          d.add_options()(name.c_str(), value, std::string(row.help).c_str());
+        },
+        row.member);
+  }
   return d;
 }
 
@@ -73,8 +84,8 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
   PromptSource src;
   // The tokenizer sits beside the weights (or inside a .h5), or beside config.json for
   // synthetic weights.
-  const EngineOptions& o = engine.options();
-  const std::string where = o.model_path.empty() ? o.model_config : o.model_path;
+  const ModelSource& m = engine.options().model;
+  const std::string& where = m.files();
   if (!p.ids.empty() && !p.text.empty())
     raise(Err::Usage, "give either --prompt/--text or --ids, not both");
   if (p.ids.empty() && p.text.empty()) raise(Err::Usage, "give a prompt with --prompt or --ids");
@@ -89,7 +100,7 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
     std::vector<ChatMessage> msgs;
     if (!p.system.empty()) msgs.push_back({"system", p.system});
     msgs.push_back({"user", p.text});
-    src.ids = chat_template_for(where, p.chat_template)->encode(*src.tokenizer, msgs, true);
+    src.ids = chat_template_for(where, m.chat_template)->encode(*src.tokenizer, msgs, true);
   } else {
     src.ids = src.tokenizer->encode(p.text);
   }
@@ -100,24 +111,6 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
                                    std::to_string(V) + " rows)");
   if (src.tokenizer) engine.executor().set_valid_vocab(src.tokenizer->vocab_size());
   return src;
-}
-
-RequestSampling sampling_fields(const SamplingCli& s, const po::variables_map& vm) {
-  RequestSampling f;
-  if (vm.count("temperature")) f.temperature = s.temperature;
-  if (vm.count("top-p")) f.top_p = s.top_p;
-  if (vm.count("top-k")) f.top_k = s.top_k;
-  if (vm.count("repetition-penalty")) f.repetition_penalty = s.repetition_penalty;
-  f.min_p = s.min_p;
-  f.presence_penalty = s.presence_penalty;
-  f.frequency_penalty = s.frequency_penalty;
-  f.seed = s.seed;
-  return f;
-}
-
-std::vector<int32_t> stop_token_ids(const GenerationConfig& gen, const ModelConfig& cfg) {
-  const auto& src = gen.eos_token_ids.empty() ? cfg.eos_token_ids : gen.eos_token_ids;
-  return {src.begin(), src.end()};
 }
 
 void check_prompt_fits(size_t prompt_tokens, int64_t max_tokens, int64_t max_model_len) {

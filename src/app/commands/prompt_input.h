@@ -17,18 +17,13 @@ struct PromptCli {
   std::string ids;
   bool chat = false;
   std::string system;
-  std::string chat_template;  // not an option here: EngineCli's --chat-template, copied in
-};
-
-struct SamplingCli {
-  float temperature = 1.0f, top_p = 1.0f, min_p = 0.0f;
-  int32_t top_k = -1;
-  float repetition_penalty = 1.0f, presence_penalty = 0.0f, frequency_penalty = 0.0f;
-  uint64_t seed = 0;
 };
 
 po::options_description prompt_options(PromptCli& p);
-po::options_description sampling_options(SamplingCli& s);
+// One option per row of the sampling table (engine/sampling_params.h), --top-p for top_p; what
+// is given lands in `s` as a request's fields would (the resolver takes the rest from
+// generation_config.json).
+po::options_description sampling_options(RequestSampling& s);
 
 struct PromptSource {
   std::vector<int32_t> ids;
@@ -48,10 +43,6 @@ void require_model_tokenizer(const std::string& path);
 // the prompt ids and tells the executor how many ids can be sampled.
 PromptSource load_prompt_source(Engine& engine, const PromptCli& p);
 
-// The sampling options given on the command line, as a request's fields: the resolver
-// (requests/sampling_resolver.h) takes the rest from generation_config.json.
-RequestSampling sampling_fields(const SamplingCli& s, const po::variables_map& vm);
-std::vector<int32_t> stop_token_ids(const GenerationConfig& gen, const ModelConfig& cfg);
 // Raises Err::PromptTooLong when prompt + max_tokens exceed max_model_len.
 void check_prompt_fits(size_t prompt_tokens, int64_t max_tokens, int64_t max_model_len);
 

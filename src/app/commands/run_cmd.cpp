@@ -15,12 +15,12 @@
 namespace qmpi {
 
 int cmd_run(const Args& args) {
-  EngineCli cli;
+  EngineConfig config = engine_config_for(Command::Run);
   PromptCli prompt;
-  SamplingCli sampling;
+  RequestSampling sampling;
   int64_t max_tokens = 128;
   bool ignore_eos = false, json = false;
-  po::options_description desc = engine_options(cli);
+  po::options_description desc = engine_options(config);
   desc.add(prompt_options(prompt));
   desc.add(sampling_options(sampling));
   desc.add_options()("max-tokens", po::value(&max_tokens)->default_value(128),
@@ -32,35 +32,25 @@ int cmd_run(const Args& args) {
   if (!parse_options(args, desc, vm, "qmpi run --model DIR --prompt TEXT [options]")) return 0;
   if (max_tokens < 1) raise(Err::Usage, "--max-tokens must be at least 1");
   // A text prompt needs the tokenizer: find out before the weights load.
-  if (prompt.ids.empty() && launcher_rank() == 0)
-    require_model_tokenizer(cli.model.empty() ? cli.model_config : cli.model);
+  if (prompt.ids.empty() && launcher_rank() == 0) require_model_tokenizer(config.model.files());
 
-  return run_engine(to_engine_options(cli), [&](Engine& engine) {
-    prompt.chat_template = cli.chat_template;
+  finish_engine_config(config);
+  return run_engine(config, [&](Engine& engine) {
     const PromptSource src = load_prompt_source(engine, prompt);
     check_prompt_fits(src.ids.size(), max_tokens, engine.max_model_len());
     Request req;
     req.custom_id = "run";
     req.prompt_ids = src.ids;
-    req.sampling = sampling_fields(sampling, vm);
+    req.sampling = sampling;
     req.sampling.max_tokens = max_tokens;
     req.sampling.ignore_eos = ignore_eos;
-    ModelFacts model;
-    model.tokenizer = src.tokenizer.get();
-    model.gen = engine.generation_config();
-    model.eos_ids = stop_token_ids(engine.generation_config(), engine.config());
-    model.max_model_len = engine.max_model_len();
-    model.vocab_size = engine.config().vocab_size;
+    ModelFacts text;
+    text.tokenizer = src.tokenizer.get();
+    const ModelFacts model = ModelFacts::from(engine, text);
 
     // The scheduler with one request: its whole prompt in one step, as the engine was sized.
-    SchedulerConfig cfg;
-    cfg.max_num_seqs = 1;
-    cfg.max_batched_tokens = engine.max_model_len();
-    cfg.max_model_len = engine.max_model_len();
-    cfg.prefix_caching = false;
-    cfg.micro_batches = 1;
     ExecutorRunner runner(engine.executor());
-    Scheduler sched(runner, engine.blocks(), cfg);
+    Scheduler sched(runner, engine.blocks(), engine.scheduler_config());
     RequestPipeline pipeline(sched, model, {});
     if (!src.tokenizer && !json)
       spdlog::warn("no tokenizer.json next to the model's config, so the output is token ids");

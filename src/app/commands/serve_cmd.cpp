@@ -51,16 +51,14 @@ struct FrontFiles {
   ModelFacts model;
 };
 
-FrontFiles load_front_files(const EngineCli& cli) {
+FrontFiles load_front_files(const ModelSource& m) {
   FrontFiles f;
-  std::filesystem::path dir = cli.model;
-  if (dir.empty() && !cli.model_config.empty()) {
-    dir = cli.model_config;
-    if (!std::filesystem::is_directory(dir)) dir = dir.parent_path();
-  }
+  std::filesystem::path dir = m.files();
+  if (m.path.empty() && !m.config_path.empty() && !std::filesystem::is_directory(dir))
+    dir = dir.parent_path();
   if (dir.empty()) raise(Err::Usage, "--model is required");
   f.tokenizer = load_model_tokenizer(dir.string());  // folder, beside config.json, or in a .h5
-  f.chat = chat_template_for(dir.string(), cli.chat_template);
+  f.chat = chat_template_for(dir.string(), m.chat_template);
   f.model.tokenizer = f.tokenizer.get();
   f.model.chat = f.chat.get();
   f.model.vocab_size = ModelConfig::load(dir.string()).vocab_size;
@@ -95,20 +93,18 @@ void ignore_sigpipe() {
 }  // namespace
 
 int cmd_serve(const Args& args) {
-  EngineCli cli;
+  EngineConfig config = engine_config_for(Command::Serve);
   ServeLoopOptions loop_opts;
   BrokerOptions zmq;
   HttpOptions http;
   ApiKeySources key_sources;
   int64_t max_queue = 256;
-  SchedulerCli sched_cli;
   std::vector<std::string> served_names;
   std::string http_host;
   int http_port = 8000;
   bool no_http = false;
   std::string max_request, client_buffer;
-  cli.max_num_seqs = kSchedulerMaxNumSeqs;
-  po::options_description desc = engine_options(cli);
+  po::options_description desc = engine_options(config);
   po::options_description s("serve");
   s.add_options()(
       "zmq", po::value(&zmq.endpoint)->default_value("tcp://127.0.0.1:5555"),
@@ -145,13 +141,12 @@ int cmd_serve(const Args& args) {
   std::string reasoning_parser;
   add_reasoning_parser_option(s, reasoning_parser);
   desc.add(s);
-  desc.add(scheduler_options(sched_cli));
+  desc.add(scheduler_options(config));
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi serve --model DIR [--host 127.0.0.1 --port 8000] "
                      "[--zmq tcp://127.0.0.1:5555] [options]"))
     return 0;
-  SchedulerConfig sched_cfg = to_scheduler_config(cli, sched_cli);
   const bool reasoning = reasoning_parser_on(reasoning_parser);
   http.listen = http_listen_address(http.listen, http_host, http_port, no_http, vm);
   zmq.max_message_bytes = size_t(parse_byte_size(max_request, "--max-request-bytes"));
@@ -159,7 +154,7 @@ int cmd_serve(const Args& args) {
   if (max_queue < 1) raise(Err::Usage, "--max-queue must be at least 1");
   if (zmq.max_message_bytes < 1024) raise(Err::Usage, "--max-request-bytes must be at least 1024");
   if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
-  loop_opts.default_max_tokens = sched_cli.default_max_tokens;
+  loop_opts.default_max_tokens = config.default_max_tokens;
   loop_opts.stop_here = [] { return stop_requested(); };
   loop_opts.cut_short = []() -> std::optional<Error> {
     if (!stop_ends_job()) return std::nullopt;
@@ -170,7 +165,7 @@ int cmd_serve(const Args& args) {
                  "Send the request again once the job is back; mpirun's own lines say why it "
                  "ended the job.");
   };
-  const std::string model_arg = cli.model.empty() ? cli.model_config : cli.model;
+  const std::string model_arg = config.model.files();
   std::vector<std::string> accepted = served_names;
   if (served_names.empty()) {
     accepted = {model_name(model_arg)};
@@ -194,7 +189,7 @@ int cmd_serve(const Args& args) {
   std::unique_ptr<HttpGateway> gateway;
   if (launcher_rank() == 0) {  // the fronts start before MPI, on rank 0 only
     ignore_sigpipe();
-    files = std::make_unique<FrontFiles>(load_front_files(cli));
+    files = std::make_unique<FrontFiles>(load_front_files(config.model));
     files->model.reasoning_parser = reasoning;
     files->model.served_names = accepted;
     hub = std::make_unique<RequestHub>(max_queue);
@@ -227,22 +222,17 @@ int cmd_serve(const Args& args) {
       std::this_thread::sleep_for(std::chrono::milliseconds(200));  // HTTP handlers write theirs
     });
 
-  cli.command = "serve";
-  return run_engine(to_engine_options(cli, sched_cli), [&](Engine& engine) {
+  finish_engine_config(config);
+  return run_engine(config, [&](Engine& engine) {
     try {
       if (!hub)
         raise(Err::Internal, "MPI rank 0 is not the launcher's rank 0; the fronts are not open");
       engine.executor().set_valid_vocab(files->tokenizer->vocab_size());
-      ModelFacts model = files->model;
-      model.gen = engine.generation_config();
-      model.eos_ids = stop_token_ids(engine.generation_config(), engine.config());
-      model.max_model_len = engine.max_model_len();
-      model.vocab_size = engine.config().vocab_size;
-      sched_cfg.max_model_len = engine.max_model_len();
+      const ModelFacts model = ModelFacts::from(engine, files->model);
       // One scheduler per data-parallel replica (one with --dp 1); an idle replica hears from
       // rank 0 well within --comm-timeout.
-      ReplicaScheduler sched(engine.replica_runners(), engine.replica_blocks(), sched_cfg,
-                             engine.options().comm_timeout_s / 4);
+      ReplicaScheduler sched(engine.replica_runners(), engine.replica_blocks(),
+                             engine.scheduler_config(), config.parallel.comm_timeout_s / 4);
       ServeLoop loop(loop_opts, model, sched, *hub, *metrics, &engine.executor().times());
       loop.run([&] { return engine.executor().poll_stop(); });
       sched.log_summary();

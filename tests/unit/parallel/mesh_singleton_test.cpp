@@ -31,7 +31,7 @@ TEST(MeshSingleton, OneRankOwnsEverythingAndCommsWork) {
   ASSERT_EQ(mpi.rank(), 0);
   EXPECT_FALSE(mpi.processor_name().empty());
 
-  MeshOptions bad;
+  ParallelConfig bad;
   bad.layout = {2, 1, {}};
   try {
     Mesh m(mpi, model_fit(tiny()), bad);
@@ -41,7 +41,7 @@ TEST(MeshSingleton, OneRankOwnsEverythingAndCommsWork) {
     EXPECT_EQ(e.message(), "1 rank cannot form --tp 2 --pp 1 (2 ranks)");
   }
 
-  MeshOptions opts;
+  ParallelConfig opts;
   opts.comm_timeout_s = 5;
   Mesh mesh(mpi, model_fit(tiny()), opts);
   EXPECT_EQ(mesh.size(), 1);

@@ -142,7 +142,7 @@ TEST(RequestPipeline, ChoicesAreSequencesOfTheirOwn) {
   RequestPipeline p(s.sched, s.model, {});
   Request r = request("n", 12);
   r.sampling.n = 3;
-  r.sampling.temperature = 1.0f;
+  r.sampling.set(&SamplingParams::temperature, 1.0f);
   r.sampling.logprobs = true;
   r.sampling.top_logprobs = 2;
   const auto rec = s.admit(p, 7, r);
@@ -150,7 +150,7 @@ TEST(RequestPipeline, ChoicesAreSequencesOfTheirOwn) {
   s.run(p);
   ASSERT_TRUE(rec->out);
   ASSERT_EQ(rec->out->choices.size(), 3u);
-  EXPECT_EQ(rec->out->line_no, 7);
+  EXPECT_EQ(rec->out->key, 7);
   EXPECT_EQ(rec->out->custom_id, "n");
   EXPECT_EQ(rec->out->prompt_ids, r.prompt_ids);
   for (int32_t i = 0; i < 3; ++i) {

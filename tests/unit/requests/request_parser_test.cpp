@@ -40,12 +40,12 @@ TEST(Request, OpenAiChatLine) {
   ASSERT_EQ(r.messages.size(), 2u);
   EXPECT_EQ(r.messages[1].content, "hi \nthere") << "text parts join with newlines, as in vLLM";
   EXPECT_EQ(r.sampling.max_tokens, 9);
-  EXPECT_FLOAT_EQ(*r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(*r.sampling.get(&SamplingParams::temperature), 0.5f);
   EXPECT_TRUE(r.sampling.logprobs);
   EXPECT_EQ(r.sampling.top_logprobs, 3);
   EXPECT_EQ(r.sampling.stop, (std::vector<std::string>{"END"}));
   EXPECT_EQ(r.sampling.n, 2);
-  EXPECT_EQ(r.sampling.seed, 4u);
+  EXPECT_EQ(r.sampling.get(&SamplingParams::seed), 4u);
 }
 
 TEST(Request, OpenAiCompletionAndPlainForms) {
@@ -60,7 +60,7 @@ TEST(Request, OpenAiCompletionAndPlainForms) {
   EXPECT_EQ(r.custom_id, "12");
   EXPECT_FALSE(r.openai_line);
   EXPECT_EQ(r.prompt_ids, (std::vector<int32_t>{1, 2, 3}));
-  EXPECT_EQ(r.sampling.top_k, 5);
+  EXPECT_EQ(r.sampling.get(&SamplingParams::top_k), 5);
   EXPECT_TRUE(r.sampling.ignore_eos);
   EXPECT_EQ(r.sampling.stop_token_ids, (std::vector<int32_t>{7}));
   r = ok(R"({"id": "p", "messages": [{"role": "user", "content": "q"}], "max_tokens": 3.0})");
@@ -114,7 +114,7 @@ TEST(Request, ToolsToolChoiceAndTemplateKwargs) {
       "c1", "type": "function", "function": {"name": "get_weather", "arguments":
       "{\"city\": \"Oslo\"}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "sunny"}])";
   Request r = ok("{\"id\": \"t\", " + msgs + ", " + tools +
-                      R"(, "chat_template_kwargs": {"enable_thinking": false}})");
+                 R"(, "chat_template_kwargs": {"enable_thinking": false}})");
   EXPECT_EQ(r.chat.tool_choice, ToolChoice::Auto) << "tools given: auto";
   ASSERT_TRUE(r.chat.extras.tools.is_array());
   EXPECT_EQ(r.chat.extras.tools[0]["function"]["name"], "get_weather");
