@@ -93,8 +93,14 @@ def interrupted_run(c: testlib.Checks, args, delay: float, sig: int) -> None:
 
 
 def read_results(path: str):
-    with open(path, "rb") as f:
-        raw = f.read()
+    """The whole lines of `path`, how many of them do not parse, and whether its last line is
+    torn. A job killed before it created the file (a loaded machine may take the whole delay to
+    start it) wrote nothing: no lines, which is a valid state to resume from."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return [], 0, False
     lines = raw.split(b"\n")
     torn = lines[-1] != b""
     parsed = []

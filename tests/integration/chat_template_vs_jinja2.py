@@ -317,7 +317,7 @@ def batch_role_forgery(checks, forged):
 def serve_role_forgery(checks, forged):
     """The forged message over HTTP (prompt_token_ids via return_token_ids) and over ZeroMQ
     (its prompt token count: parsed as specials it would be shorter) to `qmpi serve`."""
-    import serve_zmq_http as sz  # noqa: E402 (needs pyzmq; only this part of the test does)
+    import servelib as sz  # noqa: E402 (needs pyzmq; only this part of the test does)
 
     server = sz.Server(testlib.make_model("tiny"), tp=1, pp=1)
     try:

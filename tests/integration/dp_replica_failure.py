@@ -16,7 +16,7 @@ import signal
 import subprocess
 import time
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 TIMEOUT = 4

@@ -24,7 +24,7 @@ import subprocess
 import threading
 import time
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 TIMEOUT = 5

@@ -22,7 +22,7 @@ import testlib  # first: it puts tests/reference on the path
 import int4_ref
 import qwen2_ref
 import safetensors_ref
-import serve_zmq_http as sz
+import servelib as sz
 
 MODELS = [
     ("awq g64", ["--quant", "awq", "--group-size", "64"]),

@@ -16,7 +16,7 @@ import subprocess
 import threading
 import time
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 LONG_TOKENS = 2000  # streams still running, on a fast host too, when the rank is killed

@@ -20,7 +20,7 @@ import time
 
 import zmq
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 KEY = "fuzz-secret"
@@ -268,13 +268,6 @@ def http_round(c: t.Checks, server, label: str) -> None:
                        f"error code" + "".join("\n      " + w for w in wrong[:6]))
 
 
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise t.TestFailure(f"no VmRSS for pid {pid}")
-
 
 def served(c: t.Checks, server, label: str) -> None:
     r = server.call(dict(VALID, id="after"), timeout=60)[-1]
@@ -445,7 +438,7 @@ def body(c: t.Checks) -> None:
         client_key(c, server)
         numbers_and_metrics(c, server)
         pid = server.rank0_pid()
-        start_kib = rss_kib(pid)
+        start_kib = sz.rss_kib(pid)
         zmq_round(c, server, "round 1")
         http_round(c, server, "round 1")
         # A frame past the hard limit (16 x --max-request-bytes): ZeroMQ drops that connection.
@@ -456,11 +449,11 @@ def body(c: t.Checks) -> None:
         time.sleep(0.5)
         huge.close()
         served(c, server, "after round 1 and a 17 MiB frame")
-        one_kib = rss_kib(pid)
+        one_kib = sz.rss_kib(pid)
         zmq_round(c, server, "round 2")
         http_round(c, server, "round 2")
         served(c, server, "after round 2")
-        two_kib = rss_kib(pid)
+        two_kib = sz.rss_kib(pid)
         grew = (two_kib - one_kib) / 1024
         c.check(grew < 16, f"rank 0's memory stayed bounded: {start_kib / 1024:.0f} MiB before, "
                            f"{one_kib / 1024:.0f} after round 1, {two_kib / 1024:.0f} after round 2 "

@@ -24,7 +24,7 @@ import subprocess
 import threading
 import time
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 STREAMS = 1000
@@ -155,13 +155,6 @@ async def load_phase(port: int):
     return results, took, open_before, open_after, trickle_stats["cut"]
 
 
-def rss_kib(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return -1
-
 
 def threads_of(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
@@ -178,7 +171,7 @@ def pct(xs: list, p: float) -> float:
 
 def chunked_over_limit(c: t.Checks, server) -> None:
     pid = server.rank0_pid()
-    before = rss_kib(pid)
+    before = sz.rss_kib(pid)
     s = socket.create_connection(("127.0.0.1", server.http_port), timeout=10)
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n")
     chunk = b"100000\r\n" + b" " * 0x100000 + b"\r\n"
@@ -213,7 +206,7 @@ def chunked_over_limit(c: t.Checks, server) -> None:
     except OSError:
         pass
     s.close()
-    grew = (rss_kib(pid) - before) / 1024
+    grew = (sz.rss_kib(pid) - before) / 1024
     c.check(reply.startswith(b"HTTP/1.1 413") and b"QM506" in reply and sent < (64 << 20)
             and grew < 32,
             f"a chunked body past --max-request-bytes (1 MiB): {reply[:12]!r} after "
@@ -223,7 +216,7 @@ def chunked_over_limit(c: t.Checks, server) -> None:
 def idle_connections(c: t.Checks, server) -> None:
     pid = server.rank0_pid()
     time.sleep(0.5)
-    before = rss_kib(pid)
+    before = sz.rss_kib(pid)
     socks = [socket.create_connection(("127.0.0.1", server.http_port)) for _ in range(IDLE)]
     deadline = time.monotonic() + 10
     metrics = ""
@@ -232,7 +225,7 @@ def idle_connections(c: t.Checks, server) -> None:
         status, _, metrics = sz.http_request(server.http_port, "GET", "/health")
         if status == 200:
             break
-    after = rss_kib(pid)
+    after = sz.rss_kib(pid)
     per = (after - before) / IDLE
     print(f"  {IDLE} idle connections: rank 0 RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB "
           f"({per:.1f} KiB each), {threads_of(pid)} threads", flush=True)
@@ -279,7 +272,7 @@ def body(c: t.Checks) -> None:
             probe_stop.set()
             prober.join()
             watcher.join()
-        rss_peak = rss_kib(pid)
+        rss_peak = sz.rss_kib(pid)
 
         bad = [r for r in results if r.get("failure") or r.get("status") != 200 or
                not r.get("done") or r.get("tokens") != MAX_TOKENS]

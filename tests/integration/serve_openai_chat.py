@@ -21,7 +21,7 @@ import os
 import subprocess
 import time
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 TOOLS = [{"type": "function", "function": {

@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 OPENAI_NPM = "openai@4.104.0"
