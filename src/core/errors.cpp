@@ -382,7 +382,8 @@ constexpr std::array kCatalogue{
                "Use values in the documented ranges (docs/protocol.md).", kExitUser,
                "HTTP 400 for a negative temperature, top_p of 0, or max_tokens of 0."},
     ErrorEntry{Err::Busy, "busy", "The server's queue is full.",
-               "More requests are waiting than --max-queue allows.",
+               "More requests are waiting beyond the free sequence slots (--max-num-seqs less "
+               "the running batch) than --max-queue allows.",
                "Retry later with back-off, or raise --max-queue.", kExitUser,
                "HTTP 503 (or a `busy` reply over ZMQ) while the server's queue is full."},
     ErrorEntry{Err::UnknownRequestId, "unknown-request-id", "No request with that id is running.",
@@ -440,6 +441,18 @@ constexpr std::array kCatalogue{
                kExitUser,
                "`The model `gpt-4o` does not exist` (404, code `model_not_found`) from an OpenAI "
                "client pointed at qmpi."},
+    ErrorEntry{Err::TransferCodingUnsupported, "transfer-coding-unsupported",
+               "An HTTP request's body is sent with a transfer coding other than chunked "
+               "(gzip, deflate, compress...): HTTP 501, and the connection is closed.",
+               "qmpi reads request bodies framed by Content-Length or by chunked alone. A "
+               "coding it cannot decode would be read as raw bytes, and a proxy in front that "
+               "frames the request differently could smuggle a second request inside it (RFC "
+               "9112 sections 6.1 and 6.3).",
+               "Send the body uncompressed, with a Content-Length or `Transfer-Encoding: "
+               "chunked` alone.",
+               kExitUser,
+               "`501 Not Implemented` for `Transfer-Encoding: gzip, chunked` where another server "
+               "read the body raw."},
     ErrorEntry{Err::InputFile, "input-file", "An input file cannot be read.",
                "It does not exist, is not readable, or (qmpi batch --input) is not a JSONL file "
                "of request objects.",

@@ -1,9 +1,11 @@
 #include "requests/request_json.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <system_error>
+#include <vector>
 
 namespace qmpi {
 namespace {
@@ -68,7 +70,10 @@ std::string shortened(std::string_view s, size_t limit) {
 
 }  // namespace
 
-void check_json_depth(std::string_view text, int max_depth) {
+void check_json_shape(std::string_view text, int max_depth, size_t max_keys) {
+  // Keys per open object, counted by their ':' (the parser's ordered objects insert a key in
+  // time linear in the keys before it, so an object's key count must be bounded before it).
+  std::vector<size_t> keys(size_t(std::max(max_depth, 0)) + 2, 0);
   int depth = 0;
   bool in_string = false, escaped = false;
   for (char ch : text) {
@@ -85,8 +90,12 @@ void check_json_depth(std::string_view text, int max_depth) {
       if (++depth > max_depth)
         raise(Err::RequestJson, "the JSON nests deeper than " + std::to_string(max_depth) +
                                     " levels, which no request needs");
+      keys[size_t(depth)] = 0;
     } else if (ch == ']' || ch == '}') {
-      --depth;
+      depth = std::max(depth - 1, 0);
+    } else if (ch == ':' && ++keys[size_t(depth)] > max_keys) {
+      raise(Err::RequestJson, "an object of the JSON has more than " + std::to_string(max_keys) +
+                                  " keys, which no request needs");
     }
   }
 }
@@ -125,7 +134,7 @@ std::vector<NumberOverflow> find_number_overflows(std::string_view text) {
 
 RequestJson parse_request_json(std::string_view text, const std::string& what) {
   try {
-    check_json_depth(text);
+    check_json_shape(text);
   } catch (const Error& e) {
     raise(e.code(), what + ": " + e.message());
   }

@@ -1,8 +1,9 @@
 // The one JSON policy of every front: a batch line, an HTTP body and a ZeroMQ message are all
 // read here, so that the same text is accepted or refused the same way (and with the same
 // code) whichever way it came in.
-//   - nesting deeper than kMaxJsonDepth: RequestJson (no request needs it; the parser and the
-//     printer of error messages recurse);
+//   - nesting deeper than kMaxJsonDepth, or an object with more than kMaxObjectKeys keys:
+//     RequestJson (no request needs them; the parser and the printer of error messages
+//     recurse, and the parser's ordered objects insert a key in time linear in their size);
 //   - not JSON: RequestJson;
 //   - a number beyond what a double holds (1e400, a 400-digit integer): RequestField, naming the
 //     number. JSON itself allows such numbers, so the text is still read (the number as null) and
@@ -17,14 +18,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "requests/request_limits.h"
 
 namespace qmpi {
 
-constexpr int kMaxJsonDepth = 32;
-
-// Refuses text whose arrays and objects nest deeper than `max_depth` (RequestJson) before it is
-// parsed.
-void check_json_depth(std::string_view text, int max_depth = kMaxJsonDepth);
+// Refuses text whose arrays and objects nest deeper than `max_depth`, or an object with more
+// than `max_keys` keys (RequestJson), in one pass before it is parsed, so that the cost of
+// reading any body accepted is linear in its size.
+void check_json_shape(std::string_view text, int max_depth = kMaxJsonDepth,
+                      size_t max_keys = kMaxObjectKeys);
 
 struct RequestJson {
   nlohmann::ordered_json value;

@@ -11,6 +11,7 @@
 
 #include "requests/request_fields.h"
 #include "requests/request_json.h"
+#include "requests/request_limits.h"
 #include "text/chat_messages.h"
 
 namespace qmpi {
@@ -20,10 +21,6 @@ using json = nlohmann::ordered_json;
 
 // The envelope of an OpenAI Batch API line (its body is checked as a request).
 const std::set<std::string, std::less<>> kOpenAiFields = {"custom_id", "method", "url", "body"};
-
-constexpr int32_t kMaxTopLogprobs = 20;
-constexpr int32_t kMaxChoices = 128;
-constexpr size_t kMaxStopStrings = 16;
 
 // Builds the messages of one line; `where` is "line 12" for every message.
 class LineChecker {
@@ -156,6 +153,13 @@ class LineChecker {
     if (obj.contains("chat_template_kwargs") && !obj.at("chat_template_kwargs").is_null()) {
       const json& k = obj.at("chat_template_kwargs");
       expect(k.is_object(), "chat_template_kwargs", "an object (template variables)", k);
+      // Variables the request's own fields set, checked above: a kwarg must not replace them.
+      for (const char* reserved :
+           {"messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token"})
+        if (k.contains(reserved))
+          field_error("\"chat_template_kwargs\" may not set \"" + std::string(reserved) +
+                          "\": the request's own fields and the model set it",
+                      "chat_template_kwargs");
       c.extras.kwargs = k;
     }
     if (obj.contains("add_generation_prompt") && !obj.at("add_generation_prompt").is_null())
@@ -214,8 +218,14 @@ class LineChecker {
         sampling_error("\"stop\" has " + std::to_string(s.stop.size()) + " strings; at most " +
                            std::to_string(kMaxStopStrings) + " are allowed",
                        "stop");
-      for (const auto& x : s.stop)
+      for (const auto& x : s.stop) {
         if (x.empty()) sampling_error("\"stop\" strings must not be empty", "stop");
+        if (x.size() > kMaxStopBytes)
+          sampling_error("a \"stop\" string is " + std::to_string(x.size()) +
+                             " bytes long; at most " + std::to_string(kMaxStopBytes) +
+                             " are allowed",
+                         "stop");
+      }
     }
     if (obj.contains("stop_token_ids") && !obj.at("stop_token_ids").is_null()) {
       const json& v = obj.at("stop_token_ids");

@@ -21,6 +21,7 @@
 #include "requests/response_json.h"
 #include "requests/served_model.h"
 #include "serve/http_completion.h"
+#include "serve/http_framing.h"
 #include "serve/http_request_sink.h"
 #include "serve/openai_stream.h"
 #include "serve/protocol.h"
@@ -95,6 +96,7 @@ void HttpConnection::shut() {
 void HttpConnection::read_request() {
   if (shut_ || front_.stopping) return close();
   phase_ = Phase::Reading;
+  head_ = false;
   parser_.emplace();
   parser_->header_limit(uint32_t(front_.opts.max_header_bytes));
   // The body's limit is set once the head is routed: a Content-Length past it is answered 413
@@ -102,7 +104,9 @@ void HttpConnection::read_request() {
   // Content-Length with an empty limit as larger.)
   parser_->body_limit(std::numeric_limits<uint64_t>::max());
   if (buffer_.size() == 0) buffer_.shrink_to_fit();  // an idle connection holds no buffer
-  stream_.expires_after(front_.opts.timeouts.idle);
+  // A new connection is owed its first request's head within the header timeout, counted from
+  // the connect; only a kept-alive one may wait the idle timeout between requests.
+  stream_.expires_after(served_ == 0 ? front_.opts.timeouts.header : front_.opts.timeouts.idle);
   http::async_read_some(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_first_bytes(ec); });
@@ -111,8 +115,9 @@ void HttpConnection::read_request() {
 void HttpConnection::on_first_bytes(beast::error_code ec) {
   if (ec) return on_read_error(ec);
   if (parser_->is_header_done()) return on_header({});
-  // The request has begun: the whole head must follow within the header timeout.
-  stream_.expires_after(front_.opts.timeouts.header);
+  // The request has begun: the whole head must follow within the header timeout (a new
+  // connection's runs from the connect already).
+  if (served_ > 0) stream_.expires_after(front_.opts.timeouts.header);
   http::async_read_header(
       stream_, buffer_, *parser_,
       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
@@ -123,8 +128,13 @@ void HttpConnection::on_header(beast::error_code ec) {
   const auto& req = parser_->get();
   version_ = req.version();
   keep_alive_ = req.keep_alive();
+  head_ = req.method() == http::verb::head;
   const std::string_view target = sv(req.target());
   const bool body_unread = !parser_->is_done();
+  if (auto refusal = framing_refusal(req)) {
+    keep_alive_ = false;
+    return respond_error(refusal->error, refusal->status, true);
+  }
   if (!front_.opts.api_key.empty() && needs_api_key(target_path(target))) {
     const auto auth = req.find(http::field::authorization);
     if (auth == req.end() || !bearer_matches(sv(auth->value()), front_.opts.api_key))
@@ -349,6 +359,7 @@ void HttpConnection::too_slow() {
                                         std::to_string(front_.opts.client_buffer_bytes) +
                                         " bytes behind the generation; the request was cancelled");
   front_.metrics.request_failed(e.code());
+  front_.metrics.client_dropped();
   abandon();
   s.out.clear();
   s.sse.fail(e, s.out);
@@ -416,6 +427,7 @@ void HttpConnection::respond(int status, std::string body, const char* content_t
   res_->keep_alive(keep_alive_ && !body_unread && !shut_ && !front_.stopping);
   res_->body() = std::move(body);
   res_->prepare_payload();
+  if (head_) res_->body().clear();  // HEAD: GET's headers, Content-Length included; no body
   linger_after_ = body_unread;
   stream_.expires_after(front_.opts.timeouts.write);
   http::async_write(stream_, *res_, [self = shared_from_this()](beast::error_code ec, size_t) {
@@ -436,6 +448,7 @@ void HttpConnection::on_response_written(beast::error_code ec) {
 }
 
 void HttpConnection::finish_exchange() {
+  ++served_;
   sink_.reset();
   streaming_.reset();
   ticket_ = 0;

@@ -106,6 +106,8 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   std::string target_;  // the request target, for routes that read it (GET /v1/models/{id})
   unsigned version_ = 11;
   bool keep_alive_ = true;
+  bool head_ = false;    // a HEAD request: its answer has no body
+  size_t served_ = 0;    // requests answered on this connection
   bool shut_ = false;    // close after this response
   bool closed_ = false;  // socket closed, out of the connection set
   bool linger_after_ = false;

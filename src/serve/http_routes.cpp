@@ -14,6 +14,12 @@ std::string model_id_of(std::string_view target) {
 }
 
 std::string_view target_path(std::string_view target) {
+  // Absolute form (RFC 9112 3.2.2), as a proxy sends it: "http://host:port/path?query".
+  const size_t scheme = target.find("://");
+  if (scheme != std::string_view::npos && target.find('/') > scheme) {
+    const size_t path = target.find('/', scheme + 3);
+    target = path == std::string_view::npos ? std::string_view("/") : target.substr(path);
+  }
   return target.substr(0, target.find('?'));
 }
 
@@ -22,7 +28,7 @@ HttpRoute match_route(std::string_view method, std::string_view target) {
   if (method == "POST") {
     if (path == "/v1/chat/completions") return HttpRoute::Chat;
     if (path == "/v1/completions") return HttpRoute::Completion;
-  } else if (method == "GET") {
+  } else if (method == "GET" || method == "HEAD") {  // HEAD: GET's answer without its body
     if (path == "/v1/models") return HttpRoute::Models;
     if (path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size())
       return HttpRoute::Model;

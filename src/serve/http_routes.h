@@ -14,9 +14,10 @@ namespace qmpi {
 // Model: GET /v1/models/{id}.
 enum class HttpRoute : uint8_t { Chat, Completion, Models, Model, Health, Metrics, NotFound };
 
-// "/v1/models?x=1" -> "/v1/models".
+// "/v1/models?x=1" -> "/v1/models"; the absolute form "http://h:8000/v1/models" too.
 std::string_view target_path(std::string_view target);
-// The route of `method` on `target` (query string ignored); NotFound for any other pair.
+// The route of `method` on `target` (query string ignored; HEAD as GET); NotFound for any
+// other pair.
 HttpRoute match_route(std::string_view method, std::string_view target);
 // The {id} of GET /v1/models/{id}, percent-decoded ("Qwen%2FQwen3" and "Qwen/Qwen3" alike).
 std::string model_id_of(std::string_view target);

@@ -128,8 +128,8 @@ std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const 
   for (const auto& [code, n] : errors_)
     out += fmt::format("qmpi_request_errors_total{{code=\"{}\"}} {}\n", code, n);
   header(out, "qmpi_clients_dropped_total", "counter",
-         "Clients dropped for not reading their replies (client-too-slow); their requests count "
-         "as cancelled.");
+         "Clients dropped for not reading their replies (client-too-slow): ZeroMQ connections "
+         "and HTTP streams.");
   sample(out, "qmpi_clients_dropped_total", double(clients_dropped_));
   header(out, "qmpi_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.");
   sample(out, "qmpi_prompt_tokens_total", double(c_.prompt_tokens));

@@ -135,6 +135,8 @@ int http_status(Err code) {
       return 413;
     case Err::Busy:
       return 503;
+    case Err::TransferCodingUnsupported:
+      return 501;
     case Err::RequestJson:
     case Err::RequestField:
     case Err::PromptTooLong:

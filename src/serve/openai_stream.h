@@ -42,6 +42,6 @@ inline constexpr const char* kSseDone = "data: [DONE]\n\n";
 // {"error": {"message", "type", "param", "code", "qmpi_code": "QM501"}}: openai_error_object
 // with the catalogue's id besides.
 std::string http_error_body(const Error& e);
-int http_status(Err code);  // 400, 401, 404, 413, 503 or 500
+int http_status(Err code);  // 400, 401, 404, 413, 501, 503 or 500
 
 }  // namespace qmpi

@@ -74,12 +74,15 @@ ojson usage(const RequestOutput& out) {
 // The key a generate or cancel message must carry; "api_key" leaves the message here.
 void require_api_key(json& j, std::string_view key) {
   const auto given = j.find("api_key");
-  if (given != j.end() && !given->is_string())
+  // A key of another type, to a server with a key, is a wrong key (Unauthorized, as over HTTP).
+  const bool text = given != j.end() && given->is_string();
+  if (key.empty() && given != j.end() && !text)
     raise(Err::RequestField, "\"api_key\" must be a string");
-  if (!key.empty() && (given == j.end() || !api_key_matches(given->get<std::string>(), key)))
+  if (!key.empty() && (!text || !api_key_matches(given->get<std::string>(), key)))
     raise(Err::Unauthorized,
           given == j.end() ? "the message has no \"api_key\" and the server needs an API key"
-                           : "the message's \"api_key\" is not the server's API key",
+          : text           ? "the message's \"api_key\" is not the server's API key"
+                           : "the message's \"api_key\" is not a string, so not the server's key",
           "Send \"api_key\" with the key given to --api-key (qmpi client: --api-key, "
           "--api-key-file or QMPI_API_KEY).");
   if (given != j.end()) j.erase(given);

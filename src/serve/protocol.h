@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "core/errors.h"
-#include "requests/request_json.h"  // check_json_depth, parse_request_json
+#include "requests/request_json.h"  // check_json_shape, parse_request_json
 #include "requests/request_parser.h"
 #include "requests/response_json.h"
 #include "serve/metrics.h"

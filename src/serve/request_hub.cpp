@@ -27,10 +27,13 @@ uint64_t RequestHub::submit(ServeRequest request) {
     if (snap_.health == Health::Draining)
       raise(Err::Busy, "the server is shutting down (SIGTERM) and takes no new requests",
             "Send the request to another server, or retry once this one is back.");
-    const int64_t waiting = int64_t(requests_.size()) + snap_.waiting;
+    // A burst waits for the scheduler's next step to start it; only what the free slots will
+    // not take is queued.
+    const int64_t waiting = int64_t(requests_.size()) + snap_.waiting - snap_.free_seqs;
     if (waiting >= max_queue_)
       raise(Err::Busy, std::to_string(waiting) +
-                           " requests are waiting to start, as many as --max-queue " +
+                           " requests are waiting for a free sequence slot, as many as "
+                           "--max-queue " +
                            std::to_string(max_queue_) + " allows");
     ticket = next_ticket_++;
     request.ticket = ticket;

@@ -34,8 +34,11 @@ struct ServeRequest {
 // The engine loop's state as of its last iteration.
 struct EngineSnapshot {
   Health health = Health::Loading;
-  int64_t waiting = 0;   // sequences queued in the scheduler, not yet running
-  int64_t running = 0;   // sequences in the running batch
+  int64_t waiting = 0;  // sequences queued in the scheduler, not yet running
+  int64_t running = 0;  // sequences in the running batch
+  // Sequence slots not taken by the running batch (--max-num-seqs on each live replica): the
+  // sequences waiting to fill them are not queued beyond capacity.
+  int64_t free_seqs = 0;
   int64_t requests = 0;  // requests admitted and not finished
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_total = 0;
@@ -46,8 +49,8 @@ struct EngineSnapshot {
 
 class RequestHub {
  public:
-  // `max_queue`: requests waiting to start (submitted, or queued in the scheduler) beyond which
-  // submit() answers Busy.
+  // `max_queue`: requests waiting to start (submitted, or queued in the scheduler) beyond the
+  // engine's free sequence slots, past which submit() answers Busy.
   explicit RequestHub(int64_t max_queue);
 
   // Fronts. submit() raises Busy when the queue is full or the server is draining, and

@@ -171,12 +171,16 @@ void ServeLoop::publish(Health h) {
   s.health = h;
   s.waiting = int64_t(sched_.num_waiting());
   s.running = int64_t(sched_.num_running());
+  std::vector<ReplicaLoad> loads = sched_.replica_loads();
+  for (const ReplicaLoad& r : loads)
+    if (r.lost.empty())
+      s.free_seqs += std::max<int64_t>(sched_.config().max_num_seqs - r.running, 0);
   s.requests = int64_t(pipeline_.active());
   s.kv_blocks_used = sched_.kv_blocks_in_use();
   s.kv_blocks_total = sched_.kv_blocks_total();
   s.steps = sched_.stats().steps;
   s.preemptions = sched_.stats().preemptions;
-  s.replicas = sched_.replica_loads();
+  s.replicas = std::move(loads);
   hub_.publish(s);
 }
 

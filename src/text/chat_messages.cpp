@@ -15,6 +15,15 @@ OJson normalize_chat_messages(const OJson& messages) {
     if (!m.is_object()) raise(Err::RequestField, where + " must be an object");
     if (!m.contains("role") || !m.at("role").is_string())
       raise(Err::RequestField, where + " needs a string field \"role\"");
+    OJson& role = m.at("role");
+    // OpenAI's `developer` is the system message of its newer models; Qwen's templates know
+    // the four roles below and drop any other, which would answer a different conversation.
+    if (role == "developer") role = "system";
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      raise(Err::RequestField,
+            where + ".role \"" + role.get<std::string>().substr(0, 40) +
+                "\" is not a chat role: use \"system\", \"developer\" (read as system), "
+                "\"user\", \"assistant\" or \"tool\"");
     if (m.contains("content")) {
       OJson& c = m.at("content");
       if (c.is_array()) {

@@ -107,7 +107,7 @@ def zmq_cases() -> list:
     del keyless["api_key"]
     cases.append(("generate without api_key", j(keyless), "QM507"))
     cases.append(("generate with a wrong api_key", j(gen(api_key=KEY + "x")), "QM507"))
-    cases.append(("generate with api_key a number", j(gen(api_key=7)), "QM501"))
+    cases.append(("generate with api_key a number", j(gen(api_key=7)), "QM507"))
     cases.append(("cancel without api_key", j({"type": "cancel", "id": "nope"}), "QM507"))
     # Random mutations of a valid request: each is refused, or (rarely) still valid.
     rng = random.Random(7)

@@ -104,6 +104,8 @@ int cmd_serve(const Args& args) {
   int http_port = 8000;
   bool no_http = false;
   std::string max_request, client_buffer;
+  const auto http_s = [](std::chrono::milliseconds t) { return double(t.count()) / 1000; };
+  double header_s = 0, body_s = 0;
   po::options_description desc = engine_options(config);
   po::options_description s("serve");
   s.add_options()(
@@ -131,6 +133,11 @@ int cmd_serve(const Args& args) {
       "replies held for one client that does not read before it is dropped (a size)")(
       "zmq-sndhwm", po::value(&zmq.send_hwm)->default_value(1000),
       "messages ZeroMQ queues per client before --client-buffer-bytes starts to count")(
+      "http-header-timeout", po::value(&header_s)->default_value(http_s(http.timeouts.header)),
+      "seconds a request's head may take (from the connect, or from its first byte on a "
+      "kept-alive connection); slower clients are disconnected")(
+      "http-body-timeout", po::value(&body_s)->default_value(http_s(http.timeouts.body)),
+      "seconds a request's body may take after its head")(
       "http-threads", po::value(&http.threads)->default_value(2),
       "I/O threads of the HTTP front, and as many that check and tokenize request bodies; "
       "connections are not limited by it (each costs a few KiB, not a thread)")(
@@ -154,6 +161,10 @@ int cmd_serve(const Args& args) {
   if (max_queue < 1) raise(Err::Usage, "--max-queue must be at least 1");
   if (zmq.max_message_bytes < 1024) raise(Err::Usage, "--max-request-bytes must be at least 1024");
   if (http.threads < 1) raise(Err::Usage, "--http-threads must be at least 1");
+  if (!(header_s > 0 && body_s > 0 && header_s <= 3600 && body_s <= 3600))
+    raise(Err::Usage, "--http-header-timeout and --http-body-timeout must be in (0, 3600] s");
+  http.timeouts.header = std::chrono::milliseconds(int64_t(header_s * 1000));
+  http.timeouts.body = std::chrono::milliseconds(int64_t(body_s * 1000));
   loop_opts.default_max_tokens = config.default_max_tokens;
   loop_opts.stop_here = [] { return stop_requested(); };
   loop_opts.cut_short = []() -> std::optional<Error> {

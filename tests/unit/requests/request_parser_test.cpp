@@ -156,6 +156,15 @@ TEST(Request, ToolsToolChoiceAndTemplateKwargs) {
   bad("{\"id\": \"t\", " + msgs + R"(, "chat_template_kwargs": [1]})", Err::RequestField,
       "chat_template_kwargs", "t");
   bad(R"({"id": "t", "messages": [{"content": "x"}]})", Err::RequestField, "role", "t");
+  for (const char* reserved :
+       {"messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token"})
+    bad("{\"id\": \"t\", " + msgs + R"(, "chat_template_kwargs": {")" + reserved + "\": 1}}",
+        Err::RequestField, "may not set \"" + std::string(reserved) + "\"", "t");
+  bad(R"({"id": "t", "messages": [{"role": "function", "content": "x"}]})", Err::RequestField,
+      "is not a chat role", "t");
+  EXPECT_EQ(
+      ok(R"({"id": "t", "messages": [{"role": "developer", "content": "x"}]})").messages.at(0).role,
+      "system");
   bad(R"({"id": "t", "prompt": "x", "tools": []})", Err::RequestField,
       "not a field of completion requests", "t");
 }
@@ -208,6 +217,9 @@ TEST(Request, BadSamplingValues) {
   bad(s(R"("n": 0)"), Err::SamplingInvalid, "\"n\"", "s");
   bad(s(R"("logprobs": 21)"), Err::SamplingInvalid, "logprobs", "s");
   bad(s(R"("stop": ["ok", ""])"), Err::SamplingInvalid, "must not be empty", "s");
+  bad(s("\"stop\": \"" + std::string(1025, 'a') + "\""), Err::SamplingInvalid, "at most 1024", "s");
+  bad(s(R"("stop": ["1","2","3","4","5","6","7","8","9","10","11","12","13","14","15","16","17"])"),
+      Err::SamplingInvalid, "at most 16", "s");
   bad(R"({"id": "s", "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
       Err::SamplingInvalid, "needs \"logprobs\": true", "s");
 }

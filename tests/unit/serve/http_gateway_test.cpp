@@ -318,7 +318,8 @@ TEST_F(HttpGatewayTest, BodiesOverTheLimitAreRefusedWhileReading) {
   start();
   // Declared too large: answered at once, the body never read.
   Client c(port());
-  ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nContent-Length: 100000000\r\n\r\n{"));
+  ASSERT_TRUE(
+      c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n{"));
   Response r = read_response(c);
   EXPECT_EQ(r.status, 413);
   EXPECT_EQ(qmpi_code(r), "QM506");
@@ -326,7 +327,8 @@ TEST_F(HttpGatewayTest, BodiesOverTheLimitAreRefusedWhileReading) {
   // Chunked: the limit holds however the body is cut. Send up to 8 MiB in 64 KiB chunks; the
   // answer must come after about --max-request-bytes (4 KiB here), long before the end.
   Client k(port());
-  ASSERT_TRUE(k.send("POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  ASSERT_TRUE(
+      k.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
   const std::string chunk = "10000\r\n" + std::string(0x10000, ' ') + "\r\n";
   size_t sent = 0;
   std::optional<Response> answer;
@@ -347,13 +349,14 @@ TEST_F(HttpGatewayTest, BodiesOverTheLimitAreRefusedWhileReading) {
   // Chunked within the limit is a request like any other.
   Client ok(port());
   const std::string body = R"({"prompt": "hello", "max_tokens": 2})";
-  ASSERT_TRUE(ok.send("POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" +
-                      std::to_string(5) + "\r\n" + body.substr(0, 5) + "\r\n" + ([&] {
-                        char hex[16];
-                        std::snprintf(hex, sizeof hex, "%zx", body.size() - 5);
-                        return std::string(hex);
-                      })() +
-                      "\r\n" + body.substr(5) + "\r\n0\r\n\r\n"));
+  ASSERT_TRUE(
+      ok.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+              std::to_string(5) + "\r\n" + body.substr(0, 5) + "\r\n" + ([&] {
+                char hex[16];
+                std::snprintf(hex, sizeof hex, "%zx", body.size() - 5);
+                return std::string(hex);
+              })() +
+              "\r\n" + body.substr(5) + "\r\n0\r\n\r\n"));
   ServeRequest req = next_request();
   EXPECT_EQ(req.prompt.size(), 5u) << "\"hello\" in the byte tokenizer";
   finish(req, final_event("ab"));
@@ -379,6 +382,70 @@ TEST_F(HttpGatewayTest, UnreadableRequestsAre4xx) {
   Client big(port());
   ASSERT_TRUE(big.send("GET /health HTTP/1.1\r\nX-Long: " + std::string(4000, 'a') + "\r\n\r\n"));
   EXPECT_EQ(read_response(big).status, 431);
+}
+
+// RFC 9112 sections 3.2, 6.1 and 6.3: a head that frames its request ambiguously is refused
+// and the connection closed, so the bytes after it (a smuggled request here) are never read as
+// a request.
+TEST_F(HttpGatewayTest, AmbiguousFramingIsRefusedAndTheConnectionClosed) {
+  start();
+  const std::string body = R"({"prompt": "x"})";
+  const std::string smuggled = get("/health");
+  const std::string cl = "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  struct Case {
+    std::string head;
+    int status;
+    const char* code;
+  };
+  for (const Case& k : std::vector<Case>{
+           {"Transfer-Encoding: chunked\r\n" + cl, 400, "QM500"},
+           {cl + "Transfer-Encoding: chunked\r\n", 400, "QM500"},
+           {"Transfer-Encoding: xchunked\r\n" + cl, 400, "QM500"},
+           {cl + "Transfer-Encoding: chunked, identity\r\n", 400, "QM500"},
+           {"Transfer-Encoding: xchunked\r\n", 400, "QM500"},
+           {"Transfer-Encoding: gzip, chunked\r\n", 501, "QM522"},
+           {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400, "QM500"},
+           {"Content-Length: 3\r\nContent-Length: 4\r\n", 400, "QM500"},
+           {"Host: y\r\n" + cl, 400, "QM500"}}) {
+    Client c(port());
+    ASSERT_TRUE(
+        c.send("POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + k.head + "\r\n" + body + smuggled));
+    const Response r = read_response(c);
+    EXPECT_EQ(r.status, k.status) << k.head;
+    EXPECT_EQ(qmpi_code(r), k.code) << k.head;
+    EXPECT_NE(r.head.find("Connection: close"), std::string::npos) << k.head;
+    EXPECT_TRUE(c.closed_by_peer(7000ms)) << k.head;
+    EXPECT_EQ(c.data.find("HTTP/1.1"), std::string::npos) << "the smuggled request was answered";
+  }
+  Client no_host(port());
+  ASSERT_TRUE(no_host.send("GET /health HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(read_response(no_host).status, 400) << "HTTP/1.1 without Host";
+  Client old(port());
+  ASSERT_TRUE(old.send("GET /health HTTP/1.0\r\n\r\n"));
+  EXPECT_EQ(read_response(old).status, 200) << "HTTP/1.0 needs no Host";
+  EXPECT_TRUE(pending_.empty());
+}
+
+TEST_F(HttpGatewayTest, HeadAnswersGetsHeadersAndAbsoluteFormIsRouted) {
+  start();
+  Client c(port());
+  ASSERT_TRUE(c.send(get("/v1/models")));
+  const Response full = read_response(c);
+  ASSERT_EQ(full.status, 200);
+  ASSERT_TRUE(c.send("HEAD /v1/models HTTP/1.1\r\nHost: x\r\n\r\n" + get("/health")));
+  ASSERT_TRUE(c.read_until([](const std::string& d) { return d.find("\r\n\r\n") != d.npos; }));
+  const std::string head = c.data.substr(0, c.data.find("\r\n\r\n") + 4);
+  c.data.erase(0, head.size());
+  EXPECT_EQ(head.rfind("HTTP/1.1 200", 0), 0u) << head;
+  EXPECT_NE(head.find("Content-Length: " + std::to_string(full.body.size())), std::string::npos)
+      << "HEAD's Content-Length is GET's: " << head;
+  // No body followed: the next bytes are the pipelined GET's answer.
+  const Response next = read_response(c);
+  EXPECT_EQ(next.status, 200);
+  EXPECT_EQ(json::parse(next.body)["status"], "ready");
+  ASSERT_TRUE(c.send("GET http://127.0.0.1:" + std::to_string(port()) +
+                     "/health?probe=1 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(read_response(c).status, 200) << "absolute form";
 }
 
 TEST_F(HttpGatewayTest, StreamedThenWholeResponsesOnOneConnection) {
@@ -443,8 +510,9 @@ TEST_F(HttpGatewayTest, ExpectContinueGetsA100First) {
   start();
   Client c(port());
   const std::string body = R"({"prompt": "x"})";
-  ASSERT_TRUE(c.send("POST /v1/completions HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: " +
-                     std::to_string(body.size()) + "\r\n\r\n"));
+  ASSERT_TRUE(c.send(
+      "POST /v1/completions HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n"));
   ASSERT_TRUE(c.read_until([](const std::string& d) { return d.find("\r\n\r\n") != d.npos; }));
   EXPECT_EQ(c.data.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << c.data;
   c.data.clear();
@@ -484,6 +552,9 @@ TEST_F(HttpGatewayTest, ASlowReaderIsCancelledAndNobodyWaitsForIt) {
   ASSERT_GE(ev.size(), 2u);
   EXPECT_EQ(ev.back(), "[DONE]");
   EXPECT_EQ(json::parse(ev[ev.size() - 2])["error"]["qmpi_code"], "QM508");
+  EXPECT_NE(metrics_.render(hub_.snapshot(), 0).find("\nqmpi_clients_dropped_total 1\n"),
+            std::string::npos)
+      << "the stream cut with QM508 is counted as a dropped client";
 }
 
 TEST_F(HttpGatewayTest, AHangUpMidStreamCancels) {

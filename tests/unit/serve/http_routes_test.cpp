@@ -18,11 +18,22 @@ TEST(HttpRoutes, MethodAndPathNameTheRoute) {
   EXPECT_EQ(match_route("GET", "/metrics"), HttpRoute::Metrics);
   EXPECT_EQ(match_route("GET", "/v1/completions"), HttpRoute::NotFound) << "wrong method";
   EXPECT_EQ(match_route("POST", "/health"), HttpRoute::NotFound);
-  EXPECT_EQ(match_route("HEAD", "/health"), HttpRoute::NotFound);
+  EXPECT_EQ(match_route("HEAD", "/health"), HttpRoute::Health) << "HEAD answers as GET";
+  EXPECT_EQ(match_route("HEAD", "/v1/models"), HttpRoute::Models);
+  EXPECT_EQ(match_route("HEAD", "/v1/completions"), HttpRoute::NotFound);
   EXPECT_EQ(match_route("POST", "/v1/completions/"), HttpRoute::NotFound);
   EXPECT_EQ(match_route("POST", "/v1/embeddings"), HttpRoute::NotFound);
   EXPECT_EQ(match_route("get", "/health"), HttpRoute::NotFound) << "methods are case-sensitive";
   EXPECT_EQ(target_path("/a?b?c"), "/a");
+}
+
+TEST(HttpRoutes, AbsoluteFormTargetsRouteByTheirPath) {
+  EXPECT_EQ(target_path("http://127.0.0.1:8000/v1/models?x=1"), "/v1/models");
+  EXPECT_EQ(target_path("HTTP://host/health"), "/health");
+  EXPECT_EQ(target_path("http://host"), "/");
+  EXPECT_EQ(target_path("/v1/models?next=http://x/y"), "/v1/models") << "origin form stays";
+  EXPECT_EQ(match_route("POST", "http://h:8000/v1/chat/completions"), HttpRoute::Chat);
+  EXPECT_EQ(model_id_of("http://h/v1/models/Qwen%2FQwen3-0.6B"), "Qwen/Qwen3-0.6B");
 }
 
 TEST(HttpRoutes, OnlyV1NeedsTheKey) {

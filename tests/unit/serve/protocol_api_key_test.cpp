@@ -28,7 +28,9 @@ std::string reply_of(const std::string& text, std::string_view key = kKey) {
 TEST(ProtocolApiKey, RefusesGenerateWithoutTheKeyCarryingTheId) {
   for (const char* text : {R"({"type": "generate", "id": "a1", "prompt": "hi"})",
                            R"({"type": "generate", "id": "a1", "prompt": "hi", "api_key": "no"})",
-                           R"({"id": "a1", "prompt": "hi", "api_key": "s3cret-ke"})"}) {
+                           R"({"id": "a1", "prompt": "hi", "api_key": "s3cret-ke"})",
+                           R"({"id": "a1", "prompt": "hi", "api_key": 7})",
+                           R"({"id": "a1", "prompt": "hi", "api_key": ["s3cret-key"]})"}) {
     const json reply = json::parse(reply_of(text));
     EXPECT_EQ(reply["type"], "error") << text;
     EXPECT_EQ(reply["code"], error_id(Err::Unauthorized)) << text;

@@ -41,5 +41,21 @@ TEST(ChatMessages, RefusesShapesTemplatesCannotUse) {
   }
 }
 
+TEST(ChatMessages, DeveloperIsSystemAndUnknownRolesAreRefused) {
+  const OJson out = normalize_chat_messages(
+      OJson::parse(R"([{"role": "developer", "content": "be brief"}, {"role": "user"}])"));
+  EXPECT_EQ(out[0]["role"], "system") << "OpenAI's developer message is a system message";
+  for (const char* role : {"function", "Developer", "USER", "", "bot"}) {
+    OJson in = OJson::array({{{"role", role}, {"content", "x"}}});
+    try {
+      normalize_chat_messages(in);
+      ADD_FAILURE() << role << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Err::RequestField) << role;
+      EXPECT_THAT(e.message(), HasSubstr("\"user\", \"assistant\" or \"tool\"")) << role;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace qmpi
