@@ -35,6 +35,7 @@ int cmd_logits(const Args& args) {
   cli.command = "logits";
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     prompt.chat_template = cli.chat_template;
+    prompt.chat_template_limits = cli.chat_template_limits;
     const PromptSource src = load_prompt_source(engine, prompt);
     check_prompt_fits(src.ids.size(), 0, engine.max_model_len());
     const std::vector<float> logits =

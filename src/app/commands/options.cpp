@@ -104,6 +104,9 @@ po::options_description engine_options(EngineCli& c) {
       "seed-weights", po::value(&c.seed)->default_value(0), "seed of --synthetic-weights")(
       "chat-template", po::value(&c.chat_template),
       "a Jinja chat template file instead of the model's (tokenizer_config.json chat_template)")(
+      "chat-template-limits", po::value(&c.chat_template_limits),
+      "raise the chat template's sandbox limits, e.g. steps=20000000,loop=5000000,depth=400,"
+      "render-depth=200,output=256MiB (defaults: docs/user-guide.md)")(
       "tp", po::value(&c.tp)->default_value(1),
       "tensor-parallel size (ranks per stage; vLLM's --tensor-parallel-size, -tp)")(
       "pp", po::value(&c.pp)->default_value(1),

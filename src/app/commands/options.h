@@ -35,7 +35,8 @@ struct EngineCli {
   std::string model;
   bool verify = false;
   std::string model_config;
-  std::string chat_template;  // a Jinja file instead of the model's chat_template
+  std::string chat_template;         // a Jinja file instead of the model's chat_template
+  std::string chat_template_limits;  // jinja::parse_limits' text
   bool synthetic = false;
   uint64_t seed = 0;
   int tp = 1;

@@ -17,7 +17,8 @@ struct PromptCli {
   std::string ids;
   bool chat = false;
   std::string system;
-  std::string chat_template;  // not an option here: EngineCli's --chat-template, copied in
+  std::string chat_template;         // not an option here: EngineCli's --chat-template, copied in
+  std::string chat_template_limits;  // and its --chat-template-limits
 };
 
 struct SamplingCli {

@@ -37,6 +37,7 @@ int cmd_run(const Args& args) {
 
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     prompt.chat_template = cli.chat_template;
+    prompt.chat_template_limits = cli.chat_template_limits;
     const PromptSource src = load_prompt_source(engine, prompt);
     check_prompt_fits(src.ids.size(), max_tokens, engine.max_model_len());
     BatchRequest req;
