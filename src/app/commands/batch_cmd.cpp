@@ -11,6 +11,7 @@
 #include "app/commands/prompt_input.h"
 #include "batch/batch_job.h"
 #include "batch/batch_preflight.h"
+#include "core/byte_size.h"
 #include "engine/replica_scheduler.h"
 #include "parallel/launcher.h"
 #include "parallel/signals.h"
@@ -31,6 +32,7 @@ std::string model_name(const std::string& path) {
 int cmd_batch(const Args& args) {
   EngineCli cli;
   BatchJobOptions job;
+  std::string max_line;
   SchedulerCli sched_cli;
   cli.max_num_seqs = kSchedulerMaxNumSeqs;
   po::options_description desc = engine_options(cli);
@@ -53,7 +55,10 @@ int cmd_batch(const Args& args) {
       "fsync-interval", decimal_value(&job.fsync_interval_s, 2.0),
       "seconds between fsyncs of the results")(
       "progress-interval", decimal_value(&job.progress_interval_s, 5.0),
-      "seconds between progress lines when stderr is not a terminal");
+      "seconds between progress lines when stderr is not a terminal")(
+      "max-line-bytes", po::value(&max_line)->default_value("16MiB"),
+      "longest input line (a size: 16MiB, 65536); a longer line is read past, not held, and "
+      "answered with a QM506 error record");
   std::string reasoning_parser;
   add_reasoning_parser_option(b, reasoning_parser);
   desc.add(b);
@@ -65,6 +70,8 @@ int cmd_batch(const Args& args) {
   const bool reasoning = reasoning_parser_on(reasoning_parser);
   if (job.resume && job.overwrite) raise(Err::Usage, "give --resume or --overwrite, not both");
   if (job.fsync_interval_s <= 0) raise(Err::Usage, "--fsync-interval must be positive");
+  job.max_line_bytes = size_t(parse_byte_size(max_line, "--max-line-bytes"));
+  if (job.max_line_bytes == 0) raise(Err::Usage, "--max-line-bytes must be positive");
   job.default_max_tokens = sched_cli.default_max_tokens;
   if (job.model_name.empty()) job.model_name = model_name(cli.model);
   job.progress_bar = ::isatty(STDERR_FILENO) != 0;
@@ -73,6 +80,10 @@ int cmd_batch(const Args& args) {
   if (launcher_rank() == 0) {
     check_batch_files(job);  // the input, the output, and that they are distinct files
     require_model_tokenizer(cli.model.empty() ? cli.model_config : cli.model);
+    // A chat template that cannot render fails now, not once per line after the weights load.
+    if (!cli.model.empty())
+      chat_template_for(cli.model, cli.chat_template,
+                        jinja::parse_limits(cli.chat_template_limits));
   }
 
   // Every rank: the first SIGTERM/SIGINT lets rank 0 drain while the others keep serving.
@@ -83,7 +94,8 @@ int cmd_batch(const Args& args) {
       const auto tokenizer_ptr = load_model_tokenizer(engine.options().model_path);
       const Tokenizer& tokenizer = *tokenizer_ptr;
       engine.executor().set_valid_vocab(tokenizer.vocab_size());
-      const auto chat = chat_template_for(engine.options().model_path, cli.chat_template);
+      const auto chat = chat_template_for(engine.options().model_path, cli.chat_template,
+                                          jinja::parse_limits(cli.chat_template_limits));
       BatchModel model;
       model.tokenizer = &tokenizer;
       model.chat = chat.get();
