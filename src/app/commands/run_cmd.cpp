@@ -11,6 +11,7 @@
 #include "parallel/launcher.h"
 #include "requests/console_sink.h"
 #include "requests/pipeline.h"
+#include "text/chat_template.h"
 
 namespace qmpi {
 
@@ -34,6 +35,9 @@ int cmd_run(const Args& args) {
   // A text prompt needs the tokenizer: find out before the weights load.
   if (prompt.ids.empty() && launcher_rank() == 0)
     require_model_tokenizer(cli.model.empty() ? cli.model_config : cli.model);
+  // And a chat template that cannot render fails now, as in serve and batch.
+  if (prompt.ids.empty() && prompt.chat && !cli.model.empty() && launcher_rank() == 0)
+    chat_template_for(cli.model, cli.chat_template, jinja::parse_limits(cli.chat_template_limits));
 
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     prompt.chat_template = cli.chat_template;
