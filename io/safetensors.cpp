@@ -123,10 +123,15 @@ void check_tiling(const std::string& path, std::vector<RawTensor>& ts, uint64_t 
         raise(Err::SafetensorsOffsets, path + ": tensor '" + t.info.name + "' bytes " + range +
                                            " start past the end of the data buffer (" +
                                            std::to_string(buffer) + " bytes)");
+      // The header names no tensor for these bytes: most often an entry was removed from it,
+      // so the neighbours are named to find which (e.g. a .qzeros beside its .qweight).
       raise(Err::SafetensorsOffsets,
-            path + ": " + std::to_string(t.begin - cursor) + " unused bytes before tensor '" +
+            path + ": " + std::to_string(t.begin - cursor) + " unused bytes " +
+                (prev ? "between tensor '" + prev->info.name + "' and tensor '"
+                      : std::string("before tensor '")) +
                 t.info.name + "' at " + std::to_string(t.begin) +
-                "; tensors must fill the data buffer without gaps, so the file is damaged");
+                "; tensors must fill the data buffer without gaps, so the header lacks a "
+                "tensor's entry there or the file is damaged");
     }
     cursor = t.end;
     prev = &t;

@@ -1,7 +1,5 @@
 #include "batch/batch_job.h"
 
-#include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -15,6 +13,7 @@
 #include "batch/batch_paths.h"
 #include "batch/batch_preflight.h"
 #include "batch/h5_results.h"
+#include "batch/line_reader.h"
 #include "batch/result_file.h"
 #include "core/errors.h"
 #include "requests/pipeline.h"
@@ -32,15 +31,11 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-bool blank(const std::string& line) {
-  return std::all_of(line.begin(), line.end(), [](unsigned char c) { return std::isspace(c); });
-}
-
-int64_t count_requests(const std::string& path) {
+int64_t count_requests(const std::string& path, size_t max_line_bytes) {
   std::ifstream in(path, std::ios::binary);
   int64_t n = 0;
-  std::string line;
-  while (std::getline(in, line)) n += blank(line) ? 0 : 1;
+  BoundedLine line;
+  while (read_bounded_line(in, max_line_bytes, line)) n += line.blank ? 0 : 1;
   return n;
 }
 
@@ -120,7 +115,7 @@ void BatchJob::open_files() {
           missing, opts_.output, opts_.output_h5);
   }
   if (opts_.ordered) ordered_.emplace();
-  summary_.counts.total = count_requests(opts_.input);
+  summary_.counts.total = count_requests(opts_.input, opts_.max_line_bytes);
   input_.open(opts_.input, std::ios::binary);
 }
 
@@ -153,11 +148,21 @@ class BatchJob::LineSink final : public RequestSink {
 
 // Reads one input line and acts on it. False at the end of the input.
 bool BatchJob::read_line() {
-  std::string line;
-  if (!std::getline(input_, line)) return false;
+  BoundedLine line;
+  if (!read_bounded_line(input_, opts_.max_line_bytes, line)) return false;
   const int64_t line_no = ++line_no_;
-  if (blank(line)) return true;
-  const ParsedLine parsed = parse_request_line(line, line_no);
+  if (line.blank) return true;
+  ParsedLine parsed;
+  if (line.too_long) {
+    parsed.custom_id = line_id(line_no);
+    parsed.error =
+        Error(Err::BodyTooLarge,
+              "line " + std::to_string(line_no) + " is " + std::to_string(line.bytes) +
+                  " bytes, over --max-line-bytes " + std::to_string(opts_.max_line_bytes),
+              "Split the request, or raise --max-line-bytes.");
+  } else {
+    parsed = parse_request_line(line.text, line_no);
+  }
   std::optional<Error> error = parsed.error;
   const std::string id = ids_.assign(parsed.custom_id, line_no, error);
   if (done_ids_.count(id)) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "batch/line_reader.h"
 #include "batch/progress.h"
 #include "engine/scheduler.h"
 #include "model/config.h"
@@ -31,7 +32,8 @@ struct BatchJobOptions {
   std::string model_name;  // "model" in responses when the request has none
   double fsync_interval_s = 2.0;
   double progress_interval_s = 5.0;
-  bool progress_bar = false;  // stderr is a terminal
+  size_t max_line_bytes = kDefaultMaxLineBytes;  // longer lines are error records (QM506)
+  bool progress_bar = false;                     // stderr is a terminal
 };
 
 struct BatchSummary {

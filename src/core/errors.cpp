@@ -204,10 +204,12 @@ constexpr std::array kCatalogue{
                "`ValueError: Unknown quantization type`, `bits 8 not supported`, or a marlin / "
                "exllama kernel error when loading a quantized checkpoint elsewhere."},
     ErrorEntry{Err::QuantTensorInvalid, "quant-tensor-invalid",
-               "An int4 tensor (qweight, qzeros, scales, g_idx) disagrees with config.json.",
+               "An int4 tensor (qweight, qzeros, scales, g_idx) disagrees with config.json or "
+               "holds a NaN or infinite scale.",
                "Each quantized projection's packed weights, zero points, scales and group index "
-               "have shapes fixed by its in/out widths and the group size, and g_idx may name "
-               "only existing groups; a mismatch means damaged files, a config from another "
+               "have shapes fixed by its in/out widths and the group size, g_idx may name "
+               "only existing groups, and every scale must be finite (the load scans the scales "
+               "each rank holds); a mismatch means damaged files, a config from another "
                "model, or another packing than quantization_config says.",
                "Download the named shard and config.json again from the same repository; check "
                "quantization_config's group_size and version against the model card.",
@@ -229,8 +231,10 @@ constexpr std::array kCatalogue{
                "The chat template cannot be read.",
                "qmpi renders the model's chat_template (tokenizer_config.json, or the file given "
                "with --chat-template) with its own Jinja engine, which knows the statements and "
-               "filters Hugging Face chat templates use; this template has a syntax error or "
-               "uses something outside that set (the message names the line).",
+               "filters Hugging Face chat templates use; this template has a syntax error, "
+               "uses something outside that set, nests deeper than the sandbox allows, is not "
+               "UTF-8, or cannot render a sample conversation at start-up (the message names "
+               "the line).",
                "Fix the template at the line named, or pass a corrected one with "
                "--chat-template FILE.",
                kExitModel,
@@ -238,10 +242,12 @@ constexpr std::array kCatalogue{
     ErrorEntry{Err::ChatTemplateFailed, "chat-template-failed",
                "The chat template could not render this conversation.",
                "The template refused the messages (its raise_exception, e.g. roles that do not "
-               "alternate) or met a value it cannot use, such as a message whose content is "
-               "null where the template adds it to a string.",
+               "alternate), met a value it cannot use, such as a message whose content is "
+               "null where the template adds it to a string, overflowed a 64-bit integer, or "
+               "passed one of its sandbox's limits (steps, loop iterations, output size).",
                "Change the request as the message says (roles, content, tool calls), or use a "
-               "template that accepts it (--chat-template FILE).",
+               "template that accepts it (--chat-template FILE); --chat-template-limits raises "
+               "a limit the message names.",
                kExitUser,
                "`jinja2.exceptions.TemplateError` or `UndefinedError` from apply_chat_template, "
                "or vLLM's 400 \"Conversation roles must alternate user/assistant\"."},

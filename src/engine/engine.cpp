@@ -9,6 +9,7 @@
 #include "core/errors.h"
 #include "engine/kv_sizing.h"
 #include "engine/profile_step.h"
+#include "model/config_bounds.h"
 #include "model/synthetic.h"
 #include "parallel/gather_strings.h"
 #include "parallel/mesh.h"
@@ -93,6 +94,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
     source = std::make_unique<SyntheticWeights>(cfg_, m.synthetic_seed, cfg_.torch_dtype);
   else
     source = open_weight_source(m.path, m.verify_checksums);
+  if (!m.synthetic_weights) confirm_config_with_weights(cfg_, *source);
   DecoderWeights weights = load_decoder_weights(cfg_, plan, *source, *backend_);
   weight_bytes_ = weights.bytes;
   bytes_read_ = source->bytes_read();

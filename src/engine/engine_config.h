@@ -38,6 +38,7 @@ struct ModelSource {
   std::string config_path;         // --model-config: config.json for synthetic weights
   uint64_t synthetic_seed = 0;
   std::string chat_template;  // --chat-template: a Jinja file instead of the model's
+  std::string chat_template_limits;  // --chat-template-limits: jinja::parse_limits' text
 
   // The folder or file the tokenizer, config and generation_config.json are found by: --model,
   // else --model-config.

@@ -5,6 +5,7 @@
 
 #include "core/errors.h"
 #include "io/h5_checkpoint.h"
+#include "model/config_bounds.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;
@@ -241,6 +242,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
           "Use the model's bf16 release (the planner sizes it: qmpi plan --model-config ...).");
   check_quant_widths(c.quant, c.hidden_size, c.q_width(), c.kv_width(), c.intermediate_size,
                      source);
+  check_config_bounds(c, source);
   c.raw = j;
   return c;
 }

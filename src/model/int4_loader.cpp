@@ -38,6 +38,21 @@ std::vector<T> read(WeightSource& src, const std::string& name, const Slice& s) 
   return v;
 }
 
+// A NaN or infinite fp16 scale (exponent bits all ones) poisons every weight of its group and,
+// through them, every logit: found here, at load, in the slice this rank holds.
+void check_finite_scales(const WeightSource& src, const std::string& name,
+                         const std::vector<uint16_t>& scale, int64_t rows, int64_t g0, int64_t n0) {
+  for (size_t i = 0; i < scale.size(); ++i) {
+    if ((scale[i] & 0x7C00u) != 0x7C00u) continue;
+    const int64_t g = g0 + int64_t(i) / rows, n = n0 + int64_t(i) % rows;
+    raise(Err::QuantTensorInvalid,
+          "tensor " + name + " in " + src.info(name).file + " holds " +
+              ((scale[i] & 0x03FFu) ? "NaN" : "an infinity") + " at [" + std::to_string(g) + ", " +
+              std::to_string(n) + "]",
+          "Download the named shard again, or quantize the model again.");
+  }
+}
+
 // The packed zero points [groups, rows / 8] as true zeros [groups, rows].
 std::vector<uint8_t> unpack_zeros(const std::vector<int32_t>& qz, int64_t groups, int64_t rows,
                                   bool awq) {
@@ -127,6 +142,7 @@ Int4Unpacked read_int4_linear(const ModelConfig& cfg, WeightSource& src, const s
     u.scale.erase(u.scale.begin(), u.scale.begin() + g0 * u.rows);
     u.scale.resize(size_t(u.groups * u.rows));
   }
+  check_finite_scales(src, sc, u.scale, u.rows, g0, n0);
   u.zero = unpack_zeros(zeros_packed, u.groups, u.rows, awq);
 
   u.q.resize(size_t(u.inputs * u.rows));

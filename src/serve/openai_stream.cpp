@@ -143,6 +143,7 @@ int http_status(Err code) {
     case Err::SamplingInvalid:
     case Err::FieldUnsupported:
     case Err::ClientTooSlow:
+    case Err::ChatTemplateFailed:  // the template refused this conversation: retrying cannot help
       return 400;
     default:
       return 500;

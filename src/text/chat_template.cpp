@@ -7,6 +7,7 @@
 #include "core/errors.h"
 #include "text/chatml_template.h"
 #include "text/jinja_template.h"
+#include "text/utf8.h"
 
 namespace qmpi {
 namespace {
@@ -36,13 +37,26 @@ OJson special_tokens_of(const OJson& config) {
   return out;
 }
 
+// A template's bytes are the template's fault, not the prompt's: checked before parsing so the
+// tokenizer never meets them in a rendered prompt.
+const std::string& utf8_source(const std::string& source, const std::string& origin) {
+  if (const size_t bad = utf8::find_invalid(source); bad < source.size())
+    raise(Err::ChatTemplateInvalid,
+          origin + " is not UTF-8 text: the byte at offset " + std::to_string(bad) +
+              " starts no valid character",
+          "Save the template as UTF-8.");
+  return source;
+}
+
 }  // namespace
 
-ChatTemplate::ChatTemplate(std::string source, std::string origin, OJson special_tokens)
+ChatTemplate::ChatTemplate(std::string source, std::string origin, OJson special_tokens,
+                           const jinja::Limits& limits)
     : source_(std::move(source)),
       origin_(std::move(origin)),
       special_tokens_(std::move(special_tokens)),
-      template_(std::make_unique<jinja::Template>(source_, origin_)) {}
+      template_(std::make_unique<jinja::Template>(utf8_source(source_, origin_), origin_, limits)) {
+}
 
 ChatTemplate::~ChatTemplate() = default;
 
@@ -87,8 +101,11 @@ std::vector<int32_t> ChatTemplate::encode(const Tokenizer& tok,
 Qwen25ChatTemplate::Qwen25ChatTemplate()
     : ChatTemplate(kChatMlTemplate, "built-in ChatML template") {}
 
-std::unique_ptr<ChatTemplate> chat_template_for(const std::string& model_dir,
-                                                const std::string& override_file) {
+namespace {
+
+std::unique_ptr<ChatTemplate> find_chat_template(const std::string& model_dir,
+                                                 const std::string& override_file,
+                                                 const jinja::Limits& limits) {
   const fs::path dir(model_dir);
   OJson config = OJson::object();
   if (auto text = read_file(dir / "tokenizer_config.json")) {
@@ -104,24 +121,45 @@ std::unique_ptr<ChatTemplate> chat_template_for(const std::string& model_dir,
     if (!text)
       raise(Err::ChatTemplateInvalid, "cannot read the chat template file " + override_file,
             "Give --chat-template a readable Jinja file.");
-    return std::make_unique<ChatTemplate>(std::move(*text), override_file, special);
+    return std::make_unique<ChatTemplate>(std::move(*text), override_file, special, limits);
   }
   if (auto text = read_file(dir / "chat_template.jinja"))
     return std::make_unique<ChatTemplate>(std::move(*text), (dir / "chat_template.jinja").string(),
-                                          special);
+                                          special, limits);
   const std::string origin = (dir / "tokenizer_config.json").string() + " chat_template";
   if (config.is_object() && config.contains("chat_template")) {
     const OJson& t = config.at("chat_template");
-    if (t.is_string()) return std::make_unique<ChatTemplate>(t.get<std::string>(), origin, special);
+    if (t.is_string())
+      return std::make_unique<ChatTemplate>(t.get<std::string>(), origin, special, limits);
     // Named templates ([{"name": "default", "template": ...}, ...]): the default one.
     if (t.is_array())
       for (const OJson& named : t)
         if (named.is_object() && named.value("name", "") == "default" &&
             named.contains("template") && named.at("template").is_string())
           return std::make_unique<ChatTemplate>(named.at("template").get<std::string>(),
-                                                origin + " (default)", special);
+                                                origin + " (default)", special, limits);
   }
   return std::make_unique<Qwen25ChatTemplate>();
+}
+
+}  // namespace
+
+std::unique_ptr<ChatTemplate> chat_template_for(const std::string& model_dir,
+                                                const std::string& override_file,
+                                                const jinja::Limits& limits) {
+  auto chat = find_chat_template(model_dir, override_file, limits);
+  const ChatMessage sample[] = {
+      {"user", "Hello."}, {"assistant", "Hello! How can I help?"}, {"user", "Say hi."}};
+  try {
+    chat->render(sample, /*add_generation_prompt=*/true);
+  } catch (const Error& e) {
+    if (e.code() != Err::ChatTemplateFailed) throw;
+    raise(
+        Err::ChatTemplateInvalid,
+        chat->origin() + " fails on a sample conversation (user, assistant, user): " + e.message(),
+        "Fix the template, or pass one that renders with --chat-template FILE.");
+  }
+  return chat;
 }
 
 }  // namespace qmpi

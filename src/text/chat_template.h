@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/jinja_limits.h"
 #include "text/tokenizer.h"
 
 namespace qmpi {
@@ -46,9 +47,10 @@ class ChatTemplate {
  public:
   // `source` is the Jinja text; `origin` names it in errors (a file, or "built-in ChatML").
   // `special_tokens` holds bos_token, eos_token... as the template sees them. Throws
-  // ChatTemplateInvalid when the source does not parse.
+  // ChatTemplateInvalid when the source is not UTF-8, does not parse, or nests too deep.
   ChatTemplate(std::string source, std::string origin,
-               nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object());
+               nlohmann::ordered_json special_tokens = nlohmann::ordered_json::object(),
+               const jinja::Limits& limits = {});
   virtual ~ChatTemplate();
 
   // The prompt text. Throws ChatTemplateFailed when the template refuses the conversation.
@@ -80,8 +82,12 @@ class Qwen25ChatTemplate final : public ChatTemplate {
 
 // The template for the model in `model_dir`: `override_file` when given, else the folder's
 // chat_template.jinja, else tokenizer_config.json's chat_template, else the built-in ChatML one.
-// Throws ChatTemplateInvalid for a template that does not parse or a file that cannot be read.
+// It is rendered once on a sample conversation (user, assistant, user) so that a template
+// which cannot render anything fails at start-up, not on every request. Throws
+// ChatTemplateInvalid for a template that does not parse, fails that dry run, or a file that
+// cannot be read.
 std::unique_ptr<ChatTemplate> chat_template_for(const std::string& model_dir,
-                                                const std::string& override_file = {});
+                                                const std::string& override_file = {},
+                                                const jinja::Limits& limits = {});
 
 }  // namespace qmpi

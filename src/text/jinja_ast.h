@@ -33,6 +33,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int height = 1;    // levels of expressions in this one, itself included
   std::string name;  // Name, Attr, Call (unused), Filter, Test, Unary/Binary operator
   Value value;       // Literal
   bool negate = false;

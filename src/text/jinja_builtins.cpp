@@ -3,12 +3,32 @@
 #include <algorithm>
 #include <cmath>
 
+#include "text/jinja_arith.h"
 #include "text/utf8.h"
 
 namespace qmpi::jinja {
 namespace {
 
 using std::string;
+
+// tojson's widest indent: far beyond any template's, far below a crash.
+constexpr int64_t kMaxIndent = 1024;
+// The most an indented tojson may write, checked before writing: indentation repeats per level
+// and per item, so a list the step budget allows can indent to gigabytes. The renderer's own
+// output limit (jinja_limits.h) then applies to what is written.
+constexpr size_t kMaxIndentedJson = size_t(256) << 20;
+
+// A lower bound of json.dumps(j, indent)'s length, counted until it passes `cap`: every value
+// starts a line indented by its depth.
+size_t indented_size(const Json& j, size_t indent, size_t depth, size_t cap) {
+  size_t n = 1 + depth * indent + (j.is_string() ? j.get_ref<const string&>().size() + 2 : 4);
+  if (j.is_array() || j.is_object())
+    for (const Json& x : j) {
+      if (n > cap) break;
+      n += indented_size(x, indent, depth + 1, cap - std::min(n, cap));
+    }
+  return n;
+}
 
 [[noreturn]] void fail(const string& what) {
   throw EvalError(what);
@@ -290,7 +310,8 @@ Value slice(const Value& v, const Value* start, const Value* stop, const Value* 
   const int64_t b = clamp(opt(start), st > 0 ? 0 : n - 1);
   const int64_t e = clamp(opt(stop), st > 0 ? n : -1);
   std::vector<int64_t> picks;
-  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) picks.push_back(i);
+  for (std::optional<int64_t> i = b; i && (st > 0 ? *i < e : *i > e); i = int_add(*i, st))
+    picks.push_back(*i);
   if (str) {
     std::u32string out;
     for (int64_t i : picks) out += u[static_cast<size_t>(i)];
@@ -305,9 +326,17 @@ Value apply_filter(const string& name, const Value& v, const Args& a) {
   if (name == "tojson") {
     if (v.undefined) fail("tojson of an undefined value");
     const Value* indent = a.get(0, "indent");
-    const int n = indent && !indent->json.is_null()
-                      ? static_cast<int>(need_int(*indent, "tojson's indent"))
-                      : -1;
+    int n = -1;
+    if (indent && !indent->json.is_null()) {
+      const int64_t i = need_int(*indent, "tojson's indent");
+      // Each nesting level repeats the indent: 2**31 spaces per line was a crash.
+      if (i > kMaxIndent)
+        fail("tojson's indent " + std::to_string(i) + " is above " + std::to_string(kMaxIndent));
+      n = static_cast<int>(std::max<int64_t>(i, 0));  // json.dumps: a negative indent is 0
+      if (indented_size(v.json, size_t(n), 0, kMaxIndentedJson) > kMaxIndentedJson)
+        fail("tojson with indent " + std::to_string(n) + " would write more than " +
+             std::to_string(kMaxIndentedJson) + " bytes");
+    }
     return derived_string(py_json_dumps(v.json, n), {&v});
   }
   if (name == "trim") return strip(v, a.get(0, "chars"), true, true);
@@ -356,7 +385,14 @@ Value apply_filter(const string& name, const Value& v, const Args& a) {
     return replace(v, *a.get(0, "old"), *a.get(1, "new"), a.get(2, "count"));
   }
   if (name == "int") {
-    if (v.json.is_number()) return Value::literal(Json(static_cast<int64_t>(v.json.get<double>())));
+    if (v.json.is_number_integer()) return Value::literal(v.json);
+    if (v.json.is_number()) {
+      const double d = std::trunc(v.json.get<double>());
+      // 2**63 is the first double past INT64_MAX; NaN fails both tests.
+      if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+        fail("int of " + to_text(v) + " does not fit in a 64-bit integer");
+      return Value::literal(Json(static_cast<int64_t>(d)));
+    }
     if (v.is_string()) try {
         return Value::literal(Json(std::stoll(v.str())));
       } catch (...) {
@@ -369,7 +405,9 @@ Value apply_filter(const string& name, const Value& v, const Args& a) {
   }
   if (name == "abs") {
     if (v.json.is_number_float()) return Value::literal(Json(std::fabs(v.json.get<double>())));
-    return Value::literal(Json(std::llabs(need_int(v, "abs"))));
+    const auto r = int_neg(need_int(v, "abs"));
+    if (!r) fail("integer overflow in abs (qmpi's template integers are 64-bit)");
+    return Value::literal(Json(std::max(*r, -*r)));
   }
   if (name == "safe") return v;
   if (name == "map") {
@@ -427,7 +465,7 @@ bool apply_test(const string& name, const Value& v, const Args& a) {
     const Value* d = a.get(0, "num");
     if (!d) fail("divisibleby needs a number");
     const int64_t n = need_int(*d, "divisibleby");
-    return n != 0 && need_int(v, "divisibleby") % n == 0;
+    return n != 0 && int_mod(need_int(v, "divisibleby"), n) == 0;
   }
   if (name == "eq" || name == "equalto" || name == "==" || name == "sameas" || name == "ne" ||
       name == "!=") {

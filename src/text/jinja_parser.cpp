@@ -1,5 +1,8 @@
 #include "text/jinja_parser.h"
 
+#include <charconv>
+#include <cmath>
+
 #include "core/errors.h"
 
 namespace qmpi::jinja {
@@ -7,7 +10,8 @@ namespace {
 
 class Parser {
  public:
-  Parser(const std::vector<Token>& tokens, const std::string& name) : t_(tokens), name_(name) {}
+  Parser(const std::vector<Token>& tokens, const std::string& name, const Limits& limits)
+      : t_(tokens), name_(name), limits_(limits) {}
 
   Body parse_all() {
     std::string stop;
@@ -36,6 +40,31 @@ class Parser {
   }
   [[noreturn]] void fail(const std::string& what) const {
     raise(Err::ChatTemplateInvalid, name_ + " line " + std::to_string(peek().line) + ": " + what);
+  }
+  [[noreturn]] void too_deep() const {
+    fail("the template nests deeper than " + std::to_string(limits_.parse_depth) +
+         " levels of blocks and expressions (--chat-template-limits depth=N raises it)");
+  }
+
+  // One level of the parser's recursion: bounded so that 50,000 '(' cannot overflow the stack.
+  struct Nest {
+    explicit Nest(Parser& p) : p_(p) {
+      if (++p_.depth_ > p_.limits_.parse_depth) p_.too_deep();
+    }
+    ~Nest() { --p_.depth_; }
+    Parser& p_;
+  };
+
+  // A finished expression node: its height from its children's, which the loops that build
+  // chains (a + b + c..., x.a.b..., filters) grow without recursing.
+  ExprPtr sealed(ExprPtr e) {
+    int h = 0;
+    for (const auto& x : e->items)
+      if (x) h = std::max(h, x->height);
+    for (const auto& kv : e->kwargs) h = std::max(h, kv.second->height);
+    e->height = h + 1;
+    if (e->height > limits_.parse_depth) too_deep();
+    return e;
   }
   std::string describe(const Token& t) const {
     switch (t.kind) {
@@ -103,6 +132,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_statement(const std::string& kw, int line) {
+    Nest nest(*this);
     if (kw == "if") return parse_if(line);
     if (kw == "for") return parse_for(line);
     if (kw == "set") return parse_set(line);
@@ -177,6 +207,7 @@ class Parser {
   ExprPtr parse_expr() { return parse_or_test(true); }
 
   ExprPtr parse_or_test(bool allow_cond) {
+    Nest nest(*this);
     ExprPtr e = parse_or();
     if (!allow_cond) return e;
     while (is_name("if")) {
@@ -185,7 +216,7 @@ class Parser {
       c->items.push_back(std::move(e));
       c->items.push_back(parse_or());
       c->items.push_back(accept_name("else") ? parse_or_test(true) : nullptr);
-      e = std::move(c);
+      e = sealed(std::move(c));
     }
     return e;
   }
@@ -194,7 +225,7 @@ class Parser {
     auto e = make(kind, line, std::move(op));
     e->items.push_back(std::move(a));
     e->items.push_back(std::move(b));
-    return e;
+    return sealed(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -215,10 +246,11 @@ class Parser {
   }
   ExprPtr parse_not() {
     if (is_name("not")) {
+      Nest nest(*this);
       const int line = next().line;
       auto e = make(Expr::Unary, line, "not");
       e->items.push_back(parse_not());
-      return e;
+      return sealed(std::move(e));
     }
     return parse_compare();
   }
@@ -237,7 +269,7 @@ class Parser {
         pos_ += 2;
         op = "not in";
       } else
-        return chain ? std::move(chain) : std::move(first);
+        return chain ? sealed(std::move(chain)) : std::move(first);
       if (!chain) {
         chain = make(Expr::Compare, line);
         chain->items.push_back(std::move(first));
@@ -280,10 +312,11 @@ class Parser {
   }
   ExprPtr parse_unary() {
     if (is_op("-") || is_op("+")) {
+      Nest nest(*this);
       const Token& t = next();
       auto e = make(Expr::Unary, t.line, t.value);
       e->items.push_back(parse_unary());
-      return e;
+      return sealed(std::move(e));
     }
     return parse_postfix_and_filters(parse_primary());
   }
@@ -303,9 +336,12 @@ class Parser {
         return literal(Json(s), t.line);
       }
       case Token::Int:
-        return literal(Json(std::stoll(t.value)), t.line);
-      case Token::Float:
-        return literal(Json(std::stod(t.value)), t.line);
+        return literal(Json(int_literal(t.value)), t.line);
+      case Token::Float: {
+        const double d = std::strtod(t.value.c_str(), nullptr);
+        if (!std::isfinite(d)) fail("the number literal " + t.value + " is out of range");
+        return literal(Json(d), t.line);
+      }
       case Token::Op:
         if (t.value == "(") {
           ExprPtr e = parse_expr();
@@ -325,7 +361,7 @@ class Parser {
             if (!accept_op(",")) break;
           }
           expect_op("]");
-          return l;
+          return sealed(std::move(l));
         }
         if (t.value == "{") {
           auto d = make(Expr::Dict, t.line);
@@ -336,7 +372,7 @@ class Parser {
             if (!accept_op(",")) break;
           }
           expect_op("}");
-          return d;
+          return sealed(std::move(d));
         }
         break;
       default:
@@ -344,6 +380,16 @@ class Parser {
     }
     --pos_;
     fail("expected an expression, found " + describe(peek()));
+  }
+
+  // Python's integers are unbounded; the template's are 64-bit.
+  int64_t int_literal(const std::string& text) {
+    int64_t n = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (ec != std::errc() || end != text.data() + text.size())
+      fail("the integer literal " + text.substr(0, 40) +
+           " does not fit in 64 bits (qmpi's template integers are 64-bit)");
+    return n;
   }
 
   ExprPtr literal(Json j, int line) {
@@ -371,22 +417,24 @@ class Parser {
     while (true) {
       const int line = peek().line;
       if (accept_op(".")) {
-        auto a = make(Expr::Attr, line, peek().kind == Token::Int ? next().value : expect_name());
+        auto a = make(
+            Expr::Attr, line,
+            peek().kind == Token::Int ? std::to_string(int_literal(next().value)) : expect_name());
         a->items.push_back(std::move(e));
-        e = std::move(a);
+        e = sealed(std::move(a));
       } else if (accept_op("[")) {
-        e = parse_subscript(std::move(e), line);
+        e = sealed(parse_subscript(std::move(e), line));
       } else if (accept_op("(")) {
         auto c = make(Expr::Call, line);
         c->items.push_back(std::move(e));
         parse_args(*c);
-        e = std::move(c);
+        e = sealed(std::move(c));
       } else if (accept_op("|")) {
         auto f = make(Expr::Filter, line, expect_name());
         while (accept_op(".")) f->name += "." + expect_name();
         f->items.push_back(std::move(e));
         if (accept_op("(")) parse_args(*f);
-        e = std::move(f);
+        e = sealed(std::move(f));
       } else if (accept_name("is")) {
         auto t = make(Expr::Test, line);
         t->negate = accept_name("not");
@@ -394,7 +442,7 @@ class Parser {
         t->name = expect_name();
         t->items.push_back(std::move(e));
         if (accept_op("(")) parse_args(*t);
-        e = std::move(t);
+        e = sealed(std::move(t));
       } else {
         return e;
       }
@@ -426,13 +474,15 @@ class Parser {
 
   const std::vector<Token>& t_;
   const std::string& name_;
+  const Limits& limits_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace
 
-Body parse(const std::vector<Token>& tokens, const std::string& name) {
-  return Parser(tokens, name).parse_all();
+Body parse(const std::vector<Token>& tokens, const std::string& name, const Limits& limits) {
+  return Parser(tokens, name, limits).parse_all();
 }
 
 }  // namespace qmpi::jinja

@@ -1,8 +1,10 @@
 #include "text/jinja_template.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "core/errors.h"
+#include "text/jinja_arith.h"
 #include "text/jinja_builtins.h"
 #include "text/jinja_lexer.h"
 #include "text/jinja_parser.h"
@@ -23,7 +25,8 @@ enum class Flow { Normal, Break, Continue };
 
 class Renderer {
  public:
-  Renderer(const string& name, const std::map<string, Value>& globals) : name_(name) {
+  Renderer(const string& name, const Limits& limits, const std::map<string, Value>& globals)
+      : name_(name), limits_(limits) {
     scopes_.push_back(globals);
   }
 
@@ -37,23 +40,57 @@ class Renderer {
     raise(Err::ChatTemplateFailed, name_ + " line " + std::to_string(line) + ": " + what);
   }
 
-  Value lookup(const string& name) const {
-    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
-      if (auto f = it->find(name); f != it->end()) return f->second;
-    return Value::make_undefined();
+  // `n` steps of work (limits_.steps); every budget failure names its limit and how to raise it.
+  void charge(int line, int64_t n = 1) {
+    steps_ += n;
+    if (steps_ > limits_.steps)
+      fail(line, "the template ran past its " + std::to_string(limits_.steps) +
+                     " steps (--chat-template-limits steps=N raises the limit)");
+  }
+  void check_string(int line, size_t bytes) const {
+    if (bytes > limits_.output_bytes)
+      fail(line, "the template built a string of more than " +
+                     std::to_string(limits_.output_bytes) +
+                     " bytes (--chat-template-limits output=SIZE raises the limit)");
+  }
+  void check_output(int line) const {
+    if (out_.text.size() > limits_.output_bytes)
+      fail(line, "the rendered output passed " + std::to_string(limits_.output_bytes) +
+                     " bytes (--chat-template-limits output=SIZE raises the limit)");
+  }
+  // Charges a step per item of `j`, the cost of copying it, and fails when it nests more than
+  // `room` levels deep: printing and copying a value recurse as deep as it nests.
+  void charge_tree(const Json& j, int line, int room) {
+    if (room < 0)
+      fail(line, "lists and mappings nest deeper than " + std::to_string(limits_.render_depth) +
+                     " levels (--chat-template-limits render-depth=N raises the limit)");
+    charge(line);
+    if (j.is_array() || j.is_object())
+      for (const Json& x : j) charge_tree(x, line, room - 1);
   }
 
-  void emit(const Value& v) {
+  const Value* find(const string& name) const {
+    for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it)
+      if (auto f = it->find(name); f != it->end()) return &f->second;
+    return nullptr;
+  }
+  Value lookup(const string& name) const {
+    const Value* v = find(name);
+    return v ? *v : Value::make_undefined();
+  }
+
+  void emit(int line, const Value& v) {
     if (v.is_string()) {
       const size_t off = out_.text.size();
       out_.text += v.str();
       for (const Span& s : v.plain) add_plain({s.begin + off, s.end + off});
-      return;
+    } else {
+      const string s = to_text(v);
+      const size_t off = out_.text.size();
+      out_.text += s;
+      if (v.tainted() && !s.empty()) add_plain({off, off + s.size()});
     }
-    const string s = to_text(v);
-    const size_t off = out_.text.size();
-    out_.text += s;
-    if (v.tainted() && !s.empty()) add_plain({off, off + s.size()});
+    check_output(line);
   }
   void add_plain(Span s) {
     if (!out_.plain.empty() && out_.plain.back().end == s.begin)
@@ -71,12 +108,14 @@ class Renderer {
   }
 
   Flow exec(const Stmt& s) {
+    charge(s.line);
     switch (s.kind) {
       case Stmt::Text:
         out_.text += s.text;
+        check_output(s.line);
         return Flow::Normal;
       case Stmt::Output:
-        emit(eval(*s.expr));
+        emit(s.line, eval(*s.expr));
         return Flow::Normal;
       case Stmt::If:
         for (const auto& [cond, body] : s.branches)
@@ -105,13 +144,31 @@ class Renderer {
     return Flow::Normal;
   }
 
+  // One more loop iteration of the render's limits_.loop_iterations.
+  void count_iteration(int line, int64_t n = 1) {
+    iterations_ += n;
+    if (iterations_ > limits_.loop_iterations)
+      fail(line, "the template ran more than " + std::to_string(limits_.loop_iterations) +
+                     " loop iterations (--chat-template-limits loop=N raises the limit)");
+    charge(line);
+  }
+
   Flow exec_for(const Stmt& s) {
-    const Value seq = eval(*s.expr);
+    bool tainted;
     std::vector<Value> items;
-    try {
-      items = iterate(seq);
-    } catch (const EvalError& e) {
-      fail(s.line, e.what());
+    {
+      Value held;
+      const Value& seq = operand(*s.expr, held);  // not kept: the loop's scopes move it
+      tainted = seq.tainted();
+      try {
+        // A string's characters become one value each: a 64 MiB string would make 64 million
+        // before the first iteration counted, so its length is checked against the budget.
+        if (seq.is_string() && int64_t(length(seq)) > limits_.loop_iterations - iterations_)
+          count_iteration(s.line, limits_.loop_iterations);
+        items = iterate(seq);
+      } catch (const EvalError& e) {
+        fail(s.line, e.what());
+      }
     }
     // Each iteration runs in its own scope: `set` inside a loop does not leak out of it.
     auto bind = [&](std::map<string, Value>& scope, const Value& item) {
@@ -128,6 +185,7 @@ class Renderer {
     if (s.filter) {
       std::vector<Value> kept;
       for (const Value& item : items) {
+        count_iteration(s.line);
         scopes_.emplace_back();
         bind(scopes_.back(), item);
         const bool keep = truthy(eval(*s.filter));
@@ -138,6 +196,7 @@ class Renderer {
     }
     const size_t n = items.size();
     for (size_t i = 0; i < n; ++i) {
+      count_iteration(s.line);
       scopes_.emplace_back();
       bind(scopes_.back(), items[i]);
       Json loop = {{"index0", i},       {"index", i + 1},  {"revindex0", n - 1 - i},
@@ -146,7 +205,7 @@ class Renderer {
       Value lv = Value::literal(std::move(loop));
       if (i > 0) lv.json["previtem"] = items[i - 1].json;
       if (i + 1 < n) lv.json["nextitem"] = items[i + 1].json;
-      lv.from_data = seq.tainted();
+      lv.from_data = tainted;
       scopes_.back()["loop"] = std::move(lv);
       const Flow f = exec(s.body);
       scopes_.pop_back();
@@ -164,23 +223,48 @@ class Renderer {
   }
 
   Value eval(const Expr& e) {
+    charge(e.line);
+    Value v;
     try {
-      return eval_inner(e);
+      v = eval_inner(e);
     } catch (const EvalError& err) {
       fail(e.line, err.what());
     }
+    // What was built or copied costs its size: 64 bytes of a string or one item of a list.
+    if (v.is_string()) {
+      check_string(e.line, v.str().size());
+      charge(e.line, int64_t(v.str().size() / 64));
+    } else if (!v.undefined && !v.ns && (v.json.is_array() || v.json.is_object())) {
+      charge(e.line, int64_t(v.json.size()));
+    }
+    return v;
+  }
+
+  // `e`'s value without copying it when it is a variable: `messages|length` or `messages[i]`
+  // in a loop over the messages would otherwise copy the whole conversation each time.
+  const Value& operand(const Expr& e, Value& held) {
+    if (e.kind == Expr::Name) {
+      charge(e.line);
+      if (const Value* v = find(e.name)) return *v;
+    }
+    held = eval(e);
+    return held;
   }
 
   Value eval_inner(const Expr& e) {
     switch (e.kind) {
       case Expr::Literal:
         return e.value;
-      case Expr::Name:
-        return lookup(e.name);
+      case Expr::Name: {
+        Value v = lookup(e.name);
+        if (!v.ns) charge_tree(v.json, e.line, std::numeric_limits<int>::max());
+        return v;
+      }
       case Expr::List: {
         Value r = Value::literal(Json::array());
         for (const auto& x : e.items) {
           Value v = eval(*x);
+          charge_tree(v.json, e.line, limits_.render_depth - 1);
           r.from_data = r.from_data || v.tainted();
           r.json.push_back(v.ns ? Json("<Namespace>") : v.json);
         }
@@ -192,27 +276,32 @@ class Renderer {
           Value k = eval(*e.items[i]);
           Value v = eval(*e.items[i + 1]);
           if (!k.is_string()) fail(e.line, "dictionary keys must be strings here");
+          charge_tree(v.json, e.line, limits_.render_depth - 1);
           r.from_data = r.from_data || k.tainted() || v.tainted();
           r.json[k.str()] = v.json;
         }
         return r;
       }
       case Expr::Attr: {
-        const Value base = eval(*e.items[0]);
+        Value held;
+        const Value& base = operand(*e.items[0], held);
         if (base.undefined) fail(e.line, "cannot read ." + e.name + " of an undefined value");
-        if (!base.ns && base.json.is_array() && !e.name.empty() &&
-            std::isdigit(static_cast<unsigned char>(e.name[0])))
-          return index(base, Value::literal(Json(std::stoll(e.name))));
+        int64_t i = 0;  // x.0 on a list: the parser checked that digits fit in 64 bits
+        if (!base.ns && base.json.is_array() &&
+            std::from_chars(e.name.data(), e.name.data() + e.name.size(), i).ec == std::errc())
+          return index(base, Value::literal(Json(i)));
         return index(base, Value::literal(Json(e.name)));
       }
       case Expr::Item: {
-        const Value base = eval(*e.items[0]);
+        Value held;
+        const Value& base = operand(*e.items[0], held);
         const Value key = eval(*e.items[1]);
         if (base.undefined) fail(e.line, "cannot take an item of an undefined value");
         return index(base, key);
       }
       case Expr::Slice: {
-        const Value base = eval(*e.items[0]);
+        Value held;
+        const Value& base = operand(*e.items[0], held);
         Value parts[3];
         const Value* p[3] = {nullptr, nullptr, nullptr};
         for (int i = 0; i < 3; ++i)
@@ -225,11 +314,13 @@ class Renderer {
       case Expr::Call:
         return eval_call(e);
       case Expr::Filter: {
-        const Value v = eval(*e.items[0]);
+        Value held;
+        const Value& v = operand(*e.items[0], held);
         return apply_filter(e.name, v, eval_args(e, 1));
       }
       case Expr::Test: {
-        const Value v = eval(*e.items[0]);
+        Value held;
+        const Value& v = operand(*e.items[0], held);
         return Value::literal(Json(apply_test(e.name, v, eval_args(e, 1)) != e.negate));
       }
       case Expr::Unary: {
@@ -237,7 +328,7 @@ class Renderer {
         if (e.name == "not") return Value::literal(Json(!truthy(v)));
         if (!is_num(v)) fail(e.line, "unary " + e.name + " needs a number, got " + type_name(v));
         if (e.name == "+") return v;
-        if (is_int(v)) return Value::literal(Json(-v.json.get<int64_t>()));
+        if (is_int(v)) return int_result(e.line, int_neg(v.json.get<int64_t>()));
         return Value::literal(Json(-v.json.get<double>()));
       }
       case Expr::And: {
@@ -263,7 +354,8 @@ class Renderer {
   Value eval_call(const Expr& e) {
     const Expr& callee = *e.items[0];
     if (callee.kind == Expr::Attr) {
-      const Value obj = eval(*callee.items[0]);
+      Value held;
+      const Value& obj = operand(*callee.items[0], held);
       if (obj.undefined) fail(e.line, "cannot call ." + callee.name + "() on an undefined value");
       if (auto r = call_method(obj, callee.name, eval_args(e, 1))) return *r;
       fail(e.line, type_name(obj) + " has no method " + callee.name + "()");
@@ -285,6 +377,7 @@ class Renderer {
       for (const Value& p : a.pos) {  // namespace({...}) copies a mapping
         if (p.undefined || !p.json.is_object())
           fail(e.line, fn + "() takes a mapping or key=value");
+        charge_tree(p.json, e.line, limits_.render_depth);
         for (const auto& [k, j] : p.json.items()) {
           if (r.ns)
             (*r.ns)[k] = p.tainted() ? Value::data(j) : Value::literal(j);
@@ -293,6 +386,7 @@ class Renderer {
         }
       }
       for (auto& [k, v] : a.kw) {
+        if (!v.ns) charge_tree(v.json, e.line, limits_.render_depth - 1);
         if (r.ns)
           (*r.ns)[k] = v;
         else {
@@ -318,8 +412,10 @@ class Renderer {
       }
       if (step == 0) fail(e.line, "range() step cannot be zero");
       Json out = Json::array();
-      for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
-        out.push_back(i);
+      for (std::optional<int64_t> i = start; i && (step > 0 ? *i < stop : *i > stop);
+           i = int_add(*i, step)) {  // past INT64_MAX: the range has ended
+        out.push_back(*i);
+        charge(e.line);
         if (out.size() > 1000000) fail(e.line, "range() is too long");
       }
       return Value::literal(std::move(out));
@@ -374,6 +470,8 @@ class Renderer {
     if (a.undefined || b.undefined) fail(e.line, "'" + op + "' on an undefined value");
     if (op == "+" && a.is_string() && b.is_string()) return concat(a, b);
     if (op == "+" && a.json.is_array() && b.json.is_array() && !a.ns && !b.ns) {
+      charge_tree(a.json, e.line, limits_.render_depth);
+      charge_tree(b.json, e.line, limits_.render_depth);
       Json out = a.json;
       for (const Json& x : b.json) out.push_back(x);
       return derived(std::move(out), {&a, &b});
@@ -381,8 +479,11 @@ class Renderer {
     if (op == "*" && (a.is_string() || b.is_string()) && (is_int(a) || is_int(b))) {
       const Value& s = a.is_string() ? a : b;
       const int64_t n = (is_int(a) ? a : b).json.get<int64_t>();
+      // Refused before building: 'ab' * 2**62 would never finish.
+      if (n > 0 && s.str().size() > limits_.output_bytes / uint64_t(n))
+        check_string(e.line, limits_.output_bytes + 1);
       string out;
-      for (int64_t i = 0; i < n && out.size() < (1u << 24); ++i) out += s.str();
+      for (int64_t i = 0; i < n; ++i) out += s.str();
       return derived_string(std::move(out), {&s});
     }
     if (!is_num(a) || !is_num(b))
@@ -391,16 +492,12 @@ class Renderer {
     if (is_int(a) && is_int(b) && op != "/") {
       const int64_t x = a.json.get<int64_t>(), y = b.json.get<int64_t>();
       if ((op == "//" || op == "%") && y == 0) fail(e.line, "division by zero");
-      if (op == "+") return Value::literal(Json(x + y));
-      if (op == "-") return Value::literal(Json(x - y));
-      if (op == "*") return Value::literal(Json(x * y));
-      if (op == "//") return Value::literal(Json(x / y - ((x % y != 0) && ((x < 0) != (y < 0)))));
-      if (op == "%") return Value::literal(Json(((x % y) + y) % y));
-      if (op == "**" && y >= 0) {
-        int64_t r = 1;
-        for (int64_t i = 0; i < y; ++i) r *= x;
-        return Value::literal(Json(r));
-      }
+      if (op == "+") return int_result(e.line, int_add(x, y));
+      if (op == "-") return int_result(e.line, int_sub(x, y));
+      if (op == "*") return int_result(e.line, int_mul(x, y));
+      if (op == "//") return int_result(e.line, int_floordiv(x, y));
+      if (op == "%") return Value::literal(Json(int_mod(x, y)));
+      if (op == "**" && y >= 0) return int_result(e.line, int_pow(x, y));
     }
     const double x = a.json.get<double>(), y = b.json.get<double>();
     if ((op == "/" || op == "//" || op == "%") && y == 0) fail(e.line, "division by zero");
@@ -414,20 +511,28 @@ class Renderer {
     fail(e.line, "unknown operator " + op);
   }
 
+  Value int_result(int line, std::optional<int64_t> r) const {
+    if (!r) fail(line, "integer overflow (qmpi's template integers are 64-bit)");
+    return Value::literal(Json(*r));
+  }
+
   const string& name_;
+  const Limits& limits_;
   std::vector<std::map<string, Value>> scopes_;
   Rendered out_;
+  int64_t steps_ = 0;
+  int64_t iterations_ = 0;
 };
 
 }  // namespace
 
-Template::Template(std::string_view source, std::string name)
-    : name_(std::move(name)), body_(parse(lex(source, name_), name_)) {}
+Template::Template(std::string_view source, std::string name, const Limits& limits)
+    : name_(std::move(name)), limits_(limits), body_(parse(lex(source, name_), name_, limits_)) {}
 Template::Template(Template&&) noexcept = default;
 Template::~Template() = default;
 
 Rendered Template::render(const std::map<string, Value>& globals) const {
-  return Renderer(name_, globals).run(body_);
+  return Renderer(name_, limits_, globals).run(body_);
 }
 
 }  // namespace qmpi::jinja

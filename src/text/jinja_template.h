@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "text/jinja_ast.h"
+#include "text/jinja_limits.h"
 #include "text/jinja_value.h"
 
 namespace qmpi::jinja {
@@ -20,20 +21,22 @@ struct Rendered {
 
 class Template {
  public:
-  // Throws ChatTemplateInvalid ("<name> line N: ...") when `source` does not parse.
-  Template(std::string_view source, std::string name);
+  // Throws ChatTemplateInvalid ("<name> line N: ...") when `source` does not parse or nests
+  // deeper than limits.parse_depth.
+  Template(std::string_view source, std::string name, const Limits& limits = {});
   Template(Template&&) noexcept;
   ~Template();
 
   // Renders with `globals` as the top-level variables (plus namespace, raise_exception and
-  // range). Throws ChatTemplateFailed naming the template line when rendering fails, with the
-  // template's own message when it called raise_exception.
+  // range). Throws ChatTemplateFailed naming the template line when rendering fails or passes
+  // one of the limits, with the template's own message when it called raise_exception.
   Rendered render(const std::map<std::string, Value>& globals) const;
 
   const std::string& name() const { return name_; }
 
  private:
   std::string name_;
+  Limits limits_;
   Body body_;
 };
 

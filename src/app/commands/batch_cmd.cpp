@@ -11,6 +11,7 @@
 #include "app/commands/prompt_input.h"
 #include "batch/batch_job.h"
 #include "batch/batch_preflight.h"
+#include "core/byte_size.h"
 #include "engine/replica_scheduler.h"
 #include "parallel/launcher.h"
 #include "parallel/signals.h"
@@ -31,6 +32,7 @@ std::string model_name(const std::string& path) {
 int cmd_batch(const Args& args) {
   EngineConfig config = engine_config_for(Command::Batch);
   BatchJobOptions job;
+  std::string max_line;
   po::options_description desc = engine_options(config);
   po::options_description b("batch");
   b.add_options()(
@@ -51,7 +53,10 @@ int cmd_batch(const Args& args) {
       "fsync-interval", decimal_value(&job.fsync_interval_s, 2.0),
       "seconds between fsyncs of the results")(
       "progress-interval", decimal_value(&job.progress_interval_s, 5.0),
-      "seconds between progress lines when stderr is not a terminal");
+      "seconds between progress lines when stderr is not a terminal")(
+      "max-line-bytes", po::value(&max_line)->default_value("16MiB"),
+      "longest input line (a size: 16MiB, 65536); a longer line is read past, not held, and "
+      "answered with a QM506 error record");
   std::string reasoning_parser;
   add_reasoning_parser_option(b, reasoning_parser);
   desc.add(b);
@@ -62,6 +67,8 @@ int cmd_batch(const Args& args) {
   const bool reasoning = reasoning_parser_on(reasoning_parser);
   if (job.resume && job.overwrite) raise(Err::Usage, "give --resume or --overwrite, not both");
   if (job.fsync_interval_s <= 0) raise(Err::Usage, "--fsync-interval must be positive");
+  job.max_line_bytes = size_t(parse_byte_size(max_line, "--max-line-bytes"));
+  if (job.max_line_bytes == 0) raise(Err::Usage, "--max-line-bytes must be positive");
   job.default_max_tokens = config.default_max_tokens;
   if (job.model_name.empty()) job.model_name = model_name(config.model.path);
   job.progress_bar = ::isatty(STDERR_FILENO) != 0;
@@ -70,6 +77,10 @@ int cmd_batch(const Args& args) {
   if (launcher_rank() == 0) {
     check_batch_files(job);  // the input, the output, and that they are distinct files
     require_model_tokenizer(config.model.files());
+    // A chat template that cannot render fails now, not once per line after the weights load.
+    const ModelSource& m = config.model;
+    if (!m.path.empty())
+      chat_template_for(m.path, m.chat_template, jinja::parse_limits(m.chat_template_limits));
   }
 
   // Every rank: the first SIGTERM/SIGINT lets rank 0 drain while the others keep serving.
@@ -80,7 +91,8 @@ int cmd_batch(const Args& args) {
     try {
       const auto tokenizer = load_model_tokenizer(config.model.path);
       engine.executor().set_valid_vocab(tokenizer->vocab_size());
-      const auto chat = chat_template_for(config.model.path, config.model.chat_template);
+      const auto chat = chat_template_for(config.model.path, config.model.chat_template,
+                                          jinja::parse_limits(config.model.chat_template_limits));
       ModelFacts text;
       text.tokenizer = tokenizer.get();
       text.chat = chat.get();

@@ -125,6 +125,9 @@ po::options_description engine_options(EngineConfig& c) {
       "seed of --synthetic-weights")(
       "chat-template", po::value(&m.chat_template),
       "a Jinja chat template file instead of the model's (tokenizer_config.json chat_template)")(
+      "chat-template-limits", po::value(&m.chat_template_limits),
+      "raise the chat template's sandbox limits, e.g. steps=20000000,loop=5000000,depth=400,"
+      "render-depth=200,output=256MiB (defaults: docs/user-guide.md)")(
       "tp", po::value(&par.layout.tp)->default_value(1),
       "tensor-parallel size (ranks per stage; vLLM's --tensor-parallel-size, -tp)")(
       "pp", po::value(&par.layout.pp)->default_value(1),

@@ -100,7 +100,8 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
     std::vector<ChatMessage> msgs;
     if (!p.system.empty()) msgs.push_back({"system", p.system});
     msgs.push_back({"user", p.text});
-    src.ids = chat_template_for(where, m.chat_template)->encode(*src.tokenizer, msgs, true);
+    src.ids = chat_template_for(where, m.chat_template, jinja::parse_limits(m.chat_template_limits))
+                  ->encode(*src.tokenizer, msgs, true);
   } else {
     src.ids = src.tokenizer->encode(p.text);
   }

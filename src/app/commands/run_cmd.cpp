@@ -11,6 +11,7 @@
 #include "parallel/launcher.h"
 #include "requests/console_sink.h"
 #include "requests/pipeline.h"
+#include "text/chat_template.h"
 
 namespace qmpi {
 
@@ -33,6 +34,10 @@ int cmd_run(const Args& args) {
   if (max_tokens < 1) raise(Err::Usage, "--max-tokens must be at least 1");
   // A text prompt needs the tokenizer: find out before the weights load.
   if (prompt.ids.empty() && launcher_rank() == 0) require_model_tokenizer(config.model.files());
+  // And a chat template that cannot render fails now, as in serve and batch.
+  const ModelSource& m = config.model;
+  if (prompt.ids.empty() && prompt.chat && !m.path.empty() && launcher_rank() == 0)
+    chat_template_for(m.path, m.chat_template, jinja::parse_limits(m.chat_template_limits));
 
   finish_engine_config(config);
   return run_engine(config, [&](Engine& engine) {

@@ -58,7 +58,8 @@ FrontFiles load_front_files(const ModelSource& m) {
     dir = dir.parent_path();
   if (dir.empty()) raise(Err::Usage, "--model is required");
   f.tokenizer = load_model_tokenizer(dir.string());  // folder, beside config.json, or in a .h5
-  f.chat = chat_template_for(dir.string(), m.chat_template);
+  f.chat = chat_template_for(dir.string(), m.chat_template,
+                             jinja::parse_limits(m.chat_template_limits));
   f.model.tokenizer = f.tokenizer.get();
   f.model.chat = f.chat.get();
   f.model.vocab_size = ModelConfig::load(dir.string()).vocab_size;

@@ -29,7 +29,8 @@ enum class Mode { Encode, Decode, Chat };
 struct TokenizeOptions {
   std::string model;
   std::string tokenizer;
-  std::string chat_template;  // --chat-template FILE
+  std::string chat_template;         // --chat-template FILE
+  std::string chat_template_limits;  // --chat-template-limits
   bool no_special = false;
   bool skip_special = false;
   Mode mode = Mode::Encode;
@@ -95,7 +96,9 @@ json handle_line(const std::string& line, const TokenizeOptions& opt, const Toke
       // Re-read in request order: templates print tool schemas with their keys as sent.
       const auto ordered = nlohmann::ordered_json::parse(line);
       ChatExtras extras;
-      required(req, "messages", json::value_t::array, "an array of messages");
+      // As a chat request is checked (QM501), before the template could refuse it (QM303).
+      if (required(req, "messages", json::value_t::array, "a non-empty array of messages").empty())
+        raise(Err::RequestField, "field \"messages\" must be a non-empty array of messages");
       extras.messages = normalize_chat_messages(ordered.at("messages"));
       if (ordered.contains("tools") && !ordered.at("tools").is_null()) {
         if (!ordered.at("tools").is_array())
@@ -144,6 +147,8 @@ int cmd_tokenize(const Args& args) {
       "chat", po::bool_switch(&chat), "apply the model's chat template, then encode")(
       "chat-template", po::value(&opt.chat_template),
       "with --chat: this Jinja file instead of the model's chat_template")(
+      "chat-template-limits", po::value(&opt.chat_template_limits),
+      "raise the chat template's sandbox limits (as qmpi serve's option)")(
       "show-template", po::bool_switch(&show_template),
       "print the chat template --chat would use (its origin on stderr), then exit");
   po::variables_map vm;
@@ -169,8 +174,9 @@ int cmd_tokenize(const Args& args) {
                                          : load_model_tokenizer(path);
   const Tokenizer& tok = *tok_ptr;
   const std::filesystem::path p(path);
-  const auto chat_template = chat_template_for(
-      std::filesystem::is_directory(p) ? p.string() : p.parent_path().string(), opt.chat_template);
+  const auto chat_template =
+      chat_template_for(std::filesystem::is_directory(p) ? p.string() : p.parent_path().string(),
+                        opt.chat_template, jinja::parse_limits(opt.chat_template_limits));
   if (show_template) {
     std::cerr << "chat template: " << chat_template->origin() << "\n";
     std::cout << chat_template->source();

@@ -40,6 +40,7 @@ struct JobSetup {
   bool resume = false;
   bool h5 = false;
   int stop_after = -1;  // stop_requested turns true after this many polls
+  size_t max_line_bytes = kDefaultMaxLineBytes;
 };
 
 struct JobRun {
@@ -86,6 +87,7 @@ JobRun run_job(const TempDir& dir, const std::vector<std::string>& input, const 
   opts.token_ids = true;
   opts.model_name = "fake";
   opts.progress_interval_s = 1e9;
+  opts.max_line_bytes = s.max_line_bytes;
   int polls = 0;
   JobRun r;
   r.summary = run_batch_job(opts, model, sched,
@@ -205,6 +207,25 @@ TEST(BatchJob, OneLinePerInputLineWithErrorsInPlace) {
   EXPECT_EQ(lp[0]["top_logprobs"].size(), 2u);
   EXPECT_EQ(m.at("ids")["response"]["body"]["prompt_token_ids"], json({72, 105}));
   EXPECT_EQ(m.at("r0")["response"]["body"]["model"], "fake");
+}
+
+TEST(BatchJob, ALineOverMaxLineBytesIsAnErrorRecordAndTheJobGoesOn) {
+  TempDir dir;
+  JobSetup s;
+  s.max_line_bytes = 200;
+  const std::string huge = line("huge", std::string(5000, 'h'), "\"max_tokens\": 2");
+  const std::string fits = line("fits", std::string(150, 'f'), "\"max_tokens\": 2");
+  const JobRun r = run_job(dir, {line("a", "x", "\"max_tokens\": 2"), huge, fits}, s);
+  const auto m = by_id(r.lines);
+  ASSERT_EQ(m.size(), 3u);
+  // The id inside the long line is never read: the record takes the line's generated id.
+  const json& err = m.at("qmpi-line-2")["error"];
+  EXPECT_EQ(err["code"], "QM506");
+  EXPECT_THAT(err["message"].get<std::string>(), ::testing::HasSubstr(std::to_string(huge.size())));
+  EXPECT_TRUE(m.at("a")["error"].is_null());
+  EXPECT_TRUE(m.at("fits")["error"].is_null());
+  EXPECT_EQ(r.summary.counts.total, 3);
+  EXPECT_EQ(r.summary.counts.failed, 1);
 }
 
 TEST(BatchJob, ResultsDoNotDependOnBatchingOrPreemption) {

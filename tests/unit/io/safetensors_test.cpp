@@ -214,7 +214,7 @@ TEST(SafetensorsCorrupt, GapBetweenTensors) {
             R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
             12);
   expect_error([&] { SafetensorsFile f(path); }, Err::SafetensorsOffsets,
-               {path, "4 unused bytes", "'b'", "damaged"});
+               {path, "4 unused bytes between tensor 'a' and tensor 'b'", "entry", "damaged"});
 }
 
 TEST(SafetensorsCorrupt, BytesAfterLastTensor) {

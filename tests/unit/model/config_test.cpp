@@ -134,6 +134,31 @@ TEST(ModelConfig, InvalidValues) {
   EXPECT_EQ(error_of([&] { ModelConfig::from_json(j, "c"); }).code(), Err::DTypeUnsupported);
 }
 
+TEST(ModelConfig, AbsurdSizesAreRefusedAtOnce) {
+  // Each once made the planner list billions of tensors; now a QM201 naming the field.
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, json>>{{"num_hidden_layers", 1000000000},
+                                                 {"hidden_size", int64_t(1) << 40},
+                                                 {"vocab_size", int64_t(1) << 31},
+                                                 {"intermediate_size", int64_t(1) << 33},
+                                                 {"max_position_embeddings", int64_t(1) << 40}}) {
+    json j = qwen05_json();
+    j[key] = value;
+    const Error e = error_of([&] { ModelConfig::from_json(j, "c"); });
+    EXPECT_EQ(e.code(), Err::ConfigInvalid) << key;
+    EXPECT_NE(e.message().find(key), std::string::npos) << e.message();
+  }
+  json moe = preset_config("tiny-qwen3-moe").raw;
+  moe["num_experts"] = int64_t(1) << 31;
+  EXPECT_EQ(error_of([&] { ModelConfig::from_json(moe, "c"); }).code(), Err::ConfigInvalid);
+  moe = preset_config("tiny-qwen3-moe").raw;
+  moe["num_experts"] = 4096;
+  moe["num_hidden_layers"] = 1000;  // each within its bound, 4 million experts in all
+  const Error all = error_of([&] { ModelConfig::from_json(moe, "c"); });
+  EXPECT_EQ(all.code(), Err::ConfigInvalid);
+  EXPECT_NE(all.message().find("experts in all"), std::string::npos) << all.message();
+}
+
 TEST(ModelConfig, LoadFromFolder) {
   TempDir dir;
   EXPECT_EQ(error_of([&] { ModelConfig::load(dir.file("absent")); }).code(), Err::ModelDirMissing);

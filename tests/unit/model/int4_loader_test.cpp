@@ -134,7 +134,7 @@ TEST(Int4Loader, SplitUnitIsWholeGroups) {
 }
 
 // The checkpoint of `w` rewritten into `dir` as one file, with `name` replaced by `data` of
-// `shape` (same dtype).
+// `shape` (same dtype), or left out when `shape` is empty.
 template <class T>
 void rewrite(const std::string& from, const std::string& dir, const std::string& name,
              std::vector<int64_t> shape, std::vector<T> data) {
@@ -144,6 +144,7 @@ void rewrite(const std::string& from, const std::string& dir, const std::string&
   SafetensorsWriter writer;
   std::vector<std::shared_ptr<std::vector<uint8_t>>> held;
   for (const std::string& t : src->names()) {
+    if (t == name && shape.empty()) continue;
     const TensorInfo& info = src->info(t);
     auto bytes = std::make_shared<std::vector<uint8_t>>();
     std::vector<int64_t> s = info.shape;
@@ -203,6 +204,25 @@ TEST(Int4Loader, DamagedTensorsGetCatalogueErrors) {
   e = load_error(tmp.file("g_idx"), p, N, K);
   EXPECT_EQ(e.code(), Err::QuantTensorInvalid);
   EXPECT_NE(e.message().find("input row 77 group 3"), std::string::npos) << e.message();
+
+  // A NaN or infinite scale is found at load, with its place.
+  std::vector<uint16_t> scales(size_t(G * N), 0x3C00);  // fp16 1.0
+  for (const auto& [bits, what] : {std::pair{0x7E00, "NaN"}, {0xFC00, "an infinity"}}) {
+    scales[size_t(N + 5)] = uint16_t(bits);
+    rewrite<uint16_t>(w.int4_dir, tmp.file(what), p + ".scales", {G, N}, scales);
+    e = load_error(tmp.file(what), p, N, K);
+    EXPECT_EQ(e.code(), Err::QuantTensorInvalid);
+    EXPECT_NE(e.message().find(p + ".scales"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find(std::string(what) + " at [1, 5]"), std::string::npos) << e.message();
+  }
+
+  // A missing companion tensor is named.
+  for (const char* part : {".qzeros", ".scales", ".g_idx"}) {
+    rewrite<int32_t>(w.int4_dir, tmp.file(std::string("no") + part), p + part, {}, {});
+    e = load_error(tmp.file(std::string("no") + part), p, N, K);
+    EXPECT_EQ(e.code(), Err::TensorMissing) << part;
+    EXPECT_NE(e.message().find(p + part), std::string::npos) << e.message();
+  }
 
   // Bits and versions qmpi does not run are refused by the config, before any tensor is read.
   json original;

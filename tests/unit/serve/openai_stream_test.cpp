@@ -72,6 +72,7 @@ TEST(OpenAiStream, ErrorsCarryTheCatalogueCodeAndStatus) {
   EXPECT_EQ(j["error"]["type"], "invalid_request_error");
   EXPECT_EQ(j["error"]["message"], "too long (shorten)");
   EXPECT_EQ(http_status(Err::PromptTooLong), 400);
+  EXPECT_EQ(http_status(Err::ChatTemplateFailed), 400);  // raise_exception: retrying cannot help
   EXPECT_EQ(http_status(Err::Unauthorized), 401);
   EXPECT_EQ(http_status(Err::BodyTooLarge), 413);
   EXPECT_EQ(http_status(Err::Busy), 503);
