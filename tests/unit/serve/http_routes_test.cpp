@@ -25,6 +25,16 @@ TEST(HttpRoutes, MethodAndPathNameTheRoute) {
   EXPECT_EQ(target_path("/a?b?c"), "/a");
 }
 
+TEST(HttpRoutes, VllmsToolRoutesAndOptions) {
+  EXPECT_EQ(match_route("POST", "/tokenize"), HttpRoute::Tokenize);
+  EXPECT_EQ(match_route("POST", "/detokenize"), HttpRoute::Detokenize);
+  EXPECT_EQ(match_route("GET", "/version"), HttpRoute::Version);
+  EXPECT_EQ(match_route("GET", "/tokenize"), HttpRoute::NotFound) << "a body is needed";
+  EXPECT_EQ(match_route("OPTIONS", "/v1/chat/completions"), HttpRoute::Options);
+  EXPECT_EQ(match_route("OPTIONS", "/v1/models?x=1"), HttpRoute::Options);
+  EXPECT_EQ(match_route("OPTIONS", "/v1/embeddings"), HttpRoute::NotFound);
+}
+
 TEST(HttpRoutes, OnlyV1NeedsTheKey) {
   EXPECT_TRUE(needs_api_key("/v1/models"));
   EXPECT_TRUE(needs_api_key("/v1/anything"));
