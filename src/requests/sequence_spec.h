@@ -22,8 +22,8 @@ struct BatchModel {
   int64_t max_model_len = 0;
   int64_t vocab_size = 0;         // prompt ids and stop_token_ids must be below it
   bool reasoning_parser = false;
-  // Names a request's "model" may give (served_model.h); empty: any (batch).
-  std::vector<std::string> served_names;  // --reasoning-parser qwen3: <think> text is reasoning_content
+  // Names a request's "model" may give (served_model.h), in serve and batch; empty: any.
+  std::vector<std::string> served_names;
 };
 
 // The prompt's ids: the chat template over the messages, the given ids, or the encoded text.
