@@ -425,9 +425,9 @@ constexpr std::array kCatalogue{
                "what was asked for. Their neutral values (null, false, {\"type\": \"text\"}) "
                "are accepted.",
                "Leave the field out, or send its neutral value; the message names the field and "
-               "what to do instead (docs/serving.md lists them).",
+               "what to do instead (docs/protocol.md lists them).",
                kExitUser,
-               "A 400 with code `field-unsupported` for `response_format`, `logit_bias` or "
+               "A 400 with code `unsupported_parameter` for `response_format`, `logit_bias` or "
                "`guided_json` that vLLM or OpenAI would honour."},
     ErrorEntry{Err::ModelNotFound, "model-not-found",
                "A request names a model this server does not serve (HTTP 404, OpenAI's "
