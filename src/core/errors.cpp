@@ -440,6 +440,17 @@ constexpr std::array kCatalogue{
                kExitUser,
                "`The model `gpt-4o` does not exist` (404, code `model_not_found`) from an OpenAI "
                "client pointed at qmpi."},
+    ErrorEntry{Err::RouteNotFound, "route-not-found",
+               "An HTTP request asks for a method and path qmpi serve has no endpoint for "
+               "(HTTP 404, code `route_not_found`).",
+               "qmpi serves OpenAI's /v1/chat/completions, /v1/completions and /v1/models, and "
+               "vLLM's /tokenize, /detokenize, /version, /health and /metrics; other paths, and "
+               "a GET where a POST is needed, have no answer.",
+               "Check the client's base URL (it ends in /v1 for OpenAI clients) and the method; "
+               "docs/protocol.md lists the endpoints.",
+               kExitUser,
+               "`404 page not found` or `Invalid URL` from a client whose base URL lacks /v1 or "
+               "has it twice."},
     ErrorEntry{Err::InputFile, "input-file", "An input file cannot be read.",
                "It does not exist, is not readable, or (qmpi batch --input) is not a JSONL file "
                "of request objects.",

@@ -76,6 +76,7 @@ enum class Err : uint16_t {
   NoReply = 509,
   FieldUnsupported = 520,
   ModelNotFound = 521,
+  RouteNotFound = 522,
   // files the job reads or writes (QM6xx)
   InputFile = 600,
   OutputFile = 601,

@@ -52,7 +52,7 @@ bool bearer_matches(std::string_view header, std::string_view key) {
 }
 
 Error not_found_error(std::string_view method, std::string_view target) {
-  return Error(Err::RequestField,
+  return Error(Err::RouteNotFound,
                std::string(method.substr(0, 20)) + " " + std::string(target.substr(0, 200)) +
                    " is not an endpoint of qmpi serve",
                "Use POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST "

@@ -3,8 +3,8 @@
 - /v1/models carries max_model_len and root; /version answers;
 - /tokenize of a prompt and of chat messages (its count is the chat request's
   usage.prompt_tokens), token_strs on request; /detokenize gives the text back;
-- OPTIONS is answered with Allow; an unknown route is 404 in OpenAI's error shape, with the
-  catalogue code in the message; error codes are snake_case;
+- OPTIONS is answered with Allow; an unknown route is 404 route_not_found in OpenAI's error
+  shape, with the catalogue code in the message; error codes are snake_case;
 - every series docs/grafana-qmpi.json queries is on /metrics with the server's model_name label,
   and the counters moved with the requests sent;
 - the stats line (VLLM_LOG_STATS_INTERVAL=1) and --enable-log-requests lines are in the log."""
@@ -72,8 +72,8 @@ def body(c: t.Checks) -> None:
                 f"OPTIONS: 204 with Allow ({status}, {headers.get('Allow')})")
         status, _, text = get(server, "/v1/nothing-here")
         err = json.loads(text)["error"]
-        c.check(status == 404 and err["code"] == "request_field" and
-                err["type"] == "invalid_request_error" and "[QM501]" in err["message"],
+        c.check(status == 404 and err["code"] == "route_not_found" and
+                err["type"] == "invalid_request_error" and "[QM522]" in err["message"],
                 f"an unknown route: 404 in OpenAI's error shape ({err})")
         status, _, text = get(server, "/v1/completions", {"prompt": "x", "temperature": -1})
         err = json.loads(text)["error"]

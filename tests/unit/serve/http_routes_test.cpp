@@ -54,7 +54,7 @@ TEST(HttpRoutes, BearerMatchesOnlyTheExactKey) {
 }
 
 TEST(HttpRoutes, ErrorsCarryTheirCatalogueCodes) {
-  EXPECT_EQ(not_found_error("GET", "/x").code(), Err::RequestField);
+  EXPECT_EQ(not_found_error("GET", "/x").code(), Err::RouteNotFound);
   EXPECT_NE(not_found_error("GET", "/x").message().find("GET /x"), std::string::npos);
   EXPECT_EQ(unauthorized_error(true).code(), Err::Unauthorized);
   const Error big = body_too_large_error(1024);

@@ -88,6 +88,8 @@ TEST(OpenAiStream, ErrorsUseOpenAiCodeNamesAndNameTheParam) {
   // OpenAI has none: the catalogue's name in OpenAI's snake_case.
   EXPECT_EQ(error_of(Error(Err::RequestField, "x"))["code"], "request_field");
   EXPECT_EQ(error_of(Error(Err::SamplingInvalid, "x"))["code"], "sampling_invalid");
+  EXPECT_EQ(error_of(Error(Err::RouteNotFound, "x"))["code"], "route_not_found");
+  EXPECT_EQ(http_status(Err::RouteNotFound), 404);
   // A request's bad field, as the parser raises it: param names it, the value shows as sent.
   try {
     parse_http_body(R"({"model": "m", "prompt": "hi", "max_tokens": 0})", Endpoint::Completion,
