@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Any qmpi command on 6 GPUs of one host as --tp 2 --pp 3: three pipeline stages of two GPUs
-# each (Qwen2.5-72B: 8 KV heads rule out --tp 6; see docs/choosing-layouts.md).
+# each, the layout `qmpi plan` picks for Qwen2.5-72B on 6 GPUs (the most KV cache; --tp 6 also
+# runs, splitting heads unevenly: see docs/choosing-layouts.md "Uneven TP").
 #
 #   MODEL=models/Qwen2.5-72B-Instruct launch/mpirun/6gpu-tp2-pp3.sh run --chat --prompt "Hello"
 #   MODEL=... launch/mpirun/6gpu-tp2-pp3.sh logits --ids 9707,11 --out logits.npy

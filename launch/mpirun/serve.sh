@@ -5,8 +5,11 @@
 #   MODEL=models/Qwen2.5-72B-Instruct launch/mpirun/serve.sh                # 6 GPUs, TP 2 x PP 3
 #   MODEL=... TP=4 PP=2 HOSTFILE=launch/mpirun/hostfile-2x4 launch/mpirun/serve.sh
 #
-# Extra arguments go to qmpi serve (e.g. --max-num-seqs 32). SIGTERM (Ctrl-C) drains the
-# requests in flight before the ranks exit. Other settings: launch/mpirun/common.bash.
+# Extra arguments go to qmpi serve (e.g. --max-num-seqs 32). To stop with the requests in
+# flight finished, send SIGTERM to rank 0's process (`pkill -TERM -o -x qmpi` on its host): it
+# drains, then every rank exits 0. Ctrl-C here interrupts mpirun itself, which kills every rank
+# about a second after its own SIGTERM: the requests in flight get an error at once instead.
+# Other settings: launch/mpirun/common.bash.
 set -euo pipefail
 # shellcheck source=launch/mpirun/common.bash
 source "$(dirname "${BASH_SOURCE[0]}")/common.bash"

@@ -62,6 +62,9 @@ int run_command(int argc, char** argv) {
   qmpi::Args args(argv + 2, argv + argc);
   try {
     if (cmd == "help") {
+      // `qmpi help errors QM150` reads as `qmpi help QM150`.
+      if (args.size() == 2 && args[0] == "errors" && args[1][0] != '-')
+        return qmpi::cmd_help_error(args[1]);
       if (!args.empty() && args[0] == "errors")
         return qmpi::cmd_help_errors({args.begin() + 1, args.end()});
       // `qmpi help QM102`: the one entry a message named, not the whole list.

@@ -19,6 +19,7 @@
 #include "requests/pipeline.h"
 #include "requests/request_parser.h"
 #include "requests/response_json.h"
+#include "requests/served_model.h"
 
 namespace qmpi {
 namespace {
@@ -60,11 +61,14 @@ class BatchJob {
   void emit(int64_t index, std::string line);
   void drain();
   ProgressCounts counts() const;
+  int64_t output_cap(const BatchRequest& req, const std::vector<int32_t>& prompt) const;
   void sync_files();
 
   const BatchJobOptions& opts_;
   const ModelFacts& model_;
   SequenceScheduler& sched_;
+  // Admitted and not finished, for the ETA. Before pipeline_, whose sinks leave it as they go.
+  std::unordered_set<const LineSink*> running_;
   RequestPipeline pipeline_;
   Progress progress_;
   std::ifstream input_;
@@ -84,6 +88,16 @@ class BatchJob {
   // a request's count moves to summary_ when it finishes.
   int64_t running_generated_ = 0;
 };
+
+// The most output a request may make, or -1 when it set no limit (chat without max_tokens runs
+// up to --max-model-len).
+int64_t BatchJob::output_cap(const BatchRequest& req, const std::vector<int32_t>& prompt) const {
+  const bool capped = req.sampling.max_tokens || opts_.default_max_tokens > 0 ||
+                      req.endpoint == Endpoint::Completion;  // OpenAI's default of 16
+  if (!capped) return -1;
+  return req.sampling.n *
+         request_sequence_spec(req, prompt, model_, opts_.default_max_tokens).max_tokens;
+}
 
 void BatchJob::open_files() {
   check_distinct_batch_files(opts_);
@@ -122,20 +136,31 @@ void BatchJob::open_files() {
 // One request's JSON line: its place in the output, and what the HDF5 rows need to know.
 class BatchJob::LineSink final : public RequestSink {
  public:
-  LineSink(BatchJob& job, int64_t index, int64_t line_no, std::string custom_id, int32_t n)
+  LineSink(BatchJob& job, int64_t index, int64_t line_no, std::string custom_id, int32_t n,
+           int64_t cap)
       : job(job),
         index(index),
         line_no(line_no),
         custom_id(std::move(custom_id)),
         arrival_s(now_s()),
-        first_token_s(size_t(n), -1.0) {}
+        first_token_s(size_t(n), -1.0),
+        cap(cap) {
+    job.running_.insert(this);
+  }
+  ~LineSink() override { job.running_.erase(this); }
   void delta(int32_t choice, const std::string&, int32_t) override {
     if (first_token_s[size_t(choice)] < 0) first_token_s[size_t(choice)] = now_s();
     ++streamed;
     ++job.running_generated_;
   }
-  void final(RequestOutput out) override { job.complete(*this, std::move(out)); }
-  void error(const Error& e) override { job.fail(*this, e); }
+  void final(RequestOutput out) override {
+    job.running_.erase(this);
+    job.complete(*this, std::move(out));
+  }
+  void error(const Error& e) override {
+    job.running_.erase(this);
+    job.fail(*this, e);
+  }
 
   BatchJob& job;
   const int64_t index;  // position among this run's result lines (--ordered)
@@ -144,6 +169,7 @@ class BatchJob::LineSink final : public RequestSink {
   const double arrival_s;
   std::vector<double> first_token_s;  // per choice
   int64_t streamed = 0;               // tokens delta() has seen, all choices
+  const int64_t cap;                  // n x max_tokens, -1 without max_tokens (for the ETA)
 };
 
 // Reads one input line and acts on it. False at the end of the input.
@@ -173,8 +199,11 @@ bool BatchJob::read_line() {
   if (!error) {
     try {
       const Request& req = *parsed.request;
-      pipeline_.admit(line_no, id, req, request_prompt_ids(req, model_),
-                      std::make_shared<LineSink>(*this, index, line_no, id, req.sampling.n));
+      check_served_model(req.model, model_.served_names);  // as the server's 404
+      std::vector<int32_t> prompt = request_prompt_ids(req, model_);
+      const int64_t cap = output_cap(req, prompt);
+      pipeline_.admit(line_no, id, req, std::move(prompt),
+                      std::make_shared<LineSink>(*this, index, line_no, id, req.sampling.n, cap));
       return true;
     } catch (const Error& e) {
       error = Error(e.code(), "line " + std::to_string(line_no) + ": " + e.message(), e.fix());
@@ -240,6 +269,7 @@ ProgressCounts BatchJob::counts() const {
   c.waiting = int64_t(sched_.num_waiting());
   c.kv_blocks_used = sched_.kv_blocks_in_use();
   c.kv_blocks = sched_.kv_blocks_total();
+  for (const LineSink* l : running_) c.running_requests.push_back({l->streamed, l->cap});
   return c;
 }
 

@@ -1,5 +1,6 @@
 #include "batch/progress.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -24,6 +25,39 @@ std::string rates(const ProgressRates& r) {
   return fmt::format("{:.1f} tok/s in, {:.1f} tok/s out", r.prompt_tok_s, r.output_tok_s);
 }
 
+// The ETA from each running request's progress against its max_tokens and the mean output.
+ProgressRates with_running_eta(const ProgressCounts& c, ProgressRates r) {
+  const int64_t done = c.ok + c.failed;
+  const bool mean_known = done > 0 && c.generated_tokens > 0;
+  const double mean = mean_known ? double(c.generated_tokens) / double(done) : 0.0;
+  double left = 0;
+  int64_t past_mean = 0;
+  for (const ProgressCounts::Running& run : c.running_requests) {
+    const double g = double(run.generated);
+    if (run.cap >= 0)
+      left += (mean_known ? std::clamp(mean, g, double(std::max(run.cap, run.generated)))
+                          : double(run.cap)) -
+              g;
+    else if (mean_known && g < mean)
+      left += mean - g;
+    else
+      ++past_mean;
+  }
+  const int64_t unstarted =
+      std::max<int64_t>(c.total - c.skipped - done - int64_t(c.running_requests.size()), 0);
+  if (unstarted > 0 && !mean_known) {
+    r.unknown_why = "no request has finished yet";
+  } else if (past_mean > 0) {
+    r.unknown_why = fmt::format(
+        "{} running request{} without max_tokens {} made more than the mean {:.0f} tokens",
+        past_mean, past_mean == 1 ? "" : "s", past_mean == 1 ? "has" : "have", mean);
+    if (!mean_known) r.unknown_why = fmt::format("{} running without max_tokens", past_mean);
+  } else if (r.output_tok_s > 0) {
+    r.eta_s = (left + double(unstarted) * mean) / r.output_tok_s;
+  }
+  return r;
+}
+
 }  // namespace
 
 ProgressRates progress_rates(const ProgressCounts& c, double elapsed_s) {
@@ -34,7 +68,8 @@ ProgressRates progress_rates(const ProgressCounts& c, double elapsed_s) {
   r.output_tok_s = generated / t;
   const int64_t done = c.ok + c.failed;
   const int64_t todo = c.total - c.skipped;
-  if (done >= todo) return {r.prompt_tok_s, r.output_tok_s, 0.0};
+  if (done >= todo) return {r.prompt_tok_s, r.output_tok_s, 0.0, ""};
+  if (!c.running_requests.empty()) return with_running_eta(c, r);
   if (done == 0 || c.generated_tokens == 0 || r.output_tok_s <= 0) return r;
   const double expected = double(c.generated_tokens) / double(done) * double(todo);
   r.eta_s = std::max(expected - generated, 0.0) / r.output_tok_s;
@@ -71,12 +106,14 @@ void Progress::update(const ProgressCounts& c, bool force) {
                  (long long)c.kv_blocks);
     drew_bar_ = true;
   } else {
-    std::fprintf(stderr,
-                 "batch: %lld/%lld done (%.0f%%, %lld failed), %lld running, %lld waiting, %s, "
-                 "KV %lld/%lld blocks, %s elapsed, ETA %s\n",
-                 (long long)done, (long long)todo, pct, (long long)c.failed, (long long)c.running,
-                 (long long)c.waiting, rates(r).c_str(), (long long)c.kv_blocks_used,
-                 (long long)c.kv_blocks, duration(t).c_str(), duration(eta).c_str());
+    std::fprintf(
+        stderr,
+        "batch: %lld/%lld done (%.0f%%, %lld failed), %lld running, %lld waiting, %s, "
+        "KV %lld/%lld blocks, %s elapsed, ETA %s\n",
+        (long long)done, (long long)todo, pct, (long long)c.failed, (long long)c.running,
+        (long long)c.waiting, rates(r).c_str(), (long long)c.kv_blocks_used, (long long)c.kv_blocks,
+        duration(t).c_str(),
+        r.unknown_why.empty() ? duration(eta).c_str() : ("unknown: " + r.unknown_why).c_str());
   }
   std::fflush(stderr);
 }

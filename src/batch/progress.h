@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace qmpi {
 
@@ -19,6 +20,13 @@ struct ProgressCounts {
   int64_t waiting = 0;
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks = 0;
+  // Per running request: tokens made so far and the most it may make (n x max_tokens; -1 when
+  // the request set no max_tokens). Empty: the ETA comes from the finished requests alone.
+  struct Running {
+    int64_t generated = 0;
+    int64_t cap = -1;
+  };
+  std::vector<Running> running_requests;
 };
 
 // What the progress lines show at `elapsed_s` seconds into the job.
@@ -28,8 +36,12 @@ struct ProgressRates {
   // Seconds left, from the output token rate and the output of the requests finished so far
   // (their mean times the requests left, less what the running ones have made): requests
   // finish in waves under continuous batching, so a rate of finished requests misleads until
-  // late in the job. Negative while no request has finished (unknown).
+  // late in the job. With running_requests, each running request is expected to make the mean
+  // output of the finished ones, clamped to what it has made and its max_tokens; one without
+  // max_tokens that is past the mean makes the ETA unknown. Negative when unknown, and then
+  // `unknown_why` says why.
   double eta_s = -1;
+  std::string unknown_why;
 };
 ProgressRates progress_rates(const ProgressCounts& c, double elapsed_s);
 

@@ -432,9 +432,9 @@ constexpr std::array kCatalogue{
                "what was asked for. Their neutral values (null, false, {\"type\": \"text\"}) "
                "are accepted.",
                "Leave the field out, or send its neutral value; the message names the field and "
-               "what to do instead (docs/serving.md lists them).",
+               "what to do instead (docs/protocol.md lists them).",
                kExitUser,
-               "A 400 with code `field-unsupported` for `response_format`, `logit_bias` or "
+               "A 400 with code `unsupported_parameter` for `response_format`, `logit_bias` or "
                "`guided_json` that vLLM or OpenAI would honour."},
     ErrorEntry{Err::ModelNotFound, "model-not-found",
                "A request names a model this server does not serve (HTTP 404, OpenAI's "
@@ -459,6 +459,17 @@ constexpr std::array kCatalogue{
                kExitUser,
                "`501 Not Implemented` for `Transfer-Encoding: gzip, chunked` where another server "
                "read the body raw."},
+    ErrorEntry{Err::RouteNotFound, "route-not-found",
+               "An HTTP request asks for a method and path qmpi serve has no endpoint for "
+               "(HTTP 404, code `route_not_found`).",
+               "qmpi serves OpenAI's /v1/chat/completions, /v1/completions and /v1/models, and "
+               "vLLM's /tokenize, /detokenize, /version, /health and /metrics; other paths, and "
+               "a GET where a POST is needed, have no answer.",
+               "Check the client's base URL (it ends in /v1 for OpenAI clients) and the method; "
+               "docs/protocol.md lists the endpoints.",
+               kExitUser,
+               "`404 page not found` or `Invalid URL` from a client whose base URL lacks /v1 or "
+               "has it twice."},
     ErrorEntry{Err::InputFile, "input-file", "An input file cannot be read.",
                "It does not exist, is not readable, or (qmpi batch --input) is not a JSONL file "
                "of request objects.",

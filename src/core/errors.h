@@ -77,6 +77,7 @@ enum class Err : uint16_t {
   FieldUnsupported = 520,
   ModelNotFound = 521,
   TransferCodingUnsupported = 522,
+  RouteNotFound = 523,
   // files the job reads or writes (QM6xx)
   InputFile = 600,
   OutputFile = 601,

@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include <fmt/format.h>
+
+#include "model/load_progress.h"
 #include "model/weight_loader.h"
 
 namespace qmpi {
@@ -12,6 +15,8 @@ DecoderWeights load_decoder_weights(const ModelConfig& cfg, const ShardPlan& pla
   DecoderWeights w;
   const int64_t h = cfg.hidden_size, V = cfg.vocab_size;
   if (plan.first_stage) w.embedding = ld.load("model.embed_tokens.weight", {V, h});
+  LoadProgress progress(fmt::format("stage {} tp {}", plan.stage, plan.tp_rank),
+                        plan.layers.end - plan.layers.begin, std::chrono::seconds(5));
   for (int64_t i = plan.layers.begin; i < plan.layers.end; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights L;
@@ -23,6 +28,7 @@ DecoderWeights load_decoder_weights(const ModelConfig& cfg, const ShardPlan& pla
     else
       L.mlp = load_mlp(ld, p + "mlp", cfg.intermediate_size, h);
     w.layers.push_back(std::move(L));
+    progress.layer_done(i + 1 - plan.layers.begin, ld.bytes());
   }
   if (plan.last_stage) {
     w.final_norm = ld.load("model.norm.weight", {h});

@@ -242,7 +242,7 @@ int64_t largest_ok(int64_t lo, int64_t hi, const auto& ok) {
 }
 
 void add_int4_suggestion(const ModelConfig& cfg, const PlanInputs& in, PlanResult& out) {
-  if (in.int4_weights) return;
+  if (in.int4_weights || cfg.quant) return;  // an AWQ/GPTQ config is int4 already
   PlanInputs q = in;
   q.int4_weights = true;
   const auto layouts = evaluate_all(cfg, q);
@@ -256,13 +256,12 @@ void add_int4_suggestion(const ModelConfig& cfg, const PlanInputs& in, PlanResul
     return;
   }
   const LayoutVerdict& v = layouts[size_t(best)];
-  // No command: qmpi does not load int4 weights yet (DTypeUnsupported), the layout still holds.
   out.suggestions.push_back(
       {"An int4 AWQ/GPTQ checkpoint (about " + size + ", int4-g128 estimate) would fit as " +
            layout_flags(v.layout) + ": biggest rank " + format_gib(v.biggest_rank().total()) +
            " of " + format_gib(v.budget) + " GiB (" + memory_breakdown(v.biggest_rank()) +
-           "); qmpi does not load int4 weights yet, so serve it with an engine that does.",
-       ""});
+           "); qmpi loads such checkpoints as they are (docs/choosing-layouts.md).",
+       launch_command(v.layout, q)});
 }
 
 void add_less_kv_suggestion(const ModelConfig& cfg, const PlanInputs& in, PlanResult& out) {

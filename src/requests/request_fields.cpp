@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/sampling_params.h"
+#include "core/edit_distance.h"
 
 namespace qmpi {
 namespace {
@@ -147,21 +148,6 @@ constexpr Refused kRefused[] = {
     {"function_call", is_null, "the legacy \"function_call\" field",
      "Send \"tool_choice\" instead."},
 };
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
 
 // The field `key` was probably meant to be, or "".
 std::string_view near_miss(std::string_view key, bool chat) {

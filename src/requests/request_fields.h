@@ -7,7 +7,7 @@
 //     (FieldUnsupported);
 //   - a name one or two letters away from a field qmpi reads ("temprature", "max_token"): a
 //     typo would otherwise sample with the default (RequestField, "did you mean").
-// docs/serving.md lists them.
+// docs/protocol.md lists them.
 #pragma once
 #include <string>
 #include <string_view>

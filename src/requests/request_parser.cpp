@@ -168,7 +168,12 @@ class LineChecker {
       c.parallel_tool_calls = boolean(obj, "parallel_tool_calls");
   }
 
-  void prompt(const json& v, Request& r) const {
+  void prompt(const json& v, BatchRequest& r) const {
+    // OpenAI's list of prompts with one prompt in it (LangChain's OpenAI class sends every
+    // prompt so): that prompt, text or token ids, and its choices indexed from 0 as OpenAI's.
+    if (v.is_array() && v.size() == 1 &&
+        (v[0].is_string() || (v[0].is_array() && !v[0].empty() && v[0][0].is_number_integer())))
+      return prompt(v[0], r);
     if (v.is_string()) {
       r.prompt = v.get<std::string>();
       if (r.prompt.empty()) field_error("\"prompt\" is empty", "prompt");
@@ -183,7 +188,8 @@ class LineChecker {
       return;
     }
     if (v.is_array())
-      field_error("\"prompt\" as a list of prompts is not supported: put one prompt per line",
+      field_error("\"prompt\" as a list of " + std::to_string(v.size()) +
+                      " prompts is not supported: send one prompt per request (or per line)",
                   "prompt");
     expect(false, "prompt", "a string or an array of token ids", v);
   }

@@ -3,7 +3,6 @@
 #include <nlohmann/json.hpp>
 
 #include "requests/message_shaper.h"
-#include "requests/openai_error.h"
 
 namespace qmpi {
 namespace {
@@ -151,16 +150,13 @@ std::string success_line(const RequestOutput& out, const Tokenizer& tok, bool to
 }
 
 std::string error_line(int64_t line_no, const std::string& custom_id, const Error& e) {
-  const std::string code = error_id(e.code());
-  const bool user = e.code() != Err::Internal;
-  const json body = {{"error", openai_error_object(e, user)}};
-  const std::string& message = body["error"]["message"].get_ref<const std::string&>();
-  const json line = {
-      {"id", batch_id(line_no)},
-      {"custom_id", custom_id},
-      {"response",
-       {{"status_code", user ? 400 : 500}, {"request_id", request_id(line_no)}, {"body", body}}},
-      {"error", {{"code", code}, {"message", message}}}};
+  std::string message = e.message();
+  if (!e.fix().empty()) message += " (" + e.fix() + ")";
+  // As OpenAI's Batch API writes a request that did not run: no response, the error alone.
+  const json line = {{"id", batch_id(line_no)},
+                     {"custom_id", custom_id},
+                     {"response", nullptr},
+                     {"error", {{"code", error_id(e.code())}, {"message", message}}}};
   return dump(line);
 }
 

@@ -2,9 +2,8 @@
 // result lines in the OpenAI Batch output shape:
 //   {"id", "custom_id", "response": {"status_code": 200, "request_id", "body": <chat.completion
 //    or text_completion with choices and usage>}, "error": null}
-// and for a request that could not run:
-//   {"id", "custom_id", "response": {"status_code": 400, "request_id", "body": {"error": ...}},
-//    "error": {"code": "QM501", "message": ...}}
+// and for a request that could not run, as OpenAI writes it:
+//   {"id", "custom_id", "response": null, "error": {"code": "QM501", "message": ...}}
 #pragma once
 #include <cstdint>
 #include <span>

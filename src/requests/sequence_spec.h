@@ -24,7 +24,7 @@ struct ModelFacts {
   int64_t max_model_len = 0;
   int64_t vocab_size = 0;         // prompt ids and stop_token_ids must be below it
   bool reasoning_parser = false;  // --reasoning-parser qwen3: <think> text is reasoning_content
-  // Names a request's "model" may give (served_model.h); empty: any (batch).
+  // Names a request's "model" may give (served_model.h), in serve and batch; empty: any.
   std::vector<std::string> served_names;
 
   // `text` (the tokenizer, chat template, reasoning parser and served names rank 0 loaded)

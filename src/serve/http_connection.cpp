@@ -23,6 +23,7 @@
 #include "serve/http_completion.h"
 #include "serve/http_framing.h"
 #include "serve/http_request_sink.h"
+#include "serve/http_tools.h"
 #include "serve/openai_stream.h"
 #include "serve/protocol.h"
 #include "serve/sse_writer.h"
@@ -47,9 +48,16 @@ std::string_view sv(beast::string_view s) {
 }
 
 // Errors of the request's bytes (answered with 400/431), as opposed to the socket's.
-// One entry of GET /v1/models, as OpenAI shapes it.
-json model_object(const std::string& id) {
-  return {{"id", id}, {"object", "model"}, {"created", unix_seconds()}, {"owned_by", "qmpi"}};
+// One entry of GET /v1/models, as OpenAI shapes it, with vLLM's root and max_model_len (null
+// while the engine loads).
+json model_object(const std::string& id, const std::string& root, int64_t max_model_len) {
+  return {{"id", id},
+          {"object", "model"},
+          {"created", unix_seconds()},
+          {"owned_by", "qmpi"},
+          {"root", root},
+          {"parent", nullptr},
+          {"max_model_len", max_model_len > 0 ? json(max_model_len) : json(nullptr)}};
 }
 
 bool is_parse_error(beast::error_code ec) {
@@ -135,7 +143,9 @@ void HttpConnection::on_header(beast::error_code ec) {
     keep_alive_ = false;
     return respond_error(refusal->error, refusal->status, true);
   }
-  if (!front_.opts.api_key.empty() && needs_api_key(target_path(target))) {
+  // A browser's preflight OPTIONS carries no credentials.
+  if (!front_.opts.api_key.empty() && needs_api_key(target_path(target)) &&
+      req.method() != http::verb::options) {
     const auto auth = req.find(http::field::authorization);
     if (auth == req.end() || !bearer_matches(sv(auth->value()), front_.opts.api_key))
       return respond_error(unauthorized_error(auth != req.end()), 0, body_unread);
@@ -199,8 +209,11 @@ void HttpConnection::dispatch() {
     case HttpRoute::Models: {
       json data = json::array();
       const auto& listed = front_.opts.listed_models;
-      if (listed.empty()) data.push_back(model_object(front_.opts.model_name));
-      for (const std::string& name : listed) data.push_back(model_object(name));
+      const int64_t len = front_.hub.snapshot().max_model_len;
+      if (listed.empty())
+        data.push_back(model_object(front_.opts.model_name, front_.opts.model_root, len));
+      for (const std::string& name : listed)
+        data.push_back(model_object(name, front_.opts.model_root, len));
       return respond(200, json{{"object", "list"}, {"data", std::move(data)}}.dump(), kJson);
     }
     case HttpRoute::Model: {
@@ -210,8 +223,15 @@ void HttpConnection::dispatch() {
       } catch (const Error& e) {
         return respond_error(e);
       }
-      return respond(200, model_object(id).dump(), kJson);
+      return respond(
+          200, model_object(id, front_.opts.model_root, front_.hub.snapshot().max_model_len).dump(),
+          kJson);
     }
+    case HttpRoute::Tokenize:
+    case HttpRoute::Detokenize:
+    case HttpRoute::Version:
+    case HttpRoute::Options:
+      return answer_tool();
     case HttpRoute::Chat:
       return prepare(Endpoint::Chat);
     case HttpRoute::Completion:
@@ -220,6 +240,27 @@ void HttpConnection::dispatch() {
       break;
   }
   respond_error(not_found_error("?", "?"), 404);
+}
+
+// vLLM's small endpoints, answered here: tokenizing a body no larger than --max-request-bytes.
+void HttpConnection::answer_tool() {
+  try {
+    switch (route_) {
+      case HttpRoute::Tokenize:
+        return respond(200,
+                       tokenize_response(parser_->get().body(), front_.model,
+                                         front_.hub.snapshot().max_model_len),
+                       kJson);
+      case HttpRoute::Detokenize:
+        return respond(200, detokenize_response(parser_->get().body(), front_.model), kJson);
+      case HttpRoute::Version:
+        return respond(200, version_response(), kJson);
+      default:
+        return respond(204, "", kJson);  // OPTIONS: the Allow header says what there is
+    }
+  } catch (const Error& e) {
+    respond_error(e);
+  }
 }
 
 void HttpConnection::prepare(Endpoint endpoint) {
@@ -424,6 +465,7 @@ void HttpConnection::respond(int status, std::string body, const char* content_t
   res_.emplace(http::int_to_status(unsigned(status)), version_);
   res_->set(http::field::content_type, content_type);
   if (status == 401) res_->set(http::field::www_authenticate, "Bearer");
+  if (route_ == HttpRoute::Options) res_->set(http::field::allow, "GET, POST, OPTIONS");
   res_->keep_alive(keep_alive_ && !body_unread && !shut_ && !front_.stopping);
   res_->body() = std::move(body);
   res_->prepare_payload();

@@ -84,6 +84,7 @@ class HttpConnection : public std::enable_shared_from_this<HttpConnection> {
   void start_stream();
   void pump();
   void too_slow();
+  void answer_tool();
   void respond(int status, std::string body, const char* content_type, bool body_unread = false);
   // `counted`: the error is the front's own (the engine counts those it delivers).
   void respond_error(const Error& e, int status = 0, bool body_unread = false, bool counted = true);

@@ -28,6 +28,7 @@ struct HttpOptions {
   size_t client_buffer_bytes = size_t(4) << 20;  // response text held for one slow reader
   std::string model_name;                        // responses' default "model"
   std::vector<std::string> listed_models;        // GET /v1/models (empty: model_name)
+  std::string model_root;                        // GET /v1/models' "root": --model as given
   HttpTimeouts timeouts;
 };
 

@@ -25,10 +25,18 @@ std::string_view target_path(std::string_view target) {
 
 HttpRoute match_route(std::string_view method, std::string_view target) {
   const std::string_view path = target_path(target);
+  if (method == "OPTIONS")
+    return match_route("POST", target) != HttpRoute::NotFound ||
+                   match_route("GET", target) != HttpRoute::NotFound
+               ? HttpRoute::Options
+               : HttpRoute::NotFound;
   if (method == "POST") {
     if (path == "/v1/chat/completions") return HttpRoute::Chat;
     if (path == "/v1/completions") return HttpRoute::Completion;
+    if (path == "/tokenize") return HttpRoute::Tokenize;
+    if (path == "/detokenize") return HttpRoute::Detokenize;
   } else if (method == "GET" || method == "HEAD") {  // HEAD: GET's answer without its body
+    if (path == "/version") return HttpRoute::Version;
     if (path == "/v1/models") return HttpRoute::Models;
     if (path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size())
       return HttpRoute::Model;
@@ -50,11 +58,11 @@ bool bearer_matches(std::string_view header, std::string_view key) {
 }
 
 Error not_found_error(std::string_view method, std::string_view target) {
-  return Error(Err::RequestField,
+  return Error(Err::RouteNotFound,
                std::string(method.substr(0, 20)) + " " + std::string(target.substr(0, 200)) +
                    " is not an endpoint of qmpi serve",
-               "Use POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET "
-               "/health or GET /metrics.");
+               "Use POST /v1/chat/completions, POST /v1/completions, GET /v1/models, POST "
+               "/tokenize, POST /detokenize, GET /version, GET /health or GET /metrics.");
 }
 
 Error unauthorized_error(bool has_authorization_header) {

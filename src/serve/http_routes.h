@@ -11,8 +11,20 @@
 
 namespace qmpi {
 
-// Model: GET /v1/models/{id}.
-enum class HttpRoute : uint8_t { Chat, Completion, Models, Model, Health, Metrics, NotFound };
+// Model: GET /v1/models/{id}. Options: OPTIONS on any other route (what a browser asks first).
+enum class HttpRoute : uint8_t {
+  Chat,
+  Completion,
+  Models,
+  Model,
+  Health,
+  Metrics,
+  Tokenize,
+  Detokenize,
+  Version,
+  Options,
+  NotFound
+};
 
 // "/v1/models?x=1" -> "/v1/models"; the absolute form "http://h:8000/v1/models" too.
 std::string_view target_path(std::string_view target);

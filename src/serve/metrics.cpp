@@ -20,6 +20,16 @@ void sample(std::string& out, const std::string& name, double v) {
   out += name + " " + number(v) + "\n";
 }
 
+// A Prometheus label value: backslash, quote and newline escaped.
+std::string label_value(const std::string& v) {
+  std::string out;
+  for (char ch : v) {
+    if (ch == '\\' || ch == '"') out += '\\';
+    out += ch == '\n' ? std::string("\\n") : std::string(1, ch);
+  }
+  return out;
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
@@ -33,23 +43,30 @@ void Histogram::observe(double v) {
   count_++;
 }
 
-void Histogram::render(const std::string& name, std::string& out) const {
+void Histogram::render(const std::string& name, std::string& out, const std::string& labels) const {
   uint64_t cumulative = 0;
+  const std::string before_le = labels.empty() ? "" : labels + ",";
   for (size_t i = 0; i <= bounds_.size(); ++i) {
     cumulative += counts_[i];
     const double le = i < bounds_.size() ? bounds_[i] : INFINITY;
-    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, number(le), cumulative);
+    out += fmt::format("{}_bucket{{{}le=\"{}\"}} {}\n", name, before_le, number(le), cumulative);
   }
-  sample(out, name + "_sum", sum_);
-  sample(out, name + "_count", double(count_));
+  const std::string set = labels.empty() ? "" : "{" + labels + "}";
+  sample(out, name + "_sum" + set, sum_);
+  sample(out, name + "_count" + set, double(count_));
 }
 
-ServeMetrics::ServeMetrics()
+ServeMetrics::ServeMetrics(std::string model_name)
     : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
              10.0, 20.0, 40.0, 80.0}),
       itl_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
             1.0, 2.5, 5.0}),
-      step_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0}) {}
+      step_({0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0}),
+      e2e_({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+            30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
+      queue_({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+              30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
+      model_label_(fmt::format("model_name=\"{}\"", label_value(model_name))) {}
 
 void ServeMetrics::add(int64_t MetricCounters::*field) {
   std::lock_guard lock(mu_);
@@ -81,6 +98,17 @@ void ServeMetrics::first_token(double seconds) {
 void ServeMetrics::next_token(double seconds) {
   std::lock_guard lock(mu_);
   itl_.observe(seconds);
+}
+
+void ServeMetrics::queued_for(double seconds) {
+  std::lock_guard lock(mu_);
+  queue_.observe(seconds);
+}
+
+void ServeMetrics::request_finished(const std::string& reason, double e2e_seconds) {
+  std::lock_guard lock(mu_);
+  finished_[reason == "cancelled" ? "abort" : reason]++;
+  e2e_.observe(e2e_seconds);
 }
 
 void ServeMetrics::step(double total_s, double comm_s) {
@@ -115,6 +143,49 @@ void render_replicas(const std::vector<ReplicaLoad>& replicas, std::string& out)
 }
 
 }  // namespace
+
+// vLLM's names and model_name label (as its V1 engine writes them, and the V0 names dashboards
+// still query), so a vLLM Grafana dashboard works unchanged (docs/grafana-qmpi.json).
+void ServeMetrics::render_vllm(const EngineSnapshot& e, int64_t queued, std::string& out) const {
+  const std::string& m = model_label_;
+  const auto gauge = [&](const char* name, const char* type, const char* help, double v) {
+    header(out, name, type, help);
+    out += fmt::format("{}{{{}}} {}\n", name, m, number(v));
+  };
+  gauge("vllm:num_requests_running", "gauge", "Sequences in the running batch.", double(e.running));
+  gauge("vllm:num_requests_waiting", "gauge", "Requests received and sequences waiting to run.",
+        double(e.waiting + queued));
+  const double kv =
+      e.kv_blocks_total > 0 ? double(e.kv_blocks_used) / double(e.kv_blocks_total) : 0.0;
+  gauge("vllm:kv_cache_usage_perc", "gauge", "KV cache usage (1 = full).", kv);
+  gauge("vllm:gpu_cache_usage_perc", "gauge", "KV cache usage (1 = full; vLLM V0's name).", kv);
+  gauge("vllm:num_preemptions_total", "counter", "Sequences preempted (to be recomputed).",
+        double(e.preemptions));
+  gauge("vllm:prompt_tokens_total", "counter", "Prompt tokens of admitted requests.",
+        double(c_.prompt_tokens));
+  gauge("vllm:generation_tokens_total", "counter", "Tokens generated.",
+        double(c_.generation_tokens));
+  header(out, "vllm:request_success_total", "counter", "Requests answered, by finish reason.");
+  for (const char* reason : {"stop", "length", "abort"}) {
+    const auto it = finished_.find(reason);
+    out += fmt::format("vllm:request_success_total{{{},finished_reason=\"{}\"}} {}\n", m, reason,
+                       it == finished_.end() ? 0 : it->second);
+  }
+  const auto histogram = [&](const char* name, const char* help, const Histogram& h) {
+    header(out, name, "histogram", help);
+    h.render(name, out, m);
+  };
+  histogram("vllm:time_to_first_token_seconds", "From a request's arrival to its first token.",
+            ttft_);
+  histogram("vllm:inter_token_latency_seconds", "Between consecutive tokens of one sequence.",
+            itl_);
+  histogram("vllm:time_per_output_token_seconds",
+            "Between consecutive tokens of one sequence (vLLM V0's name).", itl_);
+  histogram("vllm:e2e_request_latency_seconds", "From a request's arrival to its last token.",
+            e2e_);
+  histogram("vllm:request_queue_time_seconds",
+            "From a request's arrival until the engine loop takes it.", queue_);
+}
 
 std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const {
   std::lock_guard lock(mu_);
@@ -163,6 +234,7 @@ std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const 
          "1 once every rank holds its weights, 0 while loading or draining.");
   sample(out, "qmpi_ready", e.health == Health::Ready ? 1.0 : 0.0);
   render_replicas(e.replicas, out);
+  render_vllm(e, queued, out);
   return out;
 }
 

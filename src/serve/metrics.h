@@ -18,8 +18,9 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> bounds);  // upper bounds, increasing; +Inf is implied
   void observe(double v);
-  // The "_bucket", "_sum" and "_count" lines of metric `name`.
-  void render(const std::string& name, std::string& out) const;
+  // The "_bucket", "_sum" and "_count" lines of metric `name`; `labels` (`model_name="m"`)
+  // go on each line.
+  void render(const std::string& name, std::string& out, const std::string& labels = "") const;
   uint64_t count() const { return count_; }
   double sum() const { return sum_; }
 
@@ -37,7 +38,8 @@ struct MetricCounters {
 
 class ServeMetrics {
  public:
-  ServeMetrics();
+  // `model_name`: the model_name label of the vllm: series (the first served name).
+  explicit ServeMetrics(std::string model_name = "");
 
   void request_ok() { add(&MetricCounters::ok); }
   void request_cancelled() { add(&MetricCounters::cancelled); }
@@ -47,6 +49,10 @@ class ServeMetrics {
   void tokens(int64_t prompt, int64_t generated);
   void first_token(double seconds);  // time to first token
   void next_token(double seconds);   // inter-token latency
+  void queued_for(double seconds);   // from arrival until the engine loop took the request
+  // A request that ended with an answer: `reason` is its first choice's finish_reason
+  // ("stop", "length"; "cancelled" counts as vLLM's "abort"), `e2e` from arrival to the end.
+  void request_finished(const std::string& reason, double e2e_seconds);
   // One engine step as rank 0 saw it: its whole time and the part spent waiting on other ranks
   // (stage 0's own compute is the rest).
   void step(double total_s, double comm_s);
@@ -57,12 +63,16 @@ class ServeMetrics {
 
  private:
   void add(int64_t MetricCounters::*field);
+  // The same measures under vLLM's names (serve/vllm_metrics.cpp), for its dashboards.
+  void render_vllm(const EngineSnapshot& engine, int64_t queued, std::string& out) const;
 
   mutable std::mutex mu_;
   MetricCounters c_;
   std::map<std::string, int64_t> errors_;  // "QM501" -> count
   int64_t clients_dropped_ = 0;
-  Histogram ttft_, itl_, step_;
+  Histogram ttft_, itl_, step_, e2e_, queue_;
+  std::map<std::string, int64_t> finished_;  // vLLM's finished_reason -> requests
+  std::string model_label_;                  // model_name="..."
   double step_compute_s_ = 0.0, step_comm_s_ = 0.0;
 };
 

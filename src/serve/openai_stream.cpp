@@ -130,6 +130,7 @@ int http_status(Err code) {
       return 401;
     case Err::UnknownRequestId:
     case Err::ModelNotFound:
+    case Err::RouteNotFound:
       return 404;
     case Err::BodyTooLarge:
       return 413;

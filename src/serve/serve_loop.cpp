@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <optional>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "core/errors.h"
+#include "text/tokenizer.h"
 
 namespace qmpi {
 namespace {
@@ -31,6 +33,7 @@ class ServeLoop::FrontSink final : public RequestSink {
   FrontSink(ServeLoop& loop, const ServeRequest& r, int32_t n)
       : loop_(loop),
         ticket_(r.ticket),
+        client_id_(r.client_id),
         arrival_(r.arrival),
         sink_(r.sink),
         last_token_(size_t(n)) {}
@@ -71,6 +74,17 @@ class ServeLoop::FrontSink final : public RequestSink {
       loop_.metrics_.request_cancelled();
     else
       loop_.metrics_.request_ok();
+    const std::string reason = cancelled             ? "cancelled"
+                               : out.choices.empty() ? "stop"
+                                                     : out.choices[0].finish_reason;
+    const double e2e = seconds(Clock::now() - arrival_);
+    loop_.metrics_.request_finished(reason, e2e);
+    if (loop_.opts_.log_requests) {
+      size_t generated = 0;
+      for (const ChoiceOutput& c : out.choices) generated += c.tokens.size();
+      spdlog::info("request {}: {} after {:.2f} s, {} prompt and {} generated tokens", client_id_,
+                   reason, e2e, out.prompt_tokens, generated);
+    }
     ServeEvent ev = event(ServeEvent::Kind::Final);
     ev.result = std::make_shared<const RequestOutput>(std::move(out));
     sink_->deliver(std::move(ev));
@@ -78,6 +92,8 @@ class ServeLoop::FrontSink final : public RequestSink {
   }
   void error(const Error& e) override {
     loop_.metrics_.request_failed(e.code());
+    if (loop_.opts_.log_requests)
+      spdlog::info("request {}: failed: {}", client_id_, error_id(e.code()));
     ServeEvent ev = event(ServeEvent::Kind::Error);
     ev.error = e;
     sink_->deliver(std::move(ev));
@@ -87,6 +103,7 @@ class ServeLoop::FrontSink final : public RequestSink {
  private:
   ServeLoop& loop_;
   const uint64_t ticket_;
+  const std::string client_id_;
   const Clock::time_point arrival_;
   const std::shared_ptr<EventSink> sink_;
   std::vector<Clock::time_point> last_token_;  // per choice; unset before its first token
@@ -103,7 +120,10 @@ ServeLoop::ServeLoop(const ServeLoopOptions& opts, const ModelFacts& model,
       hub_(hub),
       metrics_(metrics),
       times_(times),
-      pipeline_(sched, model, {opts.default_max_tokens, opts.model_name}) {}
+      pipeline_(sched, model, {opts.default_max_tokens, opts.model_name}),
+      tokenizer_(model.tokenizer),
+      max_model_len_(model.max_model_len),
+      stats_(opts.stats_interval) {}
 
 void ServeLoop::run(const std::function<bool()>& stop_requested) {
   // The first poll is a collective each rank joins once it holds its weights: only after it
@@ -180,8 +200,11 @@ void ServeLoop::publish(Health h) {
   s.kv_blocks_total = sched_.kv_blocks_total();
   s.steps = sched_.stats().steps;
   s.preemptions = sched_.stats().preemptions;
+  s.max_model_len = max_model_len_;
   s.replicas = std::move(loads);
-  hub_.publish(s);
+  const std::string line = stats_.due(Clock::now(), metrics_.counters(), s, hub_.queued());
+  if (!line.empty()) spdlog::info("{}", line);
+  hub_.publish(std::move(s));
 }
 
 void ServeLoop::admit(ServeRequest r) {
@@ -198,7 +221,21 @@ void ServeLoop::admit(ServeRequest r) {
     return;
   }
   metrics_.tokens(int64_t(r.prompt.size()), 0);
+  metrics_.queued_for(seconds(Clock::now() - r.arrival));
+  if (opts_.log_requests) log_received(r);
   r.sink->deliver(event(ServeEvent::Kind::Accepted));
+}
+
+void ServeLoop::log_received(const ServeRequest& r) const {
+  std::string prompt = tokenizer_ ? tokenizer_->decode(r.prompt) : std::string();
+  if (prompt.size() > opts_.max_log_len) prompt = prompt.substr(0, opts_.max_log_len) + "...";
+  const RequestSampling& s = r.req.sampling;
+  spdlog::info(
+      "request {}: received: {} prompt tokens, n {}, max_tokens {}, temperature {}, "
+      "prompt: {:?}",
+      r.client_id, r.prompt.size(), s.n,
+      s.max_tokens ? std::to_string(*s.max_tokens) : std::string("default"),
+      s.temperature ? fmt::format("{}", *s.temperature) : std::string("default"), prompt);
 }
 
 void ServeLoop::step() {

@@ -21,6 +21,7 @@
 #include "requests/pipeline.h"
 #include "serve/metrics.h"
 #include "serve/request_hub.h"
+#include "serve/stats_line.h"
 
 namespace qmpi {
 
@@ -37,6 +38,12 @@ struct ServeLoopOptions {
   // moment later), checked when a stop is seen: the requests in flight and queued get this error
   // at once, and run() raises it. Null, or nullopt: the stop drains.
   std::function<std::optional<Error>()> cut_short;
+  // vLLM's logging: a stats line this often (0: none; --disable-log-stats), and with
+  // log_requests (--enable-log-requests) a line per request received, its prompt cut to
+  // max_log_len characters, and one when it ends.
+  std::chrono::milliseconds stats_interval{0};
+  bool log_requests = false;
+  size_t max_log_len = 200;
 };
 
 class ServeLoop {
@@ -56,6 +63,7 @@ class ServeLoop {
   class FrontSink;
 
   void admit(ServeRequest r);
+  void log_received(const ServeRequest& r) const;
   void step();
   void publish(Health h);
 
@@ -67,6 +75,9 @@ class ServeLoop {
   RequestPipeline pipeline_;                        // keyed by ticket
   std::chrono::steady_clock::time_point step_end_;  // when the tokens being dispatched came
   bool flushed_ = true;  // the last stage has dropped the state of finished sequences
+  const Tokenizer* tokenizer_;
+  const int64_t max_model_len_;  // for --enable-log-requests' prompt text
+  StatsLine stats_;
 };
 
 }  // namespace qmpi

@@ -118,9 +118,14 @@ std::unique_ptr<ChatTemplate> find_chat_template(const std::string& model_dir,
   const OJson special = config.is_object() ? special_tokens_of(config) : OJson::object();
   if (!override_file.empty()) {
     auto text = read_file(override_file);
+    // As vLLM's --chat-template: a file, or the template itself on one line.
+    if (!text && (override_file.find("{{") != std::string::npos ||
+                  override_file.find("{%") != std::string::npos))
+      return std::make_unique<ChatTemplate>(override_file, "--chat-template", special, limits);
     if (!text)
-      raise(Err::ChatTemplateInvalid, "cannot read the chat template file " + override_file,
-            "Give --chat-template a readable Jinja file.");
+      raise(Err::InputFile, "cannot read the chat template file " + override_file,
+            "Give --chat-template a readable Jinja file (or the template itself, as vLLM takes "
+            "it).");
     return std::make_unique<ChatTemplate>(std::move(*text), override_file, special, limits);
   }
   if (auto text = read_file(dir / "chat_template.jinja"))

@@ -72,7 +72,8 @@ def token_ids(result) -> list:
 
 def batch(model, inp, out, tp=1, pp=1, extra=()):
     args = ["batch", "--model", model, "--input", inp, "--output", out, "--overwrite",
-            "--token-ids", "--max-model-len", MAX_MODEL_LEN] + list(extra)
+            "--token-ids", "--max-model-len", MAX_MODEL_LEN, "--served-model-name", "tiny"] + \
+        list(extra)
     proc = testlib.qmpi(args, tp=tp, pp=pp, timeout=240)
     summary = [l for l in proc.stderr.splitlines() if " ok, " in l]
     print("  " + (summary[-1] if summary else "(no summary line)"), flush=True)

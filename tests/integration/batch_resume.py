@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """A batch job killed at random moments and resumed each time loses nothing and repeats
 nothing. Under `mpirun -np 2 --pp 2`, each run starts with --resume and rank 0 gets SIGKILL at
-a random point (one run gets SIGTERM instead and must drain and exit 0); a last run finishes
+a random point (one run gets SIGTERM instead and must drain, print the --resume command and exit 143); a last run finishes
 the job. The final file has exactly one valid line per input id, no torn line, and the same
 results as an uninterrupted run; the HDF5 file opens and agrees with it.
 """
@@ -88,8 +88,10 @@ def interrupted_run(c: testlib.Checks, args, delay: float, sig: int) -> None:
     print(f"  {name} after {delay:.1f}s: exit {proc.returncode}; "
           f"{tail[-1] if tail else '(no summary)'}", flush=True)
     if sig == signal.SIGTERM:
-        c.check(proc.returncode == 0 and any("stopped early" in l or " ok, " in l for l in tail),
-                f"SIGTERM to rank 0 drains and exits 0 (exit {proc.returncode})")
+        c.check(proc.returncode == 143 and any("stopped early" in l or " ok, " in l for l in tail)
+                and " --resume\n" in err,
+                f"SIGTERM to rank 0 drains, prints the summary and the --resume command, and "
+                f"exits 143 as a shell reports SIGTERM (exit {proc.returncode})")
 
 
 def read_results(path: str):

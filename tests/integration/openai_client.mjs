@@ -89,7 +89,17 @@ const completion = await client.completions.create(
 out.completion = { tokens: completion.choices[0].logprobs.tokens.length,
   finish: completion.choices[0].finish_reason };
 
-out.models = (await client.models.list()).data.map((m) => m.id);
+// A list of one prompt, as LangChain's OpenAI class sends every prompt.
+const listed = await client.completions.create(
+  { model, prompt: ["Once upon a time"], max_tokens: 4, temperature: 0 });
+out.listPrompt = { text: listed.choices[0].text, index: listed.choices[0].index,
+  choices: listed.choices.length, sameAsString: listed.choices[0].text ===
+    (await client.completions.create(
+      { model, prompt: "Once upon a time", max_tokens: 4, temperature: 0 })).choices[0].text };
+
+const listedModels = (await client.models.list()).data;
+out.modelFields = { maxModelLen: listedModels[0].max_model_len, root: listedModels[0].root };
+out.models = listedModels.map((m) => m.id);
 out.model = (await client.models.retrieve(model)).id;
 out.badModel = await errorOf(client.chat.completions.create({ ...base, model: "gpt-4o" }));
 out.badKey = await errorOf(new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 })

@@ -75,6 +75,11 @@ def body(c: t.Checks) -> None:
                 "chat_template_kwargs enable_thinking false reaches the template (empty <think>)")
         c.check(r["completion"]["tokens"] == 4, "completions with logprobs")
         c.check(r["models"] == [name] and r["model"] == name, "models.list and models.retrieve")
+        c.check(r["modelFields"]["maxModelLen"] > 0 and r["modelFields"]["root"],
+                f"models.list carries vLLM's max_model_len and root ({r['modelFields']})")
+        lst = r["listPrompt"]
+        c.check(lst["choices"] == 1 and lst["index"] == 0 and lst["sameAsString"],
+                f"completions with a list of one prompt: the same answer as the string ({lst})")
         c.check(r["badModel"] == {"status": 404, "code": "model_not_found",
                                   "type": "invalid_request_error", "param": None},
                 f"another model: the SDK's NotFoundError with code model_not_found "
@@ -89,7 +94,7 @@ def body(c: t.Checks) -> None:
         c.check(r["tooLong"] is not None and r["tooLong"]["status"] == 400 and
                 r["tooLong"]["code"] == "context_length_exceeded",
                 f"max_tokens past the context: 400 context_length_exceeded ({r['tooLong']})")
-        c.check(r["badTemperature"] == {"status": 400, "code": "sampling-invalid",
+        c.check(r["badTemperature"] == {"status": 400, "code": "sampling_invalid",
                                         "type": "invalid_request_error",
                                         "param": "temperature"},
                 f"temperature -1: 400 naming the param ({r['badTemperature']})")

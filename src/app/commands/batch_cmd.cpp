@@ -3,8 +3,10 @@
 // the others serve its steps.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "app/commands/options.h"
@@ -27,12 +29,23 @@ std::string model_name(const std::string& path) {
   return p.filename().string();
 }
 
+// The command line again, to run after a stop: --resume instead of --overwrite.
+std::string resume_command(const Args& args) {
+  std::string line = "batch";
+  for (const std::string& a : args)
+    if (a != "--overwrite" && a != "--resume")
+      line += " " + (a.find_first_of(" \t'\"$") == std::string::npos ? a : "'" + a + "'");
+  return line + " --resume";
+}
+
 }  // namespace
 
 int cmd_batch(const Args& args) {
   EngineConfig config = engine_config_for(Command::Batch);
   BatchJobOptions job;
   std::string max_line;
+  std::vector<std::string> served_names;
+  std::string progress;
   po::options_description desc = engine_options(config);
   po::options_description b("batch");
   b.add_options()(
@@ -48,12 +61,18 @@ int cmd_batch(const Args& args) {
       "overwrite", po::bool_switch(&job.overwrite), "replace an existing --output")(
       "token-ids", po::bool_switch(&job.token_ids),
       "add prompt_token_ids and each choice's token_ids to the results")(
-      "served-model-name", po::value(&job.model_name),
-      "\"model\" in responses of requests that name none (default: the model folder's name)")(
+      "served-model-name", po::value(&served_names)->multitoken(),
+      "names a request's \"model\" may give, as in serve: a line naming another model is an "
+      "error line (model-not-found); the first is \"model\" in responses of requests that name "
+      "none (default: the model folder's name, and --model as written)")(
       "fsync-interval", decimal_value(&job.fsync_interval_s, 2.0),
       "seconds between fsyncs of the results")(
       "progress-interval", decimal_value(&job.progress_interval_s, 5.0),
-      "seconds between progress lines when stderr is not a terminal")(
+      "seconds between progress lines")(
+      "progress", po::value(&progress)->default_value("auto"),
+      "bar (redrawn in place), lines (one every --progress-interval), off (the summary only), "
+      "or auto: a bar on a terminal, else lines (under mpirun rank 0's stderr is no terminal: "
+      "give bar for one)")(
       "max-line-bytes", po::value(&max_line)->default_value("16MiB"),
       "longest input line (a size: 16MiB, 65536); a longer line is read past, not held, and "
       "answered with a QM506 error record");
@@ -70,8 +89,15 @@ int cmd_batch(const Args& args) {
   job.max_line_bytes = size_t(parse_byte_size(max_line, "--max-line-bytes"));
   if (job.max_line_bytes == 0) raise(Err::Usage, "--max-line-bytes must be positive");
   job.default_max_tokens = config.default_max_tokens;
-  if (job.model_name.empty()) job.model_name = model_name(config.model.path);
-  job.progress_bar = ::isatty(STDERR_FILENO) != 0;
+  if (served_names.empty()) {
+    served_names = {model_name(config.model.path)};
+    if (config.model.path != served_names[0]) served_names.push_back(config.model.path);
+  }
+  job.model_name = served_names[0];
+  if (progress != "auto" && progress != "bar" && progress != "lines" && progress != "off")
+    raise(Err::Usage, "--progress " + progress + " is not bar, lines, off or auto");
+  job.progress_bar = progress == "bar" || (progress == "auto" && ::isatty(STDERR_FILENO) != 0);
+  if (progress == "off") job.progress_interval_s = INFINITY;
 
   // Before the weights load, on rank 0, which alone reads and writes the job's files.
   if (launcher_rank() == 0) {
@@ -97,13 +123,22 @@ int cmd_batch(const Args& args) {
       text.tokenizer = tokenizer.get();
       text.chat = chat.get();
       text.reasoning_parser = reasoning;
+      text.served_names = served_names;
       const ModelFacts model = ModelFacts::from(engine, text);
       // One scheduler per data-parallel replica (one with --dp 1); an idle replica hears from
       // rank 0 well within --comm-timeout.
       ReplicaScheduler sched(engine.replica_runners(), engine.replica_blocks(),
                              engine.scheduler_config(), config.parallel.comm_timeout_s / 4);
-      run_batch_job(job, model, sched, [] { return stop_requested(); });
+      const BatchSummary done = run_batch_job(job, model, sched, [] { return stop_requested(); });
       sched.log_summary();
+      if (done.drained) {
+        // As a shell reports a job ended by the signal: 130 for SIGINT, 143 for SIGTERM.
+        std::fprintf(stderr,
+                     "qmpi: stopped by %s: the finished results are in %s; carry on with the "
+                     "same launch line and --resume:\n  qmpi %s\n",
+                     strsignal(stop_signal()), job.output.c_str(), resume_command(args).c_str());
+        return 128 + stop_signal();
+      }
       return replica_loss_exit_code(sched);
     } catch (const Error& e) {
       // Reported here so that run_engine shuts the mesh down cleanly instead of aborting it.

@@ -1,6 +1,7 @@
 #include "app/commands/options.h"
 
 #include "app/commands/kv_dtype_option.h"
+#include "app/commands/vllm_flags.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,9 +9,11 @@
 #include <sstream>
 
 #include <mpi.h>
+#include <spdlog/spdlog.h>
 
 #include "core/errors.h"
 #include "core/logging.h"
+#include "parallel/launcher.h"
 #include "parallel/mesh.h"
 #include "parallel/mpi_runtime.h"
 #include "parallel/replica_survival.h"
@@ -18,21 +21,6 @@
 namespace qmpi {
 
 namespace {
-
-// vLLM's spellings of qmpi options, so that a vLLM command line works as typed, and names an
-// option had before it took the one every command uses. Each is rewritten to qmpi's name
-// before parsing, so one option has one value whichever name set it.
-constexpr std::pair<std::string_view, std::string_view> kVllmAliases[] = {
-    {"--tensor-parallel-size", "--tp"},
-    {"-tp", "--tp"},
-    {"--pipeline-parallel-size", "--pp"},
-    {"-pp", "--pp"},
-    {"--data-parallel-size", "--dp"},
-    {"-dp", "--dp"},
-    {"--max-num-batched-tokens", "--max-batched-tokens"},
-    {"--gpu-util", "--gpu-memory-utilization"},  // `qmpi plan`'s former name
-    {"--kv-cache-dtype", "--kv-dtype"},
-};
 
 // --pp-layers 27,27,26
 std::vector<int> parse_layer_counts(const std::string& s) {
@@ -52,23 +40,6 @@ std::vector<int> parse_layer_counts(const std::string& s) {
 
 }  // namespace
 
-Args with_vllm_aliases(const Args& args) {
-  Args out;
-  out.reserve(args.size());
-  for (const std::string& a : args) {
-    std::string arg = a;
-    for (const auto& [alias, name] : kVllmAliases) {
-      if (a == alias) {
-        arg = name;
-      } else if (a.size() > alias.size() && a.compare(0, alias.size(), alias) == 0 &&
-                 a[alias.size()] == '=') {
-        arg = std::string(name) + a.substr(alias.size());
-      }
-    }
-    out.push_back(std::move(arg));
-  }
-  return out;
-}
 
 po::typed_value<double>* decimal_value(double* target, double def) {
   return po::value(target)->default_value(def, decimal_text(def));
@@ -77,26 +48,35 @@ po::typed_value<double>* decimal_value(double* target, double def) {
 bool parse_options(const Args& raw_args, const po::options_description& desc, po::variables_map& vm,
                    const std::string& usage_line) {
   po::options_description all(desc);
-  std::string log_level;
   all.add_options()("help,h", "show this help")(
-      "log-level", po::value(&log_level),
+      "log-level", po::value<std::string>(),
       "debug, info, warn or error (default info, or QMPI_LOG_LEVEL); at info rank 0 logs one "
       "start-up summary, debug adds each rank's own lines");
-  const Args args = with_vllm_aliases(raw_args);
+  const VllmRewrite vllm = with_vllm_aliases(raw_args, all);
+  const std::string help_hint =
+      "Run `" + usage_line.substr(0, usage_line.find(' ', 5)) + " --help` for the options.";
+  if (!vllm.unknown.empty()) {
+    std::string list;
+    for (const std::string& u : vllm.unknown) list += (list.empty() ? "" : ", ") + u;
+    raise(Err::Usage,
+          std::string(vllm.unknown.size() == 1 ? "unknown option: " : "unknown options: ") + list,
+          help_hint + " docs/vllm-compat.md lists vLLM's flags and what qmpi does with each.");
+  }
   try {
     // `qmpi serve MODEL`, as `vllm serve MODEL`: a bare first argument is the model.
     po::positional_options_description positional;
     if (all.find_nothrow("model", false)) positional.add("model", 1);
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::store(po::command_line_parser(vllm.args).options(all).positional(positional).run(), vm);
+    if (vm.count("log-level")) set_log_level(vm["log-level"].as<std::string>());
+    if (launcher_rank() == 0)
+      for (const std::string& note : vllm.notes) spdlog::info("vLLM's {}", note);
     if (vm.count("help")) {
       std::cout << "usage: " << usage_line << "\n\n" << all << "\n";
       return false;
     }
     po::notify(vm);
-    if (!log_level.empty()) set_log_level(log_level);
   } catch (const po::error& e) {
-    raise(Err::Usage, e.what(),
-          "Run `" + usage_line.substr(0, usage_line.find(' ', 5)) + " --help` for the options.");
+    raise(Err::Usage, e.what(), help_hint);
   }
   return true;
 }

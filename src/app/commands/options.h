@@ -17,17 +17,13 @@ namespace qmpi {
 
 namespace po = boost::program_options;
 
-// `args` with vLLM's option names (--tensor-parallel-size, -tp, --pipeline-parallel-size, -pp,
-// --max-num-batched-tokens; also as --name=value) and qmpi's former names (--gpu-util)
-// rewritten to qmpi's.
-Args with_vllm_aliases(const Args& args);
 
 // An option's value with `def` as its default, shown in --help as decimal_text writes it
 // (Boost would print 0.9 as 0.90000000000000002).
 po::typed_value<double>* decimal_value(double* target, double def);
 
-// Parses `args` (vLLM's names accepted, see above); prints help and returns false for --help.
-// Bad options raise Err::Usage.
+// Parses `args` (vLLM's flags accepted: app/commands/vllm_flags.h); prints help and returns
+// false for --help. Bad options raise Err::Usage, every unknown one named at once.
 bool parse_options(const Args& args, const po::options_description& desc, po::variables_map& vm,
                    const std::string& usage_line);
 

@@ -1,4 +1,4 @@
-// qmpi serve: an online server over the whole mesh (docs/serving.md, docs/protocol.md). Rank 0
+// qmpi serve: an online server over the whole mesh (docs/protocol.md). Rank 0
 // opens the ZeroMQ broker (and the HTTP front) before the engine is built, so clients can ask
 // for health while the ranks load; then its MPI thread runs the serving loop and the other ranks
 // serve its steps. SIGTERM drains: the requests in flight finish, then every rank exits 0. A
@@ -82,6 +82,17 @@ std::string http_listen_address(const std::string& http, const std::string& host
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
+// vLLM's: every 10 s, or VLLM_LOG_STATS_INTERVAL seconds.
+std::chrono::milliseconds stats_interval() {
+  const char* env = std::getenv("VLLM_LOG_STATS_INTERVAL");
+  char* end = nullptr;
+  const double s = env ? std::strtod(env, &end) : 10.0;
+  if (env && (end == env || *end != '\0' || !(s > 0) || s > 86400))
+    raise(Err::Usage, std::string("VLLM_LOG_STATS_INTERVAL=") + env + " is not a number of seconds",
+          "Set it to the seconds between stats lines (e.g. 10), or unset it.");
+  return std::chrono::milliseconds(int64_t(s * 1000));
+}
+
 // A client that hangs up must not kill the server: a write to its socket raises SIGPIPE unless
 // the library asks the kernel not to (Asio does on Linux; be sure for every front).
 void ignore_sigpipe() {
@@ -146,6 +157,13 @@ int cmd_serve(const Args& args) {
       "names requests may give as \"model\" (the first is the one /v1/models and responses "
       "show); a request naming another model gets 404 model_not_found (default: the model "
       "folder's name, and --model as written)");
+  bool no_stats = false;
+  s.add_options()("disable-log-stats", po::bool_switch(&no_stats),
+                  "no stats line every 10 s (throughput, requests running and waiting, KV usage)")(
+      "enable-log-requests", po::bool_switch(&loop_opts.log_requests),
+      "log a line per request received (its prompt, cut to --max-log-len) and one as it ends")(
+      "max-log-len", po::value(&loop_opts.max_log_len)->default_value(loop_opts.max_log_len),
+      "characters of a prompt --enable-log-requests shows");
   std::string reasoning_parser;
   add_reasoning_parser_option(s, reasoning_parser);
   desc.add(s);
@@ -167,6 +185,7 @@ int cmd_serve(const Args& args) {
   http.timeouts.header = std::chrono::milliseconds(int64_t(header_s * 1000));
   http.timeouts.body = std::chrono::milliseconds(int64_t(body_s * 1000));
   loop_opts.default_max_tokens = config.default_max_tokens;
+  if (!no_stats) loop_opts.stats_interval = stats_interval();
   loop_opts.stop_here = [] { return stop_requested(); };
   loop_opts.cut_short = []() -> std::optional<Error> {
     if (!stop_ends_job()) return std::nullopt;
@@ -188,6 +207,7 @@ int cmd_serve(const Args& args) {
   http.api_key = resolve_api_key(key_sources);
   zmq.api_key = http.api_key;  // one key for both fronts: neither is a way around the other
   http.model_name = loop_opts.model_name;
+  http.model_root = model_arg;
   http.listed_models = served_names.empty() ? std::vector<std::string>{accepted[0]} : served_names;
   http.max_body_bytes = zmq.max_message_bytes;
   http.client_buffer_bytes = zmq.client_buffer_bytes;
@@ -205,7 +225,7 @@ int cmd_serve(const Args& args) {
     files->model.reasoning_parser = reasoning;
     files->model.served_names = accepted;
     hub = std::make_unique<RequestHub>(max_queue);
-    metrics = std::make_unique<ServeMetrics>();
+    metrics = std::make_unique<ServeMetrics>(loop_opts.model_name);
     broker = std::make_unique<ZmqBroker>(zmq, files->model, *hub, *metrics);
     spdlog::info("zmq: listening on {}", broker->endpoint());
     if (!http.listen.empty()) {

@@ -170,7 +170,7 @@ TEST(BatchJob, OneLinePerInputLineWithErrorsInPlace) {
   EXPECT_EQ(code("qmpi-line-26"), "QM501");  // the second "r3"
   EXPECT_THAT(m.at("long")["error"]["message"].get<std::string>(),
               ::testing::HasSubstr("max-model-len"));
-  EXPECT_EQ(m.at("long")["response"]["status_code"], 400);
+  EXPECT_TRUE(m.at("long")["response"].is_null()) << "OpenAI's Batch API: no response, an error";
   EXPECT_EQ(r.summary.counts.ok, 21);
   EXPECT_EQ(r.summary.counts.failed, 5);
 

@@ -58,6 +58,38 @@ TEST(BatchProgress, EtaCountsSkippedAndFailedRequests) {
   EXPECT_NEAR(r.eta_s, (200.0 / 3 * 6 - 200) / 20.0, 1e-9);
 }
 
+TEST(BatchProgress, EtaCountsRunningRequestsUpToTheirMaxTokens) {
+  ProgressCounts c;
+  c.total = 5;
+  c.ok = 2;
+  c.generated_tokens = 200;  // a mean of 100 per request
+  // One capped at 40 (20 to go), one at 500 that has made 30 (70 to the mean), one unstarted.
+  c.running_requests = {{20, 40}, {30, 500}};
+  c.running_generated_tokens = 50;
+  const ProgressRates r = progress_rates(c, 10.0);  // 25 tok/s
+  EXPECT_TRUE(r.unknown_why.empty()) << r.unknown_why;
+  EXPECT_NEAR(r.eta_s, (20.0 + 70.0 + 100.0) / 25.0, 1e-9);
+}
+
+TEST(BatchProgress, EtaIsUnknownWhileAnUncappedRequestIsPastTheMean) {
+  // The job of the issue: every other request done, one without max_tokens at 4,071 tokens.
+  ProgressCounts c;
+  c.total = 10;
+  c.ok = 9;
+  c.generated_tokens = 900;
+  c.running_requests = {{4071, -1}};
+  c.running_generated_tokens = 4071;
+  const ProgressRates r = progress_rates(c, 100.0);
+  EXPECT_LT(r.eta_s, 0);
+  EXPECT_NE(r.unknown_why.find("1 running request without max_tokens has made more than the "
+                               "mean 100 tokens"),
+            std::string::npos)
+      << r.unknown_why;
+  c.running_requests = {{40, -1}};  // below the mean: expected to make the mean
+  c.running_generated_tokens = 40;
+  EXPECT_NEAR(progress_rates(c, 100.0).eta_s, 60.0 / (940.0 / 100.0), 1e-9);
+}
+
 TEST(BatchProgress, LinesUseTheClockTheyAreGiven) {
   double now = 100.0;
   Progress p(false, 5.0, [&] { return now; });

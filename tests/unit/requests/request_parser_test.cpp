@@ -68,6 +68,15 @@ TEST(Request, OpenAiCompletionAndPlainForms) {
   EXPECT_EQ(r.sampling.max_tokens, 3);
 }
 
+TEST(Request, AListOfOnePromptIsThatPrompt) {
+  // As LangChain's OpenAI class sends every prompt.
+  EXPECT_EQ(ok(R"({"id": "a", "prompt": ["Once"]})").prompt, "Once");
+  EXPECT_EQ(ok(R"({"id": "b", "prompt": [[5, 6]]})").prompt_ids, (std::vector<int32_t>{5, 6}));
+  bad(R"({"id": "c", "prompt": ["one", "two"]})", Err::RequestField,
+      "a list of 2 prompts is not supported", "c");
+  bad(R"({"id": "d", "prompt": [["x"]]})", Err::RequestField, "prompt", "d");
+}
+
 TEST(Request, InvalidJsonAndNonObjects) {
   bad("{\"id\": \"x\", ", Err::RequestJson, "not valid JSON");
   bad("not json at all", Err::RequestJson, "not valid JSON");
@@ -175,7 +184,7 @@ TEST(Request, WrongTypes) {
   bad(R"({"id": "t", "prompt": "x", "max_tokens": 2.5})", Err::RequestField, "integer", "t");
   bad(R"({"id": "t", "prompt": "x", "temperature": "hot"})", Err::RequestField, "a number", "t");
   bad(R"({"id": "t", "prompt": 5})", Err::RequestField, "\"prompt\" must be", "t");
-  bad(R"({"id": "t", "prompt": ["a", "b"]})", Err::RequestField, "one prompt per line", "t");
+  bad(R"({"id": "t", "prompt": ["a", "b"]})", Err::RequestField, "prompts is not supported", "t");
   bad(R"({"id": "t", "messages": "hi"})", Err::RequestField, "\"messages\" must be", "t");
   bad(R"({"id": "t", "messages": [{"role": "user", "content": 3}]})", Err::RequestField, "content",
       "t");

@@ -36,6 +36,16 @@ TEST(HttpRoutes, AbsoluteFormTargetsRouteByTheirPath) {
   EXPECT_EQ(model_id_of("http://h/v1/models/Qwen%2FQwen3-0.6B"), "Qwen/Qwen3-0.6B");
 }
 
+TEST(HttpRoutes, VllmsToolRoutesAndOptions) {
+  EXPECT_EQ(match_route("POST", "/tokenize"), HttpRoute::Tokenize);
+  EXPECT_EQ(match_route("POST", "/detokenize"), HttpRoute::Detokenize);
+  EXPECT_EQ(match_route("GET", "/version"), HttpRoute::Version);
+  EXPECT_EQ(match_route("GET", "/tokenize"), HttpRoute::NotFound) << "a body is needed";
+  EXPECT_EQ(match_route("OPTIONS", "/v1/chat/completions"), HttpRoute::Options);
+  EXPECT_EQ(match_route("OPTIONS", "/v1/models?x=1"), HttpRoute::Options);
+  EXPECT_EQ(match_route("OPTIONS", "/v1/embeddings"), HttpRoute::NotFound);
+}
+
 TEST(HttpRoutes, OnlyV1NeedsTheKey) {
   EXPECT_TRUE(needs_api_key("/v1/models"));
   EXPECT_TRUE(needs_api_key("/v1/anything"));
@@ -55,7 +65,7 @@ TEST(HttpRoutes, BearerMatchesOnlyTheExactKey) {
 }
 
 TEST(HttpRoutes, ErrorsCarryTheirCatalogueCodes) {
-  EXPECT_EQ(not_found_error("GET", "/x").code(), Err::RequestField);
+  EXPECT_EQ(not_found_error("GET", "/x").code(), Err::RouteNotFound);
   EXPECT_NE(not_found_error("GET", "/x").message().find("GET /x"), std::string::npos);
   EXPECT_EQ(unauthorized_error(true).code(), Err::Unauthorized);
   const Error big = body_too_large_error(1024);

@@ -69,5 +69,41 @@ TEST(Metrics, RendersEverySeries) {
   EXPECT_EQ(c.prompt_tokens, 12);
 }
 
+TEST(Metrics, VllmNamesCarryTheModelName) {
+  ServeMetrics m("qwen \"7b\"");
+  m.tokens(12, 0);
+  m.tokens(0, 5);
+  m.first_token(0.2);
+  m.next_token(0.01);
+  m.queued_for(0.4);
+  m.request_finished("length", 1.5);
+  m.request_finished("stop", 0.7);
+  m.request_finished("cancelled", 0.1);
+  EngineSnapshot e;
+  e.running = 3;
+  e.waiting = 2;
+  e.kv_blocks_used = 16;
+  e.kv_blocks_total = 64;
+  e.preemptions = 7;
+  const std::string t = m.render(e, 1);
+  const std::string l = "{model_name=\"qwen \\\"7b\\\"\"";  // the quotes escaped
+  EXPECT_THAT(t, HasSubstr("vllm:num_requests_running" + l + "} 3\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:num_requests_waiting" + l + "} 3\n")) << "queued + waiting";
+  EXPECT_THAT(t, HasSubstr("vllm:kv_cache_usage_perc" + l + "} 0.25\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:gpu_cache_usage_perc" + l + "} 0.25\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:num_preemptions_total" + l + "} 7\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:prompt_tokens_total" + l + "} 12\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:generation_tokens_total" + l + "} 5\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:request_success_total" + l + ",finished_reason=\"length\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:request_success_total" + l + ",finished_reason=\"abort\"} 1\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:e2e_request_latency_seconds_count" + l + "} 3\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:e2e_request_latency_seconds_bucket" + l + ",le=\"1\"} 2\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:request_queue_time_seconds_count" + l + "} 1\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:time_to_first_token_seconds_count" + l + "} 1\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:inter_token_latency_seconds_count" + l + "} 1\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:time_per_output_token_seconds_count" + l + "} 1\n"));
+  EXPECT_THAT(t, HasSubstr("# TYPE vllm:e2e_request_latency_seconds histogram\n"));
+}
+
 }  // namespace
 }  // namespace qmpi

@@ -70,7 +70,7 @@ TEST(OpenAiStream, ErrorsCarryTheCatalogueCodeAndStatus) {
   EXPECT_TRUE(j["error"]["param"].is_null());
   EXPECT_EQ(j["error"]["qmpi_code"], "QM502");
   EXPECT_EQ(j["error"]["type"], "invalid_request_error");
-  EXPECT_EQ(j["error"]["message"], "too long (shorten)");
+  EXPECT_EQ(j["error"]["message"], "too long (shorten) [QM502]");
   EXPECT_EQ(http_status(Err::PromptTooLong), 400);
   EXPECT_EQ(http_status(Err::ChatTemplateFailed), 400);  // raise_exception: retrying cannot help
   EXPECT_EQ(http_status(Err::Unauthorized), 401);
@@ -86,7 +86,11 @@ TEST(OpenAiStream, ErrorsUseOpenAiCodeNamesAndNameTheParam) {
   EXPECT_EQ(error_of(Error(Err::Unauthorized, "no key"))["code"], "invalid_api_key");
   EXPECT_EQ(error_of(Error(Err::ModelNotFound, "gpt-4o"))["code"], "model_not_found");
   EXPECT_EQ(error_of(Error(Err::FieldUnsupported, "logit_bias"))["code"], "unsupported_parameter");
-  EXPECT_EQ(error_of(Error(Err::RequestField, "x"))["code"], "request-field");  // OpenAI has none
+  // OpenAI has none: the catalogue's name in OpenAI's snake_case.
+  EXPECT_EQ(error_of(Error(Err::RequestField, "x"))["code"], "request_field");
+  EXPECT_EQ(error_of(Error(Err::SamplingInvalid, "x"))["code"], "sampling_invalid");
+  EXPECT_EQ(error_of(Error(Err::RouteNotFound, "x"))["code"], "route_not_found");
+  EXPECT_EQ(http_status(Err::RouteNotFound), 404);
   // A request's bad field, as the parser raises it: param names it, the value shows as sent.
   try {
     parse_http_body(R"({"model": "m", "prompt": "hi", "max_tokens": 0})", Endpoint::Completion,
