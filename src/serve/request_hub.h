@@ -41,6 +41,7 @@ struct EngineSnapshot {
   int64_t kv_blocks_total = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
+  SpecDecodeStats spec;
   std::vector<ReplicaLoad> replicas;  // per data-parallel replica, in replica order
 };
 

@@ -176,6 +176,7 @@ void ServeLoop::publish(Health h) {
   s.kv_blocks_total = sched_.kv_blocks_total();
   s.steps = sched_.stats().steps;
   s.preemptions = sched_.stats().preemptions;
+  s.spec = sched_.stats().spec;
   s.replicas = sched_.replica_loads();
   hub_.publish(s);
 }

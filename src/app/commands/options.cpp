@@ -160,7 +160,8 @@ po::options_description scheduler_options(SchedulerCli& s) {
       "no-prefix-caching", po::bool_switch(&s.no_prefix_caching),
       "do not share KV blocks between requests with the same prompt prefix")(
       "micro-batches", po::value(&s.micro_batches)->default_value(0),
-      "steps in flight at once with PP stages (0: one per stage; 1: no micro-batching)");
+      "steps in flight at once with PP stages (0: one per stage; 1: no micro-batching)")(
+      "speculative-config", po::value(&s.speculative_config), kSpeculativeConfigHelp);
   return d;
 }
 
@@ -185,6 +186,7 @@ SchedulerConfig to_scheduler_config(const EngineCli& cli, const SchedulerCli& s)
   c.max_batched_tokens = s.max_batched_tokens;
   c.prefix_caching = !s.no_prefix_caching;
   c.micro_batches = s.micro_batches;
+  c.speculative = parse_speculative_config(s.speculative_config);
   return c;
 }
 

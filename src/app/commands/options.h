@@ -70,6 +70,7 @@ struct SchedulerCli {
   int64_t default_max_tokens = 0;
   bool no_prefix_caching = false;
   int64_t micro_batches = 0;
+  std::string speculative_config;  // JSON (engine/speculative_config.h)
 };
 po::options_description scheduler_options(SchedulerCli& s);
 // --max-num-seqs of batch and serve when not given (run's is 1): set it in EngineCli before

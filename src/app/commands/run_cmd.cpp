@@ -20,6 +20,7 @@ int cmd_run(const Args& args) {
   SamplingCli sampling;
   int64_t max_tokens = 128;
   bool ignore_eos = false, json = false;
+  std::string speculative;
   po::options_description desc = engine_options(cli);
   desc.add(prompt_options(prompt));
   desc.add(sampling_options(sampling));
@@ -27,10 +28,12 @@ int cmd_run(const Args& args) {
                      "tokens to generate at most")("ignore-eos", po::bool_switch(&ignore_eos),
                                                    "keep generating past end-of-sequence tokens")(
       "json", po::bool_switch(&json),
-      "print one JSON object (prompt_ids, output_ids, text, finish_reason) instead of streaming");
+      "print one JSON object (prompt_ids, output_ids, text, finish_reason) instead of streaming")(
+      "speculative-config", po::value(&speculative), kSpeculativeConfigHelp);
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "qmpi run --model DIR --prompt TEXT [options]")) return 0;
   if (max_tokens < 1) raise(Err::Usage, "--max-tokens must be at least 1");
+  const SpeculativeConfig spec = parse_speculative_config(speculative);
   // A text prompt needs the tokenizer: find out before the weights load.
   if (prompt.ids.empty() && launcher_rank() == 0)
     require_model_tokenizer(cli.model.empty() ? cli.model_config : cli.model);
@@ -59,6 +62,7 @@ int cmd_run(const Args& args) {
     cfg.max_model_len = engine.max_model_len();
     cfg.prefix_caching = false;
     cfg.micro_batches = 1;
+    cfg.speculative = spec;
     ExecutorRunner runner(engine.executor());
     Scheduler sched(runner, engine.blocks(), cfg);
     RequestPipeline pipeline(sched, model, {});
