@@ -48,6 +48,6 @@ for mode in plain ngram; do
          grep " ok, " | tail -1)
   echo "batch-$mode: $line" | tee -a "$out"
 done
-cmp -s <(jq -c '.response.body.choices' "$work/plain.jsonl" | sort) \
-       <(jq -c '.response.body.choices' "$work/ngram.jsonl" | sort) &&
+cmp -s <(jq -c '[.custom_id, .response.body.choices]' "$work/plain.jsonl" | sort) \
+       <(jq -c '[.custom_id, .response.body.choices]' "$work/ngram.jsonl" | sort) &&
   echo "ngram output equals plain" | tee -a "$out" || echo "ngram output DIFFERS from plain" | tee -a "$out"
