@@ -515,6 +515,25 @@ print(f"{g:.0f} tok/s with graphs, {e:.0f} without: {g / e:.2f}x")' "$out/bench-
     row "bench qwen2.5-0.5b --cuda-graphs" FAIL "qmpi bench failed: see log"
   fi
 
+  # Speculative decoding: a step checking 4 guesses per sequence against a plain decode step,
+  # at batch 1 and 8 (both read the weights once).
+  spec='{"method": "ngram", "num_speculative_tokens": 4}'
+  if run_to "$work/bench-spec.out" 150 env "${qenv[@]}" "$qmpi" bench --model "$work/q05" \
+       --backend "$backend" --prompt-len 128 --gen-len 32 --batch 8 --json --no-membw \
+       --speculative-config "$spec" &&
+     grep '^{' "$work/bench-spec.out" | tail -1 >"$out/bench-spec.json" && [[ -s "$out/bench-spec.json" ]]; then
+    value="$("$py" -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+a, b = j["verify_vs_decode_step"], j["batch_verify_vs_batch_step"]
+u = j["spec_upper_bound_tokens_per_s"]
+print(f"{a:.2f}x a decode step at batch 1, {b:.2f}x at batch 8; every guess accepted: {u:.0f} tok/s")' \
+      "$out/bench-spec.json")"
+    row "speculation k=4 qwen2.5-0.5b $backend" ok "$value"
+  else
+    row "bench --speculative-config" FAIL "qmpi bench failed: see log"
+  fi
+
   # int4 (AWQ g128) decode and prefill on the same shape: the int4 GEMV streams ~0.52 bytes
   # per weight instead of 2.
   if run_to "$work/bench-awq.out" 150 env "${qenv[@]}" "$qmpi" bench --model "$work/q05-awq" \

@@ -307,6 +307,9 @@ BatchSummary BatchJob::run(const std::function<bool()>& stop_requested) {
   std::string extra = fmt::format(
       " | {} preemptions, {} prefix-cached tokens, up to {} micro-batches in flight",
       summary_.stats.preemptions, summary_.stats.cached_tokens, summary_.stats.peak_in_flight);
+  if (const SpecDecodeStats& sp = summary_.stats.spec; sp.drafts > 0)
+    extra += fmt::format(" | speculation: {} of {} guessed tokens accepted, {:.2f} tokens per step",
+                         sp.accepted_tokens, sp.draft_tokens, sp.mean_accepted_length());
   summary_.left_for_resume =
       summary_.counts.total - summary_.counts.skipped - summary_.counts.ok - summary_.counts.failed;
   if (summary_.drained)

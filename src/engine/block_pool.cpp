@@ -101,4 +101,11 @@ void BlockPool::release(std::vector<int32_t>& table) {
   table.clear();
 }
 
+void BlockPool::shrink(std::vector<int32_t>& table, size_t keep) {
+  if (table.size() <= keep) return;
+  std::vector<int32_t> tail(table.begin() + long(keep), table.end());
+  table.resize(keep);
+  release(tail);
+}
+
 }  // namespace qmpi

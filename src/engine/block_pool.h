@@ -34,6 +34,8 @@ class BlockPool {
   void publish(int32_t block, uint64_t hash, std::span<const int32_t> tokens);
   // Drops the table's references (cached blocks stay for later hits) and empties it.
   void release(std::vector<int32_t>& table);
+  // Releases the table's blocks past the first `keep` (guessed tokens that were rejected).
+  void shrink(std::vector<int32_t>& table, size_t keep);
 
   bool prefix_caching() const { return prefix_caching_; }
   int block_size() const { return blocks_.block_size(); }
@@ -42,6 +44,7 @@ class BlockPool {
   // Blocks a sequence could get now: free ones plus cached ones nobody uses.
   int64_t available() const { return blocks_.free_blocks() + int64_t(lru_.size()); }
   int64_t in_use() const { return num_blocks() - available(); }
+  int64_t free_blocks() const { return blocks_.free_blocks(); }  // no cached block among them
   int64_t cached() const { return int64_t(by_hash_.size()); }
 
  private:

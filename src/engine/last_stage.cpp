@@ -15,26 +15,44 @@ StepResult LastStage::finish_step(const StepPlan& plan, std::span<float> logits,
     auto& hist = history_[s.id];
     if (s.first_chunk) hist = s.cached_prefix;
     hist.insert(hist.end(), s.tokens.begin(), s.tokens.end());
-    const size_t rows = s.all_logits ? s.tokens.size() : (s.sample ? 1 : 0);
+    const size_t rows = s.all_logits ? s.tokens.size() : (s.sample ? size_t(1 + s.draft) : 0);
     if ((row + rows) * size_t(V) > logits.size())
       raise(Err::Internal, "the step's logits have fewer rows than its plan asks for");
     if (s.all_logits)
       r.logits.insert(r.logits.end(), logits.begin() + long(row * V),
                       logits.begin() + long((row + rows) * V));
     if (s.sample) {
-      std::span<float> last(logits.data() + (row + rows - 1) * V, size_t(V));
+      // Guesses join the history only once a sample agrees with them.
+      hist.resize(hist.size() - size_t(s.draft));
+      const std::span<const int32_t> guesses(s.tokens.data() + s.tokens.size() - s.draft,
+                                             size_t(s.draft));
       const int64_t valid = plan.valid_vocab > 0 ? std::min(plan.valid_vocab, V) : V;
-      const Sampled sm = sample_token(last, valid, s.sampling, s.sample_index, hist);
-      r.tokens.push_back(sm.token);
-      r.logprobs.push_back(sm.logprob);
-      // Always k entries per sample (padded when the vocabulary is smaller), so that rank 0
-      // finds each sample's alternatives by position.
-      for (int32_t i = 0; i < s.sampling.top_logprobs; ++i) {
-        const bool have = size_t(i) < sm.top.size();
-        r.top_tokens.push_back(have ? sm.top[size_t(i)].token : -1);
-        r.top_logprobs.push_back(have ? sm.top[size_t(i)].logprob
-                                      : -std::numeric_limits<float>::infinity());
+      int32_t count = 0;
+      // Each row is sampled as a plain decode step would sample it (the same history, the same
+      // (seed, sample_index) draw), and a guess is kept while it equals the sample. For a guess
+      // that is one token x (a point-mass draft), this is the modified rejection sampling of
+      // Leviathan et al.: x is accepted with probability p(x), and on rejection the sample is
+      // distributed as p without x, renormalized. Sharing the draw makes it also give the very
+      // tokens of the plain run, at any temperature.
+      for (int32_t i = 0; i <= s.draft; ++i) {
+        std::span<float> row_logits(logits.data() + (row + size_t(i)) * V, size_t(V));
+        const Sampled sm =
+            sample_token(row_logits, valid, s.sampling, s.sample_index + uint32_t(i), hist);
+        ++count;
+        r.tokens.push_back(sm.token);
+        r.logprobs.push_back(sm.logprob);
+        // Always k entries per sample (padded when the vocabulary is smaller), so that rank 0
+        // finds each sample's alternatives by position.
+        for (int32_t t = 0; t < s.sampling.top_logprobs; ++t) {
+          const bool have = size_t(t) < sm.top.size();
+          r.top_tokens.push_back(have ? sm.top[size_t(t)].token : -1);
+          r.top_logprobs.push_back(have ? sm.top[size_t(t)].logprob
+                                        : -std::numeric_limits<float>::infinity());
+        }
+        if (i == s.draft || sm.token != guesses[size_t(i)]) break;
+        hist.push_back(sm.token);
       }
+      r.counts.push_back(count);
     }
     row += rows;
   }

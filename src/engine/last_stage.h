@@ -1,6 +1,7 @@
 // The last pipeline stage's own work, after the model has produced a step's logits: pick each
 // sequence's rows, keep its penalty history (the tokens it has been fed so far), sample next to
-// the logits and build the step's result. Holds no comm and no model, so it is tested without
+// the logits and build the step's result; with guessed tokens (StepSeq::draft), keep those the
+// samples agree with (speculative decoding). Holds no comm and no model, so it is tested without
 // MPI (tests/unit/engine/last_stage_test.cpp). Only TP rank 0 of the last stage runs it.
 #pragma once
 #include <cstdint>
@@ -15,7 +16,7 @@ namespace qmpi {
 class LastStage {
  public:
   // `logits` holds the plan's logit rows, [rows, vocab], in make_batch's order (every new token
-  // of an all_logits sequence, the last one of a sampling sequence); it is modified by the
+  // of an all_logits sequence, the last draft + 1 of a sampling sequence); it is modified by the
   // sampler.
   StepResult finish_step(const StepPlan& plan, std::span<float> logits, int64_t vocab);
   // Drops the history of sequences that have finished (a plan's `finished`).

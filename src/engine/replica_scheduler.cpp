@@ -175,6 +175,7 @@ const SchedulerStats& ReplicaScheduler::stats() const {
     stats_.peak_blocks += o.peak_blocks;
     stats_.peak_running += o.peak_running;
     stats_.peak_in_flight += o.peak_in_flight;
+    stats_.spec.add(o.spec);
   }
   return stats_;
 }

@@ -40,8 +40,12 @@ StepResult ExecutorRunner::collect() {
   return ex_.collect();
 }
 
-Scheduler::Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg)
-    : runner_(runner), pool_(blocks, cfg.prefix_caching), cfg_(cfg) {
+Scheduler::Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg,
+                     std::shared_ptr<const DraftProposer> drafts)
+    : runner_(runner),
+      pool_(blocks, cfg.prefix_caching),
+      cfg_(cfg),
+      drafts_(drafts ? std::move(drafts) : make_proposer(cfg.speculative)) {
   if (cfg_.max_num_seqs < 1) raise(Err::Usage, "--max-num-seqs must be at least 1");
   if (cfg_.max_batched_tokens < 1) raise(Err::Usage, "--max-batched-tokens must be at least 1");
 }
@@ -143,7 +147,7 @@ bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget,
   s.state = SeqState::Running;
   s.admitted = ++admissions_;
   running_.push_back(&s);
-  planned.push_back({&s, n});
+  planned.push_back({&s, n, {}});
   return true;
 }
 
@@ -185,7 +189,7 @@ std::vector<Scheduler::Scheduled> Scheduler::schedule(std::vector<uint64_t>& com
     const int64_t n = std::min(s->total() - s->computed, budget());
     if (n == 0 || int64_t(planned.size()) >= max_seqs) break;
     if (grow(*s, s->computed + n, planned))
-      planned.push_back({s, n});
+      planned.push_back({s, n, {}});
     else
       short_of_blocks = true;
   }
@@ -195,7 +199,31 @@ std::vector<Scheduler::Scheduled> Scheduler::schedule(std::vector<uint64_t>& com
     while (!waiting_.empty() && int64_t(running_.size()) < cfg_.max_num_seqs && budget() > 0 &&
            int64_t(planned.size()) < max_seqs)
       if (!admit(planned, budget(), computing)) break;
+  if (drafts_) add_drafts(planned, budget());
   return planned;
+}
+
+// Guesses go to decoding sequences after every sequence got its own tokens, from the budget and
+// free blocks left over (no cached block is evicted for them), so they never delay or preempt
+// real work and leave the prefix cache as a plain run would.
+void Scheduler::add_drafts(std::vector<Scheduled>& planned, int64_t budget) {
+  for (Scheduled& p : planned) {
+    Sequence& s = *p.seq;
+    if (p.tokens != 1 || s.total() - s.computed != 1) continue;
+    // The step gives back up to guesses + 1 tokens: never more than max_tokens allows (nor,
+    // as add() checked prompt + max_tokens, past max_model_len).
+    const int64_t room = std::min(budget - 1, s.spec.max_tokens - int64_t(s.output.size()) - 1);
+    if (room < 1) continue;
+    std::vector<int32_t> d = drafts_->propose(s, room);
+    if (int64_t(d.size()) > room) d.resize(size_t(room));
+    const int64_t more = pool_.blocks_for(s.total() + int64_t(d.size())) - int64_t(s.blocks.size());
+    if (d.empty() || more > pool_.free_blocks() ||
+        !pool_.ensure(s.blocks, s.total() + int64_t(d.size())))
+      continue;
+    p.tokens += int64_t(d.size());
+    budget -= int64_t(d.size());
+    p.draft = std::move(d);
+  }
 }
 
 StepSeq Scheduler::to_step(const Scheduled& sc) const {
@@ -203,11 +231,14 @@ StepSeq Scheduler::to_step(const Scheduled& sc) const {
   StepSeq st;
   st.id = s.id;
   st.start_pos = int32_t(s.computed);
-  st.tokens = s.tokens(s.computed, s.computed + sc.tokens);
+  const auto real = sc.tokens - int64_t(sc.draft.size());
+  st.tokens = s.tokens(s.computed, s.computed + real);
+  st.tokens.insert(st.tokens.end(), sc.draft.begin(), sc.draft.end());
+  st.draft = int32_t(sc.draft.size());
   st.block_table = s.blocks;
   st.first_chunk = !s.fed;
   if (st.first_chunk && s.computed > 0) st.cached_prefix = s.tokens(0, s.computed);
-  st.sample = s.computed + sc.tokens == s.total();
+  st.sample = s.computed + real == s.total();
   st.sampling = s.spec.sampling;
   st.sample_index = uint32_t(s.output.size());
   return st;
@@ -325,7 +356,6 @@ void Scheduler::submit(std::vector<Scheduled> planned, std::vector<uint64_t> com
     const bool sample = plan.seqs.back().sample;
     f.sample.push_back(sample);
     f.samples += sample ? 1 : 0;
-    f.tops += sample ? size_t(std::max(sc.seq->spec.sampling.top_logprobs, 0)) : 0;
     sc.seq->in_flight = true;
   }
   plan.finished = std::move(finished_);
@@ -342,47 +372,82 @@ std::vector<TokenEvent> Scheduler::complete_oldest() {
   in_flight_.pop_front();
   const StepResult r = runner_.collect();
   for (uint64_t key : f.computing) computing_.erase(key);
-  if (r.tokens.size() != f.samples || r.logprobs.size() != f.samples ||
-      r.top_tokens.size() != f.tops || r.top_logprobs.size() != f.tops)
-    raise(Err::Internal, "a step returned " + std::to_string(r.tokens.size()) + " tokens for " +
+  // What the result must hold: 1 to guesses + 1 tokens per sampling sequence, each with its
+  // logprob and top alternatives.
+  bool fits = r.counts.size() == f.samples && r.logprobs.size() == r.tokens.size();
+  size_t tokens = 0, tops = 0;
+  for (size_t i = 0, k = 0; fits && i < f.planned.size(); ++i) {
+    if (!f.sample[i]) continue;
+    const int32_t c = r.counts[k++];
+    fits = c >= 1 && size_t(c) <= f.planned[i].draft.size() + 1;
+    tokens += size_t(c);
+    tops += size_t(c) * size_t(std::max(f.planned[i].seq->spec.sampling.top_logprobs, 0));
+  }
+  if (!fits || r.tokens.size() != tokens || r.top_tokens.size() != tops ||
+      r.top_logprobs.size() != tops)
+    raise(Err::Internal, "a step returned " + std::to_string(r.tokens.size()) + " tokens in " +
+                             std::to_string(r.counts.size()) + " counts for " +
                              std::to_string(f.samples) + " sampling sequences");
   stats_.steps++;
 
   std::vector<TokenEvent> events;
-  size_t k = 0, t = 0;
+  size_t k = 0, at = 0, t = 0;  // the next count, token and alternative of the result
   for (size_t i = 0; i < f.planned.size(); ++i) {
     Sequence& s = *f.planned[i].seq;
+    const auto drafted = f.planned[i].draft.size();
     s.in_flight = false;
-    s.computed += f.planned[i].tokens;
     s.fed = true;
     stats_.computed_tokens += f.planned[i].tokens;
-    const size_t at = k, top_at = t;  // where this sequence's token and alternatives are
-    if (f.sample[i]) {
-      ++k;
-      t += size_t(std::max(s.spec.sampling.top_logprobs, 0));
+    const size_t count = f.sample[i] ? size_t(r.counts[k++]) : 0;
+    const size_t first = at, top_first = t;
+    const auto top_k = size_t(std::max(s.spec.sampling.top_logprobs, 0));
+    at += count;
+    t += count * top_k;
+    // The cache keeps the real tokens and the accepted guesses: the tokens after them go back.
+    const size_t accepted = count > 0 ? count - 1 : 0;
+    s.computed += f.planned[i].tokens - int64_t(drafted - accepted);
+    if (drafted > 0) {
+      count_drafts(drafted, accepted);
+      pool_.shrink(s.blocks, size_t(pool_.blocks_for(s.computed)));
     }
     if (s.cancelled) {
       retire(s);
       continue;
     }
+    for (size_t j = 0; j < count; ++j) {
+      TokenEvent ev;
+      ev.seq = s.id;
+      ev.token = r.tokens[first + j];
+      ev.logprob = r.logprobs[first + j];
+      for (size_t a = top_first + j * top_k; a < top_first + (j + 1) * top_k; ++a)
+        ev.top.push_back({r.top_tokens[a], r.top_logprobs[a]});
+      s.output.push_back(ev.token);
+      stats_.generated++;
+      const auto& stops = s.spec.stop_ids;
+      if (std::find(stops.begin(), stops.end(), ev.token) != stops.end())
+        ev.finish = FinishReason::Stop;
+      else if (int64_t(s.output.size()) >= s.spec.max_tokens || s.total() >= cfg_.max_model_len)
+        ev.finish = FinishReason::Length;
+      events.push_back(std::move(ev));
+      if (events.back().finish != FinishReason::None) break;  // the tokens after it are dropped
+    }
+    // A guess accepted after a stop id is not part of the sequence.
+    s.computed = std::min(s.computed, s.total());
     publish_full_blocks(s);
-    if (!f.sample[i]) continue;
-    TokenEvent ev;
-    ev.seq = s.id;
-    ev.token = r.tokens[at];
-    ev.logprob = r.logprobs[at];
-    for (size_t j = top_at; j < t; ++j) ev.top.push_back({r.top_tokens[j], r.top_logprobs[j]});
-    s.output.push_back(ev.token);
-    stats_.generated++;
-    const auto& stops = s.spec.stop_ids;
-    if (std::find(stops.begin(), stops.end(), ev.token) != stops.end())
-      ev.finish = FinishReason::Stop;
-    else if (int64_t(s.output.size()) >= s.spec.max_tokens || s.total() >= cfg_.max_model_len)
-      ev.finish = FinishReason::Length;
-    if (ev.finish != FinishReason::None) retire(s);
-    events.push_back(std::move(ev));
+    if (!events.empty() && events.back().seq == s.id && events.back().finish != FinishReason::None)
+      retire(s);
   }
   return events;
+}
+
+void Scheduler::count_drafts(size_t drafted, size_t accepted) {
+  SpecDecodeStats& st = stats_.spec;
+  st.drafts++;
+  st.draft_tokens += int64_t(drafted);
+  st.accepted_tokens += int64_t(accepted);
+  auto& per = st.accepted_per_position;
+  if (per.size() < drafted) per.resize(drafted);
+  for (size_t j = 0; j < accepted; ++j) per[j]++;
 }
 
 void Scheduler::finish(int64_t id) {

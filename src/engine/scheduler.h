@@ -13,6 +13,12 @@
 // them. A sequence in flight is never preempted (its blocks are being written); one that must
 // grow while only in-flight sequences could make room waits for them to come back.
 //
+// With --speculative-config, a decoding sequence may carry guessed tokens after its last one
+// (draft_proposer.h), when the step's token budget and free blocks allow (a guess never preempts
+// anything). The step returns the guesses the model agreed with plus one token of its own; the
+// cache keeps the accepted ones: `computed` counts only them, the blocks past them go back, and
+// only blocks full of accepted tokens are ever published to the prefix cache.
+//
 // The scheduler talks to the mesh through StepRunner, so tests can run it against a fake.
 #pragma once
 #include <cstdint>
@@ -23,6 +29,7 @@
 #include <vector>
 
 #include "engine/block_pool.h"
+#include "engine/draft_proposer.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
 #include "engine/sequence_scheduler.h"
@@ -66,7 +73,9 @@ class ExecutorRunner final : public StepRunner {
 
 class Scheduler final : public SequenceScheduler {
  public:
-  Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg);
+  // `drafts` guesses tokens (tests); by default the one cfg.speculative names, if any.
+  Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg,
+            std::shared_ptr<const DraftProposer> drafts = nullptr);
 
   // Queues a sequence and returns its id. Raises PromptTooLong when its prompt plus max_tokens
   // cannot fit max_model_len or the whole KV cache, SamplingInvalid for max_tokens < 1.
@@ -120,12 +129,13 @@ class Scheduler final : public SequenceScheduler {
  private:
   struct Scheduled {
     Sequence* seq;
-    int64_t tokens;  // new tokens this step
+    int64_t tokens;              // new tokens this step, guesses included
+    std::vector<int32_t> draft;  // the guesses, after the sequence's last token
   };
   struct InFlightStep {
     std::vector<Scheduled> planned;
     std::vector<bool> sample;         // per planned sequence: a token comes back
-    size_t samples = 0, tops = 0;     // what the result must hold
+    size_t samples = 0;               // sequences that sample
     std::vector<uint64_t> computing;  // first-block keys this step computes
   };
 
@@ -134,6 +144,8 @@ class Scheduler final : public SequenceScheduler {
   bool grow(Sequence& s, int64_t tokens, std::vector<Scheduled>& planned);
   void preempt(Sequence& s, std::vector<Scheduled>& planned);
   bool admit(std::vector<Scheduled>& planned, int64_t budget, std::vector<uint64_t>& computing);
+  void add_drafts(std::vector<Scheduled>& planned, int64_t budget);
+  void count_drafts(size_t drafted, size_t accepted);
   int64_t depth() const;  // steps to keep in flight
   int64_t seqs_per_step() const;
   StepSeq to_step(const Scheduled& sc) const;
@@ -143,6 +155,7 @@ class Scheduler final : public SequenceScheduler {
   StepRunner& runner_;
   BlockPool pool_;
   SchedulerConfig cfg_;
+  std::shared_ptr<const DraftProposer> drafts_;
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order

@@ -2,6 +2,7 @@
 // sequences, step, end them, and report. Two implementations: Scheduler, which runs one mesh, and
 // ReplicaScheduler, which spreads sequences over data-parallel replicas (one Scheduler each).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include "core/errors.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
+#include "engine/speculative_config.h"
 
 namespace qmpi {
 
@@ -18,7 +20,8 @@ struct SchedulerConfig {
   int64_t max_batched_tokens = 2048;  // tokens per step, prompt chunks and decodes together
   int64_t max_model_len = 4096;
   bool prefix_caching = true;
-  int64_t micro_batches = 0;  // steps in flight at most (0: the runner's depth, one per stage)
+  int64_t micro_batches = 0;      // steps in flight at most (0: the runner's depth, one per stage)
+  SpeculativeConfig speculative;  // guesses for decoding sequences (off by default)
 };
 
 // One sampled token of one sequence.
@@ -32,6 +35,29 @@ struct TokenEvent {
   std::optional<Error> lost;
 };
 
+// Speculative decoding: sequence steps that carried guesses, the guesses, those accepted, and
+// those accepted at each guess position (the first guess, the second, ...).
+struct SpecDecodeStats {
+  int64_t drafts = 0;
+  int64_t draft_tokens = 0;
+  int64_t accepted_tokens = 0;
+  std::vector<int64_t> accepted_per_position;
+
+  // Tokens a sequence step with guesses gave on average (accepted guesses plus the model's own).
+  double mean_accepted_length() const {
+    return drafts ? 1.0 + double(accepted_tokens) / double(drafts) : 0.0;
+  }
+  void add(const SpecDecodeStats& o) {
+    drafts += o.drafts;
+    draft_tokens += o.draft_tokens;
+    accepted_tokens += o.accepted_tokens;
+    auto& per = accepted_per_position;
+    per.resize(std::max(per.size(), o.accepted_per_position.size()));
+    for (size_t i = 0; i < o.accepted_per_position.size(); ++i)
+      per[i] += o.accepted_per_position[i];
+  }
+};
+
 struct SchedulerStats {
   int64_t steps = 0;
   int64_t computed_tokens = 0;  // tokens run through the model (recomputed ones included)
@@ -41,6 +67,7 @@ struct SchedulerStats {
   int64_t peak_blocks = 0;  // most KV blocks in use by running sequences at once
   int64_t peak_running = 0;
   int64_t peak_in_flight = 0;  // most steps in flight at once (pipeline micro-batches)
+  SpecDecodeStats spec;
 };
 
 // One data-parallel replica's share of the work, for /metrics and the stats reply.

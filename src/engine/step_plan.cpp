@@ -29,6 +29,7 @@ void seq_fields(Io& io, Seq& s) {
   io(s.id);
   io(s.start_pos);
   io(s.tokens);
+  io(s.draft);
   io(s.block_table);
   io(s.all_logits);
   io(s.sample);
@@ -49,6 +50,7 @@ void plan_fields(Io& io, Plan& p) {
 
 template <class Io, class Result>
 void result_fields(Io& io, Result& r) {
+  io(r.counts);
   io(r.tokens);
   io(r.logprobs);
   io(r.logits);
@@ -181,6 +183,9 @@ BatchInput make_batch(const StepPlan& plan, int block_size) {
     a.table_begin = int32_t(b.block_tables.size());
     b.seqs.push_back(a);
     b.block_tables.insert(b.block_tables.end(), s.block_table.begin(), s.block_table.end());
+    if (s.draft < 0 || s.draft >= a.q_len || (s.draft > 0 && (!s.sample || s.all_logits)))
+      raise(Err::Internal, "step plan: sequence has " + std::to_string(s.draft) +
+                               " guesses among " + std::to_string(a.q_len) + " new tokens");
     for (int32_t i = 0; i < a.q_len; ++i) {
       const int32_t pos = s.start_pos + i;
       const int32_t block = size_t(pos / block_size) < s.block_table.size()
@@ -194,7 +199,8 @@ BatchInput make_batch(const StepPlan& plan, int block_size) {
     if (s.all_logits) {
       for (int32_t i = 0; i < a.q_len; ++i) b.logit_rows.push_back(a.q_begin + i);
     } else if (s.sample) {
-      b.logit_rows.push_back(a.q_begin + a.q_len - 1);
+      for (int32_t i = a.q_len - 1 - s.draft; i < a.q_len; ++i)
+        b.logit_rows.push_back(a.q_begin + i);
     }
   }
   return b;

@@ -13,8 +13,12 @@ namespace qmpi {
 
 struct StepSeq {
   int64_t id = 0;
-  int32_t start_pos = 0;             // tokens already in the cache
-  std::vector<int32_t> tokens;       // new tokens this step (prompt chunk or last sample)
+  int32_t start_pos = 0;        // tokens already in the cache
+  std::vector<int32_t> tokens;  // new tokens this step (prompt chunk or last sample)
+  // The last `draft` of `tokens` are guesses (speculative decoding): the step samples after the
+  // last real token and after each guess, keeps the guesses the samples agree with and returns
+  // 1 to draft + 1 tokens. Only with sample and without all_logits.
+  int32_t draft = 0;
   std::vector<int32_t> block_table;  // blocks covering start_pos + tokens.size()
   bool all_logits = false;           // return logits of every new token (qmpi logits)
   bool sample = true;                // sample one token after the last new token
@@ -35,7 +39,8 @@ struct StepPlan {
 };
 
 struct StepResult {
-  std::vector<int32_t> tokens;  // one sampled token per sampling sequence, plan order
+  std::vector<int32_t> counts;  // tokens sampled per sampling sequence (1 + guesses accepted)
+  std::vector<int32_t> tokens;  // the sampled tokens, counts[i] per sampling sequence, plan order
   std::vector<float> logprobs;  // log-probability of each sampled token
   std::vector<float> logits;    // [rows, vocab] for all_logits sequences, plan order
   // sampling.top_logprobs alternatives per sampled token (most likely first), plan order.
@@ -46,7 +51,7 @@ struct StepResult {
 // The wire format's version, the first byte of every plan and result (the field lists are in
 // step_plan.cpp). Decoding raises StepMessage for another version and for a truncated or
 // garbled message.
-constexpr uint8_t kStepWireVersion = 2;
+constexpr uint8_t kStepWireVersion = 3;
 
 std::vector<uint8_t> encode_step_plan(const StepPlan& plan);
 StepPlan decode_step_plan(std::span<const uint8_t> bytes);

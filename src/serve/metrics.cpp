@@ -142,6 +142,23 @@ void render_replicas(const std::vector<ReplicaLoad>& replicas, std::string& out)
        [](const ReplicaLoad& l) { return l.generated; });
 }
 
+// Speculative decoding's counters, under vLLM's names so that its dashboards read them.
+void render_spec_decode(const SpecDecodeStats& s, std::string& out) {
+  header(out, "vllm:spec_decode_num_drafts_total", "counter",
+         "Sequence steps that carried guessed tokens.");
+  sample(out, "vllm:spec_decode_num_drafts_total", double(s.drafts));
+  header(out, "vllm:spec_decode_num_draft_tokens_total", "counter", "Guessed tokens checked.");
+  sample(out, "vllm:spec_decode_num_draft_tokens_total", double(s.draft_tokens));
+  header(out, "vllm:spec_decode_num_accepted_tokens_total", "counter",
+         "Guessed tokens the model agreed with.");
+  sample(out, "vllm:spec_decode_num_accepted_tokens_total", double(s.accepted_tokens));
+  header(out, "vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter",
+         "Guessed tokens accepted, by position among the step's guesses (0: the first).");
+  for (size_t i = 0; i < s.accepted_per_position.size(); ++i)
+    out += fmt::format("vllm:spec_decode_num_accepted_tokens_per_pos_total{{position=\"{}\"}} {}\n",
+                       i, s.accepted_per_position[i]);
+}
+
 }  // namespace
 
 // vLLM's names and model_name label (as its V1 engine writes them, and the V0 names dashboards
@@ -235,6 +252,7 @@ std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const 
   sample(out, "qmpi_ready", e.health == Health::Ready ? 1.0 : 0.0);
   render_replicas(e.replicas, out);
   render_vllm(e, queued, out);
+  render_spec_decode(e.spec, out);
   return out;
 }
 

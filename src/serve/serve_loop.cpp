@@ -201,6 +201,7 @@ void ServeLoop::publish(Health h) {
   s.steps = sched_.stats().steps;
   s.preemptions = sched_.stats().preemptions;
   s.max_model_len = max_model_len_;
+  s.spec = sched_.stats().spec;
   s.replicas = std::move(loads);
   const std::string line = stats_.due(Clock::now(), metrics_.counters(), s, hub_.queued());
   if (!line.empty()) spdlog::info("{}", line);

@@ -35,9 +35,11 @@ struct BatchedTimes {
 // case. Each prompt sits after `filled` positions that count as a cached prefix whose K/V
 // blocks are never computed (the fast fill of --context: the KV cache starts zeroed and the
 // attention kernels read every key whatever its value, so a step over them costs what a step
-// over a prefilled context does). Best over `repeats`.
+// over a prefilled context does). With `guesses` > 0 each decode step is a speculative one that
+// checks that many guessed tokens per sequence (copies of its last token: what they are does not
+// change what the step costs). Best over `repeats`.
 BatchedTimes batched_times(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                           int32_t filled, int64_t steps, int repeats) {
+                           int32_t filled, int64_t steps, int repeats, int32_t guesses = 0) {
   Executor& ex = engine.executor();
   BlockManager& blocks = engine.blocks();
   BatchedTimes best;
@@ -48,7 +50,7 @@ BatchedTimes batched_times(Engine& engine, const std::vector<std::vector<int32_t
     const auto t_prefill = std::chrono::steady_clock::now();
     for (size_t i = 0; i < B; ++i) {
       const int64_t len = int64_t(prompts[i].size());
-      if (!blocks.ensure(tables[i], filled + len + steps + 1))
+      if (!blocks.ensure(tables[i], filled + len + steps * (1 + guesses) + 1))
         raise(Err::Usage, "the KV cache holds too few blocks for --batch sequences",
               "Lower --batch, --context, --prompt-len or --gen-len.");
       StepSeq s;
@@ -72,15 +74,20 @@ BatchedTimes batched_times(Engine& engine, const std::vector<std::vector<int32_t
         StepSeq s;
         s.id = int64_t(i);
         s.start_pos = pos[i];
-        s.tokens = {last[i]};
+        s.tokens.assign(size_t(1 + guesses), last[i]);
+        s.draft = guesses;
         s.block_table = tables[i];
         s.sampling.temperature = 0.0f;
         s.sample_index = uint32_t(k + 1);
         plan.seqs.push_back(std::move(s));
-        ++pos[i];
       }
       const StepResult res = ex.step(plan);
-      for (size_t i = 0; i < B; ++i) last[i] = res.tokens.at(i);
+      for (size_t i = 0, at = 0; i < B; ++i) {
+        // The accepted guesses and the sampled token join the sequence.
+        at += size_t(res.counts.at(i));
+        last[i] = res.tokens.at(at - 1);
+        pos[i] += res.counts[i];
+      }
     }
     best.step_s = std::min(best.step_s, seconds_since(t0) / double(steps));
     StepPlan done;
@@ -98,6 +105,7 @@ int cmd_bench(const Args& args) {
   int64_t prompt_len = 128, gen_len = 64, batch = 1, membw_mib = 2048, context = 0;
   int repeats = 3;
   bool json = false, skip_membw = false;
+  std::string speculative;
   po::options_description desc = engine_options(config);
   desc.add_options()("prompt-len", po::value(&prompt_len)->default_value(128), "prompt tokens")(
       "gen-len", po::value(&gen_len)->default_value(64), "generated tokens")(
@@ -112,7 +120,11 @@ int cmd_bench(const Args& args) {
       "membw-mib", po::value(&membw_mib)->default_value(2048),
       "MiB the bandwidth probe reads per pass (keep it many times the last-level cache)")(
       "no-membw", po::bool_switch(&skip_membw), "skip the memory-bandwidth measurement")(
-      "json", po::bool_switch(&json), "print one JSON object");
+      "json", po::bool_switch(&json), "print one JSON object")(
+      "speculative-config", po::value(&speculative),
+      "also time decode steps that check num_speculative_tokens guesses per sequence (the "
+      "cost of speculation; vLLM's JSON, e.g. '{\"method\": \"ngram\", "
+      "\"num_speculative_tokens\": 4}')");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "qmpi bench --model DIR [--prompt-len N --gen-len N]"))
     return 0;
@@ -125,7 +137,9 @@ int cmd_bench(const Args& args) {
     raise(Err::Usage, "--context " + std::to_string(context) + " is shorter than --prompt-len " +
                           std::to_string(prompt_len));
   const int32_t filled = int32_t(context - prompt_len);
-  if (config.cache.max_model_len == 0) config.cache.max_model_len = context + gen_len + 1;
+  const int32_t guesses = parse_speculative_config(speculative).num_tokens;
+  if (config.cache.max_model_len == 0)
+    config.cache.max_model_len = context + gen_len * (1 + guesses) + 1;
   config.scheduler.max_num_seqs = std::max<int64_t>(config.scheduler.max_num_seqs, batch);
 
   finish_engine_config(config);
@@ -196,6 +210,17 @@ int cmd_bench(const Args& args) {
         for (int64_t i = 0; i < prompt_len; ++i) p.push_back(tok(rng));
       stepB_s = batched_times(engine, prompts, filled, gen_len - 1, repeats).step_s;
     }
+    // A step that checks `guesses` guesses per sequence, against the plain step (batch 1 and
+    // --batch): both read the weights once; the extra rows cost compute and attention.
+    double plain1_s = 0.0, verify1_s = 0.0, verifyB_s = 0.0;
+    if (guesses > 0) {
+      plain1_s = batched_times(engine, {req.prompt}, filled, gen_len - 1, repeats).step_s;
+      verify1_s = batched_times(engine, {req.prompt}, filled, gen_len - 1, repeats, guesses).step_s;
+      if (batch > 1) {
+        std::vector<std::vector<int32_t>> prompts(size_t(batch), req.prompt);
+        verifyB_s = batched_times(engine, prompts, filled, gen_len - 1, repeats, guesses).step_s;
+      }
+    }
     // Prefill work: every active parameter but the embedding and lm_head on every prompt token
     // (the layers' linear maps, routed experts only), plus lm_head on the last one (the logits
     // of the other positions are not computed); attention is left out.
@@ -231,6 +256,18 @@ int cmd_bench(const Args& args) {
         j["batch_tokens_per_s"] = double(batch) / stepB_s;
         j["batch_step_vs_single"] = stepB_s / step1_s;
       }
+      if (guesses > 0) {
+        j["spec_tokens"] = guesses;
+        j["verify_step_ms"] = 1e3 * verify1_s;
+        j["plain_step_ms"] = 1e3 * plain1_s;
+        j["verify_vs_decode_step"] = verify1_s / plain1_s;
+        // Every guess accepted (a self-draft): guesses + 1 tokens per verification step.
+        j["spec_upper_bound_tokens_per_s"] = double(1 + guesses) / verify1_s;
+        if (batch > 1) {
+          j["batch_verify_step_ms"] = 1e3 * verifyB_s;
+          j["batch_verify_vs_batch_step"] = verifyB_s / stepB_s;
+        }
+      }
       std::cout << j.dump() << std::endl;
     } else {
       std::printf("layout            tp %d x pp %d, %d thread(s) per rank\n", m.tp, m.pp,
@@ -244,6 +281,15 @@ int cmd_bench(const Args& args) {
       if (batch > 1)
         std::printf("batch %-11lld %.1f ms/step = %.2fx the 1-sequence step, %.1f tokens/s\n",
                     (long long)batch, 1e3 * stepB_s, stepB_s / step1_s, double(batch) / stepB_s);
+      if (guesses > 0) {
+        std::printf(
+            "speculation       a step checking %d guesses: %.1f ms = %.2fx a decode step; "
+            "every guess accepted: %.1f tokens/s\n",
+            guesses, 1e3 * verify1_s, verify1_s / plain1_s, double(1 + guesses) / verify1_s);
+        if (batch > 1)
+          std::printf("  batch %-9lld %.1f ms = %.2fx its plain step\n", (long long)batch,
+                      1e3 * verifyB_s, verifyB_s / stepB_s);
+      }
       if (membw > 0)
         std::printf(
             "memory bandwidth  %.2f GB/s read (median of 5 passes over %lld MiB; best %.2f); "

@@ -169,7 +169,11 @@ po::options_description scheduler_options(EngineConfig& c) {
       "no-prefix-caching", po::bool_switch()->notifier([&s](bool off) { s.prefix_caching = !off; }),
       "do not share KV blocks between requests with the same prompt prefix")(
       "micro-batches", po::value(&s.micro_batches)->default_value(0),
-      "steps in flight at once with PP stages (0: one per stage; 1: no micro-batching)");
+      "steps in flight at once with PP stages (0: one per stage; 1: no micro-batching)")(
+      "speculative-config", po::value<std::string>()->notifier([&s](const std::string& json) {
+        s.speculative = parse_speculative_config(json);
+      }),
+      kSpeculativeConfigHelp);
   return d;
 }
 

@@ -21,6 +21,7 @@ int cmd_run(const Args& args) {
   RequestSampling sampling;
   int64_t max_tokens = 128;
   bool ignore_eos = false, json = false;
+  std::string speculative;
   po::options_description desc = engine_options(config);
   desc.add(prompt_options(prompt));
   desc.add(sampling_options(sampling));
@@ -28,10 +29,12 @@ int cmd_run(const Args& args) {
                      "tokens to generate at most")("ignore-eos", po::bool_switch(&ignore_eos),
                                                    "keep generating past end-of-sequence tokens")(
       "json", po::bool_switch(&json),
-      "print one JSON object (prompt_ids, output_ids, text, finish_reason) instead of streaming");
+      "print one JSON object (prompt_ids, output_ids, text, finish_reason) instead of streaming")(
+      "speculative-config", po::value(&speculative), kSpeculativeConfigHelp);
   po::variables_map vm;
   if (!parse_options(args, desc, vm, "qmpi run --model DIR --prompt TEXT [options]")) return 0;
   if (max_tokens < 1) raise(Err::Usage, "--max-tokens must be at least 1");
+  config.scheduler.speculative = parse_speculative_config(speculative);
   // A text prompt needs the tokenizer: find out before the weights load.
   if (prompt.ids.empty() && launcher_rank() == 0) require_model_tokenizer(config.model.files());
   // And a chat template that cannot render fails now, as in serve and batch.

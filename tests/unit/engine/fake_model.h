@@ -1,9 +1,9 @@
 // A StepRunner without MPI or weights for the scheduler tests. It keeps a paged "KV cache" of
 // token ids: every step writes each sequence's new tokens into the slots its block table names
 // and reads the whole context back through the table. The logits of a position are a hash of the
-// context read back, sampled by the real sampler, so a wrong block table, a block reused while
-// still in use, or a wrong penalty history changes the output, and the outputs of a request
-// are the same whatever else runs with it. It checks the plan's invariants as it goes.
+// context read back, sampled by the real last stage (guesses included), so a wrong block table, a
+// block reused while still in use, or a wrong penalty history changes the output, and the outputs
+// of a request are the same whatever else runs with it. It checks the plan's invariants as it goes.
 // With depth > 1 it stands for a pipeline: steps run when submitted (the first stage's order)
 // and come back in order, and no two steps in flight may share a sequence or a block that one
 // of them writes.
@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/sampler.h"
+#include "engine/last_stage.h"
 #include "engine/scheduler.h"
 
 namespace qmpi::test {
@@ -44,9 +44,9 @@ class FakeModel final : public StepRunner {
   }
 
   StepResult run(const StepPlan& plan) override {
-    StepResult r;
     max_seqs_ = std::max(max_seqs_, plan.seqs.size());
     int64_t tokens = 0;
+    std::vector<float> logits;  // the plan's logit rows, in make_batch's order
     for (const auto& s : plan.seqs) {
       tokens += int64_t(s.tokens.size());
       const int64_t ctx = s.start_pos + int64_t(s.tokens.size());
@@ -64,17 +64,21 @@ class FakeModel final : public StepRunner {
       for (int64_t p = 0; p < ctx; ++p) read[size_t(p)] = slot(s, p);
       EXPECT_EQ(read, hist) << "seq " << s.id << ": KV cache content differs from its tokens";
       if (!s.sample) continue;
-      std::vector<float> logits = logits_for(read);
-      const Sampled sm = sample_token(logits, vocab_, s.sampling, s.sample_index, hist);
-      r.tokens.push_back(sm.token);
-      r.logprobs.push_back(sm.logprob);
-      for (const auto& t : sm.top) {
-        r.top_tokens.push_back(t.token);
-        r.top_logprobs.push_back(t.logprob);
+      // One row after the last real token and one after each guess.
+      for (int64_t end = ctx - s.draft; end <= ctx; ++end) {
+        const auto row = logits_for({read.begin(), read.begin() + end});
+        logits.insert(logits.end(), row.begin(), row.end());
       }
     }
+    StepResult r = last_.finish_step(plan, logits, vocab_);
+    // Rejected guesses leave the history, as they leave rank 0's sequence.
+    size_t k = 0;
+    for (const auto& s : plan.seqs)
+      if (s.sample)
+        history_[s.id].resize(history_[s.id].size() - size_t(s.draft + 1 - r.counts[k++]));
     max_tokens_ = std::max(max_tokens_, tokens);
     for (int64_t id : plan.finished) history_.erase(id);
+    last_.forget(plan.finished);
     ++steps_;
     plans_.push_back(plan);
     return r;
@@ -133,6 +137,7 @@ class FakeModel final : public StepRunner {
   std::vector<StepPlan> in_flight_;
   size_t max_in_flight_ = 0;
   std::unordered_map<int64_t, std::vector<int32_t>> history_;
+  LastStage last_;  // samples the rows, keeps the guesses they agree with
   size_t max_seqs_ = 0;
   int64_t max_tokens_ = 0;
   int64_t steps_ = 0;

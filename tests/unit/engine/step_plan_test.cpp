@@ -17,6 +17,7 @@ StepSeq seq(int64_t id, std::mt19937& rng) {
   s.id = id;
   s.start_pos = int32_t(rng() % 1000);
   for (uint32_t i = 0, n = 1 + rng() % 9; i < n; ++i) s.tokens.push_back(int32_t(rng() % 150000));
+  s.draft = int32_t(rng() % s.tokens.size());
   for (uint32_t i = 0, n = rng() % 5; i < n; ++i) s.block_table.push_back(int32_t(rng() % 4096));
   s.all_logits = rng() % 2;
   s.sample = rng() % 2;
@@ -68,6 +69,7 @@ void expect_same(const StepPlan& a, const StepPlan& b) {
     EXPECT_EQ(x.id, y.id);
     EXPECT_EQ(x.start_pos, y.start_pos);
     EXPECT_EQ(x.tokens, y.tokens);
+    EXPECT_EQ(x.draft, y.draft);
     EXPECT_EQ(x.block_table, y.block_table);
     EXPECT_EQ(x.all_logits, y.all_logits);
     EXPECT_EQ(x.sample, y.sample);
@@ -87,12 +89,14 @@ TEST(StepWire, PlansAndResultsRoundTrip) {
     expect_same(decode_step_plan(bytes), p);
   }
   StepResult r;
+  r.counts = {1, 1};
   r.tokens = {5, 9};
   r.logprobs = {-0.5f, -1.25f};
   r.logits = {1, 2, 3, 4, 5, 6};
   r.top_tokens = {5, 4, -1, 9};
   r.top_logprobs = {-0.5f, -2.0f, -1e30f, -1.25f};
   const StepResult back = decode_step_result(encode_step_result(r));
+  EXPECT_EQ(back.counts, r.counts);
   EXPECT_EQ(back.tokens, r.tokens);
   EXPECT_EQ(back.logprobs, r.logprobs);
   EXPECT_EQ(back.logits, r.logits);
@@ -110,6 +114,32 @@ TEST(StepWire, AnotherVersionIsRefused) {
   std::vector<uint8_t> result = encode_step_result(StepResult{});
   result[0] = 0;
   testing::expect_error([&] { decode_step_result(result); }, Err::StepMessage, {"version 0"});
+}
+
+// A sequence with guesses needs the logits after its last real token and after each guess; a
+// plan whose guesses are not trailing sampled tokens is refused.
+TEST(StepWire, GuessesGetALogitRowEach) {
+  StepPlan p;
+  StepSeq plain;
+  plain.id = 1;
+  plain.tokens = {4, 5, 6};
+  plain.block_table = {0};
+  StepSeq guessing;
+  guessing.id = 2;
+  guessing.start_pos = 7;
+  guessing.tokens = {9, 10, 11, 12};
+  guessing.draft = 3;
+  guessing.block_table = {1, 2};
+  p.seqs = {plain, guessing};
+  const BatchInput b = make_batch(p, 8);
+  EXPECT_EQ(b.logit_rows, (std::vector<int32_t>{2, 3, 4, 5, 6}));
+  EXPECT_EQ(b.positions, (std::vector<int32_t>{0, 1, 2, 7, 8, 9, 10}));
+  EXPECT_EQ(b.slots, (std::vector<int32_t>{0, 1, 2, 15, 16, 17, 18}));
+  p.seqs[1].draft = 4;  // no real token left to sample after
+  testing::expect_error([&] { make_batch(p, 8); }, Err::Internal, {"4 guesses among 4"});
+  p.seqs[1].draft = 1;
+  p.seqs[1].sample = false;
+  testing::expect_error([&] { make_batch(p, 8); }, Err::Internal, {"guesses"});
 }
 
 TEST(StepWire, TruncatedOrTrailingBytesAreRefused) {

@@ -39,6 +39,10 @@ TEST(Metrics, RendersEverySeries) {
   e.kv_blocks_used = 3;
   e.kv_blocks_total = 64;
   e.replicas = {{1, 2, 30, ""}, {0, 0, 12, "rank 3 stopped answering"}};
+  e.spec.drafts = 5;
+  e.spec.draft_tokens = 20;
+  e.spec.accepted_tokens = 9;
+  e.spec.accepted_per_position = {4, 3, 2, 0};
   const std::string t = m.render(e, 4);
   EXPECT_THAT(t, HasSubstr("qmpi_requests_total{status=\"ok\"} 2\n"));
   EXPECT_THAT(t, HasSubstr("qmpi_requests_total{status=\"cancelled\"} 1\n"));
@@ -64,6 +68,14 @@ TEST(Metrics, RendersEverySeries) {
   EXPECT_THAT(t, HasSubstr("qmpi_replica_sequences_running{replica=\"0\"} 2\n"));
   EXPECT_THAT(t, HasSubstr("qmpi_replica_generation_tokens_total{replica=\"1\"} 12\n"));
   EXPECT_THAT(t, HasSubstr("# TYPE qmpi_replica_generation_tokens_total counter\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:spec_decode_num_drafts_total 5\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:spec_decode_num_draft_tokens_total 20\n"));
+  EXPECT_THAT(t, HasSubstr("vllm:spec_decode_num_accepted_tokens_total 9\n"));
+  EXPECT_THAT(t,
+              HasSubstr("vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"1\"} 3\n"));
+  EXPECT_THAT(t,
+              HasSubstr("vllm:spec_decode_num_accepted_tokens_per_pos_total{position=\"3\"} 0\n"));
+  EXPECT_THAT(t, HasSubstr("# TYPE vllm:spec_decode_num_accepted_tokens_total counter\n"));
   const MetricCounters c = m.counters();
   EXPECT_EQ(c.ok, 2);
   EXPECT_EQ(c.prompt_tokens, 12);

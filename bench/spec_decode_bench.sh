@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Speculative decoding on the qwen2.5-0.5b preset (bf16, random weights, real shape), 1 rank,
+# 2 threads:
+#  1. the cost of a step that checks k = 4 guesses per sequence against a plain decode step, at
+#     batch 1 and 8 (`qmpi bench --speculative-config`; the guesses' values do not change the
+#     cost), and the tokens/s if every guess were accepted (the self-draft upper bound);
+#  2. end to end, `qmpi batch` one request at a time (--max-num-seqs 1: decode latency) on
+#     prompts that repeat a passage, greedy, plain against prompt lookup (ngram, k = 4): output
+#     tokens/s and the guesses accepted, from the batch summary.
+# Writes bench/results/spec-decode-<date>.txt.
+# Usage: bench/spec_decode_bench.sh [build dir] [requests (8)]
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+qmpi="${1:-$here/build}/qmpi"
+n="${2:-8}"
+model="$here/.cache/models/qwen2.5-0.5b-bf16"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+out="$here/bench/results/spec-decode-$(date +%Y%m%d).txt"
+mkdir -p "$(dirname "$out")"
+[[ -f "$model/config.json" ]] || "$qmpi" make-model --preset qwen2.5-0.5b --dtype bf16 --out "$model" >/dev/null
+spec='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
+
+: > "$out"
+for b in 1 8; do
+  line=$("$qmpi" bench --model "$model" --threads 2 --prompt-len 128 --gen-len 16 --repeats 2 \
+         --batch "$b" --no-membw --json --speculative-config "$spec" 2>/dev/null | tail -1)
+  echo "bench-batch-$b: $line" | tee -a "$out"
+done
+
+# A 48-token passage said twice, then 64 greedy tokens: what a "rewrite this" request looks like
+# to prompt lookup.
+/usr/bin/python3 - "$work/in.jsonl" "$n" <<'PY'
+import json, random, sys
+path, n = sys.argv[1], int(sys.argv[2])
+rng = random.Random(32)
+with open(path, "w") as f:
+    for i in range(n):
+        passage = [rng.randrange(1000, 150000) for _ in range(48)]
+        f.write(json.dumps({"id": f"r{i}", "prompt": passage + [13] + passage, "max_tokens": 64,
+                            "temperature": 0, "ignore_eos": True}) + "\n")
+PY
+for mode in plain ngram; do
+  flags=()
+  [[ $mode == ngram ]] && flags=(--speculative-config "$spec")
+  line=$("$qmpi" batch --model "$model" --input "$work/in.jsonl" --output "$work/$mode.jsonl" \
+         --overwrite --max-num-seqs 1 --max-model-len 512 --threads 2 "${flags[@]}" 2>&1 |
+         grep " ok, " | tail -1)
+  echo "batch-$mode: $line" | tee -a "$out"
+done
+cmp -s <(jq -c '[.custom_id, .response.body.choices]' "$work/plain.jsonl" | sort) \
+       <(jq -c '[.custom_id, .response.body.choices]' "$work/ngram.jsonl" | sort) &&
+  echo "ngram output equals plain" | tee -a "$out" || echo "ngram output DIFFERS from plain" | tee -a "$out"
