@@ -24,7 +24,7 @@ StepResult LastStage::finish_step(const StepPlan& plan, std::span<float> logits,
     if (s.sample) {
       std::span<float> last(logits.data() + (row + rows - 1) * V, size_t(V));
       const int64_t valid = plan.valid_vocab > 0 ? std::min(plan.valid_vocab, V) : V;
-      const Sampled sm = sample_token(last, valid, s.sampling, s.sample_index, hist);
+      const Sampled sm = sample_token(last, valid, s.sampling, s.sample_index, hist, s.allowed);
       r.tokens.push_back(sm.token);
       r.logprobs.push_back(sm.logprob);
       // Always k entries per sample (padded when the vocabulary is smaller), so that rank 0

@@ -69,6 +69,7 @@ int64_t Scheduler::add(SequenceSpec spec) {
   seq->id = next_id_;
   next_id_ += id_stride_;
   seq->spec = std::move(spec);
+  if (seq->spec.constraint) seq->constraint = seq->spec.constraint->start();
   waiting_.push_back(seq.get());
   const int64_t id = seq->id;
   seqs_.emplace(id, std::move(seq));
@@ -210,6 +211,7 @@ StepSeq Scheduler::to_step(const Scheduled& sc) const {
   st.sample = s.computed + sc.tokens == s.total();
   st.sampling = s.spec.sampling;
   st.sample_index = uint32_t(s.output.size());
+  if (st.sample && s.constraint) st.allowed = s.constraint->allowed();
   return st;
 }
 
@@ -373,6 +375,7 @@ std::vector<TokenEvent> Scheduler::complete_oldest() {
     ev.logprob = r.logprobs[at];
     for (size_t j = top_at; j < t; ++j) ev.top.push_back({r.top_tokens[j], r.top_logprobs[j]});
     s.output.push_back(ev.token);
+    if (s.constraint) s.constraint->advance(ev.token);
     stats_.generated++;
     const auto& stops = s.spec.stop_ids;
     if (std::find(stops.begin(), stops.end(), ev.token) != stops.end())

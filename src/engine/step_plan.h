@@ -24,6 +24,9 @@ struct StepSeq {
   // With first_chunk and start_pos > 0 (a prefix-cache hit): the tokens already in the cache,
   // so the last stage's penalty history starts from the whole sequence.
   std::vector<int32_t> cached_prefix;
+  // A constrained sequence (engine/token_constraint.h): the ids its next token may take, bit
+  // (id % 64) of word (id / 64). Empty: any id.
+  std::vector<uint64_t> allowed;
 };
 
 struct StepPlan {
@@ -46,7 +49,7 @@ struct StepResult {
 // The wire format's version, the first byte of every plan and result (the field lists are in
 // step_plan.cpp). Decoding raises StepMessage for another version and for a truncated or
 // garbled message.
-constexpr uint8_t kStepWireVersion = 2;
+constexpr uint8_t kStepWireVersion = 3;
 
 std::vector<uint8_t> encode_step_plan(const StepPlan& plan);
 StepPlan decode_step_plan(std::span<const uint8_t> bytes);

@@ -65,7 +65,7 @@ class FakeModel final : public StepRunner {
       EXPECT_EQ(read, hist) << "seq " << s.id << ": KV cache content differs from its tokens";
       if (!s.sample) continue;
       std::vector<float> logits = logits_for(read);
-      const Sampled sm = sample_token(logits, vocab_, s.sampling, s.sample_index, hist);
+      const Sampled sm = sample_token(logits, vocab_, s.sampling, s.sample_index, hist, s.allowed);
       r.tokens.push_back(sm.token);
       r.logprobs.push_back(sm.logprob);
       for (const auto& t : sm.top) {
