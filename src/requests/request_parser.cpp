@@ -9,6 +9,7 @@
 
 #include "requests/request_fields.h"
 #include "requests/request_json.h"
+#include "requests/structured_output.h"
 #include "text/chat_messages.h"
 
 namespace qmpi {
@@ -302,6 +303,7 @@ class LineChecker {
       prompt(obj.at("prompt"), r);
     }
     sampling(obj, r);
+    r.constraint = read_structured_output(obj, where_);
   }
 
  private:

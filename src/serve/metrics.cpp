@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "serve/constraint_metrics.h"
+
 namespace qmpi {
 namespace {
 
@@ -163,6 +165,7 @@ std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const 
          "1 once every rank holds its weights, 0 while loading or draining.");
   sample(out, "qmpi_ready", e.health == Health::Ready ? 1.0 : 0.0);
   render_replicas(e.replicas, out);
+  render_constraint_metrics(constraint_cache().stats(), out);
   return out;
 }
 
