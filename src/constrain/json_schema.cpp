@@ -66,7 +66,9 @@ const std::map<std::string, std::string> kFormats = {
 [[noreturn]] void unsupported(const std::string& keyword, const std::string& ptr,
                               const std::string& why) {
   throw Error(Err::FieldUnsupported,
-              "\"" + keyword + "\" at " + (ptr.empty() ? "/" : ptr) + ": " + why)
+              "\"" + keyword + "\" at " + (ptr.empty() ? "/" : ptr) + ": " + why,
+              "Rewrite the schema with the keywords docs/user-guide.md (Structured output) lists, "
+              "or check that part after generation.")
       .with_param(keyword);
 }
 

@@ -9,6 +9,8 @@ Then `qmpi serve`: a constrained answer streamed adds up to the same text as who
 finish_reason "tool_calls"; a bad regex and an unsupported keyword are 400s.
 """
 
+import copy
+import datetime
 import json
 import os
 import random
@@ -140,7 +142,14 @@ def batch_property(c: t.Checks, model: str) -> None:
         for raw in f:
             r = json.loads(raw)
             results[r.get("custom_id") or r.get("id")] = r
-    checker = jsonschema.FormatChecker()
+    # Draft 2020-12's format checkers (the default FormatChecker also holds draft 3's "time",
+    # which allows no fraction or offset).
+    checker = copy.deepcopy(jsonschema.Draft202012Validator.FORMAT_CHECKER)
+    # time and date-time need a package Debian lacks; datetime reads RFC 3339 here.
+    checker.checks("time", raises=ValueError)(
+        lambda v: bool(datetime.datetime.fromisoformat("1970-01-01T" + v).tzinfo))
+    checker.checks("date-time", raises=ValueError)(
+        lambda v: bool(datetime.datetime.fromisoformat(v).tzinfo))
     stopped = {"schema": 0, "regex": 0, "choice": 0}
     total = {"schema": 0, "regex": 0, "choice": 0}
     bad = []
@@ -183,7 +192,7 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": 
 
 
 def served(c: t.Checks, model: str) -> None:
-    server = sz.Server(model, tp=1, pp=1)
+    server = sz.Server(model, tp=1, pp=1, max_model_len=512)
     try:
         server.wait_ready()
         msgs = [{"role": "user", "content": "go"}]
@@ -206,6 +215,9 @@ def served(c: t.Checks, model: str) -> None:
                 req = dict(messages=msgs, tools=TOOLS, tool_choice=choice, max_tokens=120,
                            temperature=1.0, seed=seed)
                 status, _, text = sz.http_request(server.http_port, "POST", "/v1/chat/completions", req)
+                if status != 200:
+                    c.check(False, f"tool_choice {json.dumps(choice)}: {status} {text[:300]}")
+                    continue
                 ch = json.loads(text)["choices"][0]
                 if ch["finish_reason"] == "length":
                     continue
