@@ -19,8 +19,9 @@ packages=(
   libgtest-dev libgmock-dev nlohmann-json3-dev libspdlog-dev libpcre2-dev libutf8proc-dev
   python3 python3-numpy python3-h5py python3-zmq python3-jinja2 python3-matplotlib curl iproute2
 )
-# Only the tests use these: mmdebstrap builds the brand-new Debian root of tests/install.
-test_packages=(mmdebstrap)
+# Only the tests use these: mmdebstrap builds the brand-new Debian root of tests/install;
+# python3-jsonschema checks structured output (tests/integration/structured_output.py).
+test_packages=(mmdebstrap python3-jsonschema)
 ((with_tests)) && packages+=("${test_packages[@]}")
 
 missing=()

@@ -425,8 +425,8 @@ constexpr std::array kCatalogue{
                "A ZeroMQ client that waits forever: ZeroMQ connects lazily and never reports an "
                "address where nothing listens."},
     ErrorEntry{Err::FieldUnsupported, "field-unsupported",
-               "A request asks for something qmpi does not do (structured output, logit_bias, "
-               "guided decoding, echo, beam search...).",
+               "A request asks for something qmpi does not do (logit_bias, echo, beam search, a "
+               "JSON schema keyword structured output cannot hold to...).",
                "Fields qmpi does not know are ignored, as vLLM ignores them, except those whose "
                "value would change the answer: ignoring those would return something other than "
                "what was asked for. Their neutral values (null, false, {\"type\": \"text\"}) "
@@ -434,8 +434,8 @@ constexpr std::array kCatalogue{
                "Leave the field out, or send its neutral value; the message names the field and "
                "what to do instead (docs/protocol.md lists them).",
                kExitUser,
-               "A 400 with code `unsupported_parameter` for `response_format`, `logit_bias` or "
-               "`guided_json` that vLLM or OpenAI would honour."},
+               "A 400 with code `unsupported_parameter` for `logit_bias`, `echo`, or a schema "
+               "keyword such as `uniqueItems`, that vLLM or OpenAI would honour."},
     ErrorEntry{Err::ModelNotFound, "model-not-found",
                "A request names a model this server does not serve (HTTP 404, OpenAI's "
                "`model_not_found`).",

@@ -63,9 +63,15 @@ double sampling_uniform(uint64_t seed, uint32_t index) {
 }
 
 Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const SamplingParams& p,
-                     uint32_t sample_index, std::span<const int32_t> history) {
+                     uint32_t sample_index, std::span<const int32_t> history,
+                     std::span<const uint64_t> allowed) {
   const size_t V = std::min<size_t>(size_t(valid_vocab), logits.size());
   std::span<float> row = logits.first(V);
+  if (!allowed.empty()) {
+    constexpr float kOff = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < V; ++i)
+      if (i / 64 >= allowed.size() || !((allowed[i / 64] >> (i % 64)) & 1)) row[i] = kOff;
+  }
 
   // Raw log-softmax for the reported logprob (vectorized: it spans the whole vocabulary for
   // every sampled token).
@@ -102,6 +108,9 @@ Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const Samplin
     idx.resize(keep);
   }
   std::sort(idx.begin(), idx.end(), by_logit);
+  // Masked ids (-inf) are never candidates; the mask always leaves at least one.
+  while (idx.size() > 1 && std::isinf(row[size_t(idx.back())]) && row[size_t(idx.back())] < 0)
+    idx.pop_back();
   const double inv_t = 1.0 / double(p.temperature);
   const double top = double(row[size_t(idx[0])]);
   std::vector<double> prob(idx.size());

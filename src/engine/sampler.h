@@ -24,9 +24,12 @@ struct Sampled {
 
 // `logits` is modified (penalties, masking). Only the first `valid_vocab` entries can be
 // sampled (embedding rows past the tokenizer's vocabulary have no text). `history` holds the
-// sequence's tokens so far (prompt and output), for the penalties.
+// sequence's tokens so far (prompt and output), for the penalties. A non-empty `allowed`
+// (StepSeq::allowed) masks every other id before anything else, so the reported logprobs are
+// those of the masked distribution, as vLLM reports them under structured output.
 Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const SamplingParams& params,
-                     uint32_t sample_index, std::span<const int32_t> history);
+                     uint32_t sample_index, std::span<const int32_t> history,
+                     std::span<const uint64_t> allowed = {});
 
 // The uniform draw in [0, 1) used for (seed, index); exposed for tests.
 double sampling_uniform(uint64_t seed, uint32_t index);

@@ -73,6 +73,7 @@ int64_t Scheduler::add(SequenceSpec spec) {
   seq->id = next_id_;
   next_id_ += id_stride_;
   seq->spec = std::move(spec);
+  if (seq->spec.constraint) seq->constraint = seq->spec.constraint->start();
   waiting_.push_back(seq.get());
   const int64_t id = seq->id;
   seqs_.emplace(id, std::move(seq));
@@ -209,7 +210,8 @@ std::vector<Scheduler::Scheduled> Scheduler::schedule(std::vector<uint64_t>& com
 void Scheduler::add_drafts(std::vector<Scheduled>& planned, int64_t budget) {
   for (Scheduled& p : planned) {
     Sequence& s = *p.seq;
-    if (p.tokens != 1 || s.total() - s.computed != 1) continue;
+    // A constrained sequence's mask holds for its next token only: it gets no guesses.
+    if (p.tokens != 1 || s.total() - s.computed != 1 || s.constraint) continue;
     // The step gives back up to guesses + 1 tokens: never more than max_tokens allows (nor,
     // as add() checked prompt + max_tokens, past max_model_len).
     const int64_t room = std::min(budget - 1, s.spec.max_tokens - int64_t(s.output.size()) - 1);
@@ -241,6 +243,7 @@ StepSeq Scheduler::to_step(const Scheduled& sc) const {
   st.sample = s.computed + real == s.total();
   st.sampling = s.spec.sampling;
   st.sample_index = uint32_t(s.output.size());
+  if (st.sample && s.constraint) st.allowed = s.constraint->allowed();
   return st;
 }
 
@@ -422,6 +425,7 @@ std::vector<TokenEvent> Scheduler::complete_oldest() {
       for (size_t a = top_first + j * top_k; a < top_first + (j + 1) * top_k; ++a)
         ev.top.push_back({r.top_tokens[a], r.top_logprobs[a]});
       s.output.push_back(ev.token);
+      if (s.constraint) s.constraint->advance(ev.token);
       stats_.generated++;
       const auto& stops = s.spec.stop_ids;
       if (std::find(stops.begin(), stops.end(), ev.token) != stops.end())

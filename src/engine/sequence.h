@@ -5,7 +5,10 @@
 #include <cstdint>
 #include <vector>
 
+#include <memory>
+
 #include "engine/sampling_params.h"
+#include "engine/token_constraint.h"
 
 namespace qmpi {
 
@@ -21,7 +24,8 @@ struct SequenceSpec {
   std::vector<int32_t> prompt;
   SamplingParams sampling;
   int64_t max_tokens = 16;
-  std::vector<int32_t> stop_ids;  // finish after sampling one of these
+  std::vector<int32_t> stop_ids;                      // finish after sampling one of these
+  std::shared_ptr<const TokenConstraint> constraint;  // null: unconstrained
 };
 
 enum class SeqState : uint8_t { Waiting, Running };
@@ -39,6 +43,9 @@ struct Sequence {
   bool in_flight = false;        // in a step submitted and not yet completed
   bool cancelled = false;        // finish() came while in flight: retire when it returns
   int64_t preemptions = 0;
+  // Where its output is in spec.constraint. It follows the output tokens, which preemption
+  // keeps, so a recomputed sequence carries on where it was.
+  std::unique_ptr<ConstraintState> constraint;
 
   int64_t total() const { return int64_t(spec.prompt.size() + output.size()); }
   // Tokens [begin, end) of prompt followed by output.

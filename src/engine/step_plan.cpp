@@ -37,6 +37,7 @@ void seq_fields(Io& io, Seq& s) {
   sampling_fields(io, s.sampling);
   io(s.sample_index);
   io(s.cached_prefix);
+  io(s.allowed);
 }
 
 template <class Io, class Plan>

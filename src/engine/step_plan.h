@@ -28,6 +28,9 @@ struct StepSeq {
   // With first_chunk and start_pos > 0 (a prefix-cache hit): the tokens already in the cache,
   // so the last stage's penalty history starts from the whole sequence.
   std::vector<int32_t> cached_prefix;
+  // A constrained sequence (engine/token_constraint.h): the ids its next token may take, bit
+  // (id % 64) of word (id / 64). Empty: any id.
+  std::vector<uint64_t> allowed;
 };
 
 struct StepPlan {

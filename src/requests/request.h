@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/sampling_params.h"
+#include "constrain/constraint_source.h"
 #include "text/chat_template.h"
 
 namespace qmpi {
@@ -27,8 +28,9 @@ struct RequestSampling : GivenSampling {
 };
 
 // OpenAI's tool_choice. Auto when tools are given and the request does not say, None without
-// tools. Required and Named are kept by starting the answer with a <tool_call> block (see
-// tool_call_prefill in sequence_spec.h).
+// tools. Required and Named start the answer with a <tool_call> block (tool_call_prefill in
+// output_format.h) and constrain the rest to a call whose arguments fit the tool's parameters
+// (structured_output.h).
 enum class ToolChoice : uint8_t { Auto, None, Required, Named };
 
 // What a chat request carries besides role/content pairs.
@@ -50,6 +52,7 @@ struct Request {
   std::string prompt;                 // completion text
   std::vector<int32_t> prompt_ids;    // completion given as token ids
   RequestSampling sampling;
+  std::optional<ConstraintSource> constraint;  // structured output (structured_output.h)
   bool stream = false;  // "stream": true (serving only)
 };
 

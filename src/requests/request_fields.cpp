@@ -39,6 +39,13 @@ constexpr HandParsed kHandParsed[] = {
     {"add_generation_prompt", Takes::Chat},
     {"parallel_tool_calls", Takes::Chat},
     {"prompt", Takes::Completion},
+    // Structured output (requests/structured_output.h); one of them per request.
+    {"response_format", Takes::Both},
+    {"structured_outputs", Takes::Both},
+    {"guided_json", Takes::Both},
+    {"guided_regex", Takes::Both},
+    {"guided_choice", Takes::Both},
+    {"guided_grammar", Takes::Both},
 };
 
 // Every field qmpi reads, with the requests that take it.
@@ -111,14 +118,8 @@ bool null_or_zero(const json& v) {
 bool null_or_one(const json& v) {
   return v.is_null() || (v.is_number() && v.get<double>() == 1);
 }
-bool text_format(const json& v) {
-  return v.is_null() || (v.is_object() && v.size() == 1 && v.value("type", json()) == "text");
-}
 
 constexpr Refused kRefused[] = {
-    {"response_format", text_format, "structured output (json_object, json_schema)",
-     "Leave out \"response_format\" (or send {\"type\": \"text\"}) and ask for JSON in the "
-     "prompt."},
     {"logit_bias", null_or_empty, "logit_bias", "Leave out \"logit_bias\"."},
     {"echo", null_or_false, "echoing the prompt", "Leave out \"echo\"."},
     {"best_of", null_or_one, "best_of", "Use \"n\" and choose among the choices yourself."},
@@ -134,11 +135,6 @@ constexpr Refused kRefused[] = {
     {"continue_final_message", null_or_false, "continue_final_message",
      "Send \"add_generation_prompt\": false to end the prompt after the last message."},
     {"truncate_prompt_tokens", is_null, "prompt truncation", "Send a shorter prompt."},
-    {"guided_json", is_null, "guided decoding", "Leave out the guided_* fields."},
-    {"guided_regex", is_null, "guided decoding", "Leave out the guided_* fields."},
-    {"guided_choice", is_null, "guided decoding", "Leave out the guided_* fields."},
-    {"guided_grammar", is_null, "guided decoding", "Leave out the guided_* fields."},
-    {"structured_outputs", is_null, "structured outputs", "Leave out \"structured_outputs\"."},
     {"bad_words", null_or_empty, "bad_words", "Leave out \"bad_words\"."},
     {"allowed_token_ids", is_null, "allowed_token_ids", "Leave out \"allowed_token_ids\"."},
     {"documents", null_or_empty, "documents (RAG templates)", "Put the documents in a message."},

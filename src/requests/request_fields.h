@@ -2,8 +2,8 @@
 // OpenAI SDKs and vLLM clients send fields qmpi has no use for (store, metadata, user,
 // service_tier...): they are ignored, as vLLM ignores what it does not know. Two kinds are
 // still refused, because ignoring them would silently change the answer:
-//   - fields asking for something qmpi does not do (response_format json_schema, logit_bias,
-//     guided decoding, echo, beam search...), unless they hold their neutral value
+//   - fields asking for something qmpi does not do (logit_bias, echo, beam search...), unless
+//     they hold their neutral value
 //     (FieldUnsupported);
 //   - a name one or two letters away from a field qmpi reads ("temprature", "max_token"): a
 //     typo would otherwise sample with the default (RequestField, "did you mean").

@@ -12,6 +12,7 @@
 #include "requests/request_fields.h"
 #include "requests/request_json.h"
 #include "requests/request_limits.h"
+#include "requests/structured_output.h"
 #include "text/chat_messages.h"
 
 namespace qmpi {
@@ -309,6 +310,7 @@ class LineChecker {
       prompt(obj.at("prompt"), r);
     }
     sampling(obj, r);
+    r.constraint = read_structured_output(obj, where_);
   }
 
  private:

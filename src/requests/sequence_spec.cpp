@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "requests/output_format.h"
 #include "requests/sampling_resolver.h"
+#include "requests/structured_output.h"
 
 namespace qmpi {
 namespace {
@@ -93,6 +94,7 @@ SequenceSpec request_sequence_spec(const Request& req, std::vector<int32_t> prom
   spec.sampling = resolve_sampling(rs, model.gen, req.custom_id);
   if (!rs.ignore_eos) spec.stop_ids = model.eos_ids;
   spec.stop_ids.insert(spec.stop_ids.end(), rs.stop_token_ids.begin(), rs.stop_token_ids.end());
+  spec.constraint = request_constraint(req, spec.prompt, model);
   return spec;
 }
 

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "serve/constraint_metrics.h"
+
 namespace qmpi {
 namespace {
 
@@ -253,6 +255,7 @@ std::string ServeMetrics::render(const EngineSnapshot& e, int64_t queued) const 
   render_replicas(e.replicas, out);
   render_vllm(e, queued, out);
   render_spec_decode(e.spec, out);
+  render_constraint_metrics(constraint_cache().stats(), out);
   return out;
 }
 

@@ -105,7 +105,23 @@ out.badModel = await errorOf(client.chat.completions.create({ ...base, model: "g
 out.badKey = await errorOf(new OpenAI({ baseURL, apiKey: "wrong", maxRetries: 0 })
   .chat.completions.create(base));
 out.unsupported = await errorOf(client.chat.completions.create(
-  { ...base, response_format: { type: "json_object" } }));
+  { ...base, logit_bias: { "5": 10 } }));
+
+// Structured output: a JSON schema, and forced tool calls whose arguments fit the parameters.
+const schema = { type: "object", properties: { name: { type: "string", maxLength: 8 },
+  n: { type: "integer", minimum: 1, maximum: 99 } }, required: ["name", "n"] };
+const structured = await client.chat.completions.create({ ...base, max_tokens: 200, temperature: 1,
+  response_format: { type: "json_schema", json_schema: { name: "thing", schema, strict: true } } });
+out.jsonSchema = { content: structured.choices[0].message.content,
+  finish: structured.choices[0].finish_reason };
+for (const [key, choice] of [["toolRequired", "required"],
+  ["toolNamed", { type: "function", function: { name: "get_weather" } }]]) {
+  const r = await client.chat.completions.create({ ...base, max_tokens: 200, temperature: 1,
+    tools, tool_choice: choice });
+  const calls = r.choices[0].message.tool_calls ?? [];
+  out[key] = { finish: r.choices[0].finish_reason, calls: calls.map((c) => ({
+    name: c.function.name, arguments: JSON.parse(c.function.arguments) })) };
+}
 out.tooLong = await errorOf(client.chat.completions.create({ ...base, max_tokens: 1000000 }));
 out.badTemperature = await errorOf(client.chat.completions.create({ ...base, temperature: -1 }));
 console.log(JSON.stringify(out));

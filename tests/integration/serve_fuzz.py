@@ -55,8 +55,12 @@ def zmq_cases() -> list:
                          ("top_logprobs", 2)]:
         cases.append((f"field {field!r}", j(gen(**{field: value})), "QM501"))
     for field, value in [("logit_bias", {"5": 1}), ("echo", True),
-                         ("response_format", {"type": "json_object"}), ("guided_regex", "a+")]:
+                         ("guided_json", {"type": "object", "minProperties": 1}),
+                         ("structured_outputs", {"whitespace_pattern": " "})]:
         cases.append((f"unsupported field {field!r}", j(gen(**{field: value})), "QM520"))
+    for field, value in [("guided_regex", "a("), ("guided_grammar", "root ::= x"),
+                         ("guided_choice", []), ("response_format", {"type": "yaml"})]:
+        cases.append((f"bad structured output {field!r}", j(gen(**{field: value})), "QM501"))
     for field, value in [("max_tokens", "8"), ("max_tokens", 4.5), ("max_tokens", None),
                          ("temperature", "hot"), ("top_k", 1.5), ("stop", 5), ("stop", [1]),
                          ("seed", "x"), ("stream", "yes"), ("ignore_eos", 1), ("n", "2"),

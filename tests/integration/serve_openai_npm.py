@@ -3,8 +3,8 @@
 chat whole and streamed (with stream_options usage), n=2, stop, seed, logprobs whole and
 streamed, tools with a tool-call round trip, chat_template_kwargs (thinking off), SDK fields
 (store, metadata, user, parallel_tool_calls) accepted, completions with logprobs, models list
-and retrieve, and the SDK's errors: 404 model_not_found, 401 for a wrong key, 400 for
-response_format json_object.
+and retrieve, structured output (json_schema, tool_choice required and named: the calls parse), and the SDK's
+errors: 404 model_not_found, 401 for a wrong key, 400 for logit_bias.
 
 The client comes from .cache/npm-tests (scripts/setup.sh --tests puts it there); without it
 the test installs the same pinned version into the build folder (a few seconds with npm).
@@ -89,8 +89,23 @@ def body(c: t.Checks) -> None:
                 f"({r['badKey']})")
         c.check(r["unsupported"] == {"status": 400, "code": "unsupported_parameter",
                                      "type": "invalid_request_error",
-                                     "param": "response_format"},
-                f"response_format json_object: 400 unsupported_parameter ({r['unsupported']})")
+                                     "param": "logit_bias"},
+                f"logit_bias: 400 unsupported_parameter ({r['unsupported']})")
+        js = r["jsonSchema"]
+        if js["finish"] == "stop":
+            v = json.loads(js["content"])
+            c.check(set(v) == {"name", "n"} and isinstance(v["name"], str) and len(v["name"]) <= 8
+                    and 1 <= v["n"] <= 99, f"response_format json_schema: valid JSON ({js})")
+        else:
+            c.check(js["finish"] == "length", f"response_format json_schema ends ({js})")
+        for key in ("toolRequired", "toolNamed"):
+            tc = r[key]
+            c.check(tc["finish"] == "length" or (
+                tc["finish"] == "tool_calls" and len(tc["calls"]) == 1 and
+                tc["calls"][0]["name"] == "get_weather" and
+                isinstance(tc["calls"][0]["arguments"].get("city"), str) and
+                set(tc["calls"][0]["arguments"]) == {"city"}),
+                f"{key}: a tool call whose arguments fit the parameters ({tc})")
         c.check(r["tooLong"] is not None and r["tooLong"]["status"] == 400 and
                 r["tooLong"]["code"] == "context_length_exceeded",
                 f"max_tokens past the context: 400 context_length_exceeded ({r['tooLong']})")

@@ -20,6 +20,7 @@ LAYERS = [
     ["src/model"],
     ["src/engine"],
     ["src/text"],
+    ["src/constrain"],
     ["src/requests"],
     ["src/batch", "src/serve"],
     ["src/plan"],

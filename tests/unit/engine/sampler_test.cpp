@@ -151,5 +151,32 @@ TEST(Sampler, OnlyValidVocabIsSampled) {
   EXPECT_EQ(sample_token(row, 5, p, 0, {}).token, 0);  // token 5 (the max) is past the vocab
 }
 
+TEST(Sampler, AllowedMaskKeepsToItsIdsAndReportsTheMaskedDistribution) {
+  const std::vector<uint64_t> allowed = {(uint64_t(1) << 3) | (uint64_t(1) << 6)};
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_logprobs = 3;
+  std::map<int32_t, int> seen;
+  Sampled last;
+  for (uint32_t i = 0; i < 300; ++i) {
+    std::vector<float> row = kLogits;
+    last = sample_token(row, int64_t(row.size()), p, i, {}, allowed);
+    seen[last.token]++;
+  }
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_GT(seen[3], 0);
+  EXPECT_GT(seen[6], 0);
+  // logprobs: log-softmax over the two allowed ids only (vLLM's convention).
+  const double lse = std::log(std::exp(double(kLogits[3])) + std::exp(double(kLogits[6])));
+  const int32_t t = last.token;
+  EXPECT_NEAR(last.logprob, double(kLogits[size_t(t)]) - lse, 1e-5);
+  ASSERT_EQ(last.top.size(), 3u);
+  EXPECT_TRUE(std::isinf(last.top[2].logprob)) << "a masked id has probability zero";
+  std::vector<float> row = kLogits;
+  p.temperature = 0.0f;
+  EXPECT_EQ(sample_token(row, int64_t(row.size()), p, 0, {}, allowed).token,
+            kLogits[3] >= kLogits[6] ? 3 : 6);
+}
+
 }  // namespace
 }  // namespace qmpi

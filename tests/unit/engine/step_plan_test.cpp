@@ -33,6 +33,7 @@ StepSeq seq(int64_t id, std::mt19937& rng) {
   s.sampling.top_logprobs = int32_t(rng() % 21);
   s.sample_index = rng();
   for (uint32_t i = 0, n = rng() % 4; i < n; ++i) s.cached_prefix.push_back(int32_t(rng() % 99));
+  if (rng() % 2) s.allowed.assign(rng() % 5, (uint64_t(rng()) << 32) | rng());
   return s;
 }
 
@@ -77,6 +78,7 @@ void expect_same(const StepPlan& a, const StepPlan& b) {
     expect_same(x.sampling, y.sampling);
     EXPECT_EQ(x.sample_index, y.sample_index);
     EXPECT_EQ(x.cached_prefix, y.cached_prefix);
+    EXPECT_EQ(x.allowed, y.allowed);
   }
 }
 

@@ -103,12 +103,8 @@ TEST(Request, UnknownFieldsAreIgnoredUnlessTheyWouldChangeTheAnswer) {
   // Asking for what qmpi does not do.
   bad(R"({"custom_id": "u", "url": "/v1/completions", "body": {"prompt": "x", "echo": true}})",
       Err::FieldUnsupported, "\"echo\"", "u");
-  bad(R"({"id": "u", "messages": [{"role": "user", "content": "x"}], "response_format":
-      {"type": "json_object"}})",
-      Err::FieldUnsupported, "response_format", "u");
   bad(R"({"id": "u", "prompt": "x", "logit_bias": {"5": 10}})", Err::FieldUnsupported, "logit_bias",
       "u");
-  bad(R"({"id": "u", "prompt": "x", "guided_json": {}})", Err::FieldUnsupported, "guided", "u");
   // Message fields beyond role and content go to the template as sent.
   r = ok(R"({"id": "u", "messages": [{"role": "user", "content": "x", "mood": 1}]})");
   EXPECT_EQ(r.chat.extras.messages[0]["mood"], 1);
