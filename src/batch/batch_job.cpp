@@ -61,7 +61,7 @@ class BatchJob {
   void emit(int64_t index, std::string line);
   void drain();
   ProgressCounts counts() const;
-  int64_t output_cap(const BatchRequest& req, const std::vector<int32_t>& prompt) const;
+  int64_t output_cap(const Request& req, const std::vector<int32_t>& prompt) const;
   void sync_files();
 
   const BatchJobOptions& opts_;
@@ -91,7 +91,7 @@ class BatchJob {
 
 // The most output a request may make, or -1 when it set no limit (chat without max_tokens runs
 // up to --max-model-len).
-int64_t BatchJob::output_cap(const BatchRequest& req, const std::vector<int32_t>& prompt) const {
+int64_t BatchJob::output_cap(const Request& req, const std::vector<int32_t>& prompt) const {
   const bool capped = req.sampling.max_tokens || opts_.default_max_tokens > 0 ||
                       req.endpoint == Endpoint::Completion;  // OpenAI's default of 16
   if (!capped) return -1;

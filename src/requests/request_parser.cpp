@@ -169,7 +169,7 @@ class LineChecker {
       c.parallel_tool_calls = boolean(obj, "parallel_tool_calls");
   }
 
-  void prompt(const json& v, BatchRequest& r) const {
+  void prompt(const json& v, Request& r) const {
     // OpenAI's list of prompts with one prompt in it (LangChain's OpenAI class sends every
     // prompt so): that prompt, text or token ids, and its choices indexed from 0 as OpenAI's.
     if (v.is_array() && v.size() == 1 &&

@@ -153,7 +153,7 @@ std::optional<ConstraintSource> tool_call_source(const ChatRequest& chat) {
 
 // Whether the answer may think first: --reasoning-parser, and the prompt has not closed a
 // <think> block already (Qwen3 with enable_thinking false writes an empty one).
-bool may_think(std::span<const int32_t> prompt, const BatchModel& model) {
+bool may_think(std::span<const int32_t> prompt, const ModelFacts& model) {
   if (!model.reasoning_parser || prompt.empty()) return false;
   const size_t n = std::min<size_t>(prompt.size(), 4);
   std::string tail;
@@ -168,9 +168,9 @@ bool may_think(std::span<const int32_t> prompt, const BatchModel& model) {
 
 }  // namespace
 
-std::shared_ptr<const TokenConstraint> request_constraint(const BatchRequest& req,
+std::shared_ptr<const TokenConstraint> request_constraint(const Request& req,
                                                           std::span<const int32_t> prompt,
-                                                          const BatchModel& model) {
+                                                          const ModelFacts& model) {
   std::optional<ConstraintSource> src = req.constraint;
   const std::optional<ConstraintSource> call =
       req.endpoint == Endpoint::Chat ? tool_call_source(req.chat) : std::nullopt;

@@ -28,8 +28,8 @@ std::optional<ConstraintSource> read_structured_output(const nlohmann::ordered_j
 // The constraint of `req`'s sequences (null: none), compiled through the process's cache.
 // With --reasoning-parser and a prompt that leaves the answer free to think, it starts after
 // </think>. RequestField or FieldUnsupported for a source that cannot be compiled.
-std::shared_ptr<const TokenConstraint> request_constraint(const BatchRequest& req,
+std::shared_ptr<const TokenConstraint> request_constraint(const Request& req,
                                                           std::span<const int32_t> prompt,
-                                                          const BatchModel& model);
+                                                          const ModelFacts& model);
 
 }  // namespace qmpi

@@ -13,7 +13,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 // The body as an object whose "model", if any, is one the server answers to.
-json parse_object(std::string_view body, const BatchModel& model) {
+json parse_object(std::string_view body, const ModelFacts& model) {
   json j;
   try {
     j = json::parse(body);
@@ -39,7 +39,7 @@ bool flag(const json& j, const char* key, bool def) {
 
 }  // namespace
 
-std::string tokenize_response(std::string_view body, const BatchModel& model,
+std::string tokenize_response(std::string_view body, const ModelFacts& model,
                               int64_t max_model_len) {
   json j = parse_object(body, model);
   const bool token_strs = flag(j, "return_token_strs", false);
@@ -47,7 +47,7 @@ std::string tokenize_response(std::string_view body, const BatchModel& model,
   flag(j, "add_special_tokens", true);
   for (const char* key : {"return_token_strs", "add_special_tokens", "model"}) j.erase(key);
   // Read as a completion or chat request is, so that it renders the same.
-  BatchRequest req;
+  Request req;
   read_request_body(j, req, "request", false);
   const std::vector<int32_t> ids = request_prompt_ids(req, model);
   json out = {{"count", ids.size()}, {"max_model_len", max_model_len}, {"tokens", ids}};
@@ -61,7 +61,7 @@ std::string tokenize_response(std::string_view body, const BatchModel& model,
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string detokenize_response(std::string_view body, const BatchModel& model) {
+std::string detokenize_response(std::string_view body, const ModelFacts& model) {
   const json j = parse_object(body, model);
   if (!j.contains("tokens") || !j.at("tokens").is_array())
     throw Error(Err::RequestField, "/detokenize needs \"tokens\": an array of token ids")

@@ -15,10 +15,10 @@ namespace qmpi {
 // "tools"?, "chat_template_kwargs"?, ...}, either with "model"? and "return_token_strs"?
 // -> {"count", "max_model_len", "tokens", "token_strs"}. Raises RequestJson, RequestField,
 // ModelNotFound.
-std::string tokenize_response(std::string_view body, const BatchModel& model,
+std::string tokenize_response(std::string_view body, const ModelFacts& model,
                               int64_t max_model_len);
 // {"tokens": [ids], "model"?} -> {"prompt": text}.
-std::string detokenize_response(std::string_view body, const BatchModel& model);
+std::string detokenize_response(std::string_view body, const ModelFacts& model);
 // {"version": "<qmpi's version>"}
 std::string version_response();
 

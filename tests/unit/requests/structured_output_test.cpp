@@ -11,7 +11,7 @@ namespace qmpi {
 namespace {
 
 std::optional<ConstraintSource> read(const std::string& extra) {
-  BatchRequest r;
+  Request r;
   read_request_body(nlohmann::ordered_json::parse(R"({"prompt": "x")" + extra + "}"), r, "request",
                     false);
   return r.constraint;
