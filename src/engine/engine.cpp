@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/errors.h"
+#include "core/host_memory.h"
 #include "engine/kv_sizing.h"
 #include "engine/profile_step.h"
 #include "model/synthetic.h"
@@ -27,13 +28,14 @@ TensorDump tensor_dump_from_env(int rank) {
 
 ModelConfig load_config(const EngineOptions& o) {
   if (o.synthetic_weights) {
-    if (!o.model_config.empty()) return ModelConfig::load(o.model_config);  // file or folder
+    if (!o.model_config.empty())  // file or folder
+      return ModelConfig::load(o.model_config, o.config_overrides);
     if (o.model_path.empty())
       raise(Err::Usage, "--synthetic-weights needs --model-config FILE or --model DIR");
-    return ModelConfig::load(o.model_path);
+    return ModelConfig::load(o.model_path, o.config_overrides);
   }
   if (o.model_path.empty()) raise(Err::Usage, "--model is required");
-  return ModelConfig::load(o.model_path);
+  return ModelConfig::load(o.model_path, o.config_overrides);
 }
 
 // Rank 0 logs one start-up summary: the layout, the model and the KV cache, then every rank's
@@ -56,8 +58,7 @@ void log_startup(const Mesh& mesh, const ModelConfig& cfg, const KvCacheShape& k
 
 Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   cfg_ = load_config(opts_);
-  max_model_len_ = opts_.max_model_len > 0 ? opts_.max_model_len
-                                           : std::min<int64_t>(cfg_.max_position_embeddings, 8192);
+  max_model_len_ = opts_.max_model_len > 0 ? opts_.max_model_len : cfg_.derived_max_model_len();
 
   MeshOptions mo;
   mo.layout = opts_.layout;
@@ -181,7 +182,15 @@ void Engine::size_kv_cache(KvCacheShape& kv) {
       return measured_.rank_kv_blocks;
     });
   } else {
-    kv.num_blocks = blocks_for_sequences(opts_.max_num_seqs, max_model_len_, opts_.block_size);
+    // CPU: blocks from a memory budget, every rank agreeing on the smallest count.
+    kv.num_blocks = agree_on_kv_blocks(mesh_->world(), mesh_->log_tag(), [&] {
+      const uint64_t budget = opts_.kv_cache_memory > 0
+                                  ? opts_.kv_cache_memory
+                                  : uint64_t(kCpuKvMemoryShare * double(host_available_memory())) /
+                                        uint64_t(ranks_on_host(mesh_->placements(), mesh_->rank()));
+      return cpu_kv_blocks(budget, kv.bytes_per_block(), opts_.max_num_seqs, max_model_len_,
+                           opts_.block_size);
+    });
   }
   if (measured_.rank_kv_blocks == 0) measured_.rank_kv_blocks = kv.num_blocks;
   measured_.kv_blocks = kv.num_blocks;

@@ -40,12 +40,17 @@ struct EngineOptions {
   bool allow_tp_across_hosts = false;
   double comm_timeout_s = 300.0;
   double gpu_memory_utilization = 0.9;
+  ConfigOverrides config_overrides;  // --hf-overrides, --rope-scaling
   int block_size = 16;
-  int64_t max_model_len = 0;  // 0: min(max_position_embeddings, 8192)
+  int64_t max_model_len = 0;  // 0: ModelConfig::derived_max_model_len()
   int64_t max_num_seqs = 1;
-  // 0: on CPU enough for max_num_seqs sequences of max_model_len; on a device backend with
-  // size_kv_on_device, what --gpu-memory-utilization leaves after the weights and workspace.
+  // 0: on CPU what kv_cache_memory holds (at most max_num_seqs sequences of max_model_len); on
+  // a device backend with size_kv_on_device, what --gpu-memory-utilization leaves after the
+  // weights and workspace.
   int64_t kv_blocks = 0;
+  // CPU: bytes the KV cache may grow to per rank (0: kCpuKvMemoryShare of MemAvailable over
+  // this host's ranks); ignored with kv_blocks.
+  uint64_t kv_cache_memory = 0;
   DType kv_dtype = DType::BF16;  // the KV cache's elements: F32, BF16 or F8_E4M3
   // Tokens of the largest step (batch, serve: --max-batched-tokens); 0: a whole prompt of
   // max_model_len in one step (run, bench, logits). The workspace is measured at this size.

@@ -5,6 +5,7 @@
 #include "app/commands/kv_dtype_option.h"
 #include "app/commands/options.h"
 #include "backend/cpu/cpu_backend.h"
+#include "core/byte_size.h"
 #include "core/errors.h"
 #ifdef QMPI_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -105,9 +106,12 @@ EngineOptions to_engine_options(const EngineCli& c) {
   o.max_model_len = c.max_model_len;
   o.max_num_seqs = c.max_num_seqs;
   o.kv_blocks = c.kv_blocks;
+  if (!c.kv_cache_memory.empty())
+    o.kv_cache_memory = parse_byte_size(c.kv_cache_memory, "--kv-cache-memory");
   o.kv_dtype = parse_kv_dtype(c.kv_dtype);
   o.allow_tp_across_hosts = c.allow_tp_across_hosts;
   o.gpu_memory_utilization = c.gpu_memory_utilization;
+  o.config_overrides = c.config_overrides;
   o.preflight = launch_preflight;
   o.command = c.command;
   o.memory_report = launch_memory_report;

@@ -53,9 +53,11 @@ struct EngineCli {
   int64_t max_model_len = 0;
   int64_t max_num_seqs = 1;
   int64_t kv_blocks = 0;
+  std::string kv_cache_memory;  // a byte size; empty: the default share of MemAvailable
   std::string kv_dtype = "bf16";
   bool allow_tp_across_hosts = false;
   double gpu_memory_utilization = 0.9;
+  ConfigOverrides config_overrides;
   // Not an option: the command as the pre-flight's suggested launch line repeats it, with what
   // it needs besides the model and layout, e.g. "batch --input in.jsonl --output out.jsonl".
   std::string command = "run";
@@ -63,6 +65,8 @@ struct EngineCli {
 
 // The options bind to `cli`, whose values on entry are the defaults --help shows.
 po::options_description engine_options(EngineCli& cli);
+// --hf-overrides and --rope-scaling (vLLM's), for every command that reads config.json.
+void add_config_override_options(po::options_description& d, ConfigOverrides& o);
 
 // The scheduler options `batch` and `serve` share.
 struct SchedulerCli {

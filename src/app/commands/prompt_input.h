@@ -52,7 +52,5 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p);
 // (requests/sampling_resolver.h) takes the rest from generation_config.json.
 RequestSampling sampling_fields(const SamplingCli& s, const po::variables_map& vm);
 std::vector<int32_t> stop_token_ids(const GenerationConfig& gen, const ModelConfig& cfg);
-// Raises Err::PromptTooLong when prompt + max_tokens exceed max_model_len.
-void check_prompt_fits(size_t prompt_tokens, int64_t max_tokens, int64_t max_model_len);
 
 }  // namespace qmpi

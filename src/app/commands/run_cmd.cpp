@@ -7,6 +7,7 @@
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
+#include "engine/context_limit.h"
 #include "engine/scheduler.h"
 #include "parallel/launcher.h"
 #include "requests/console_sink.h"
@@ -38,7 +39,7 @@ int cmd_run(const Args& args) {
   return run_engine(to_engine_options(cli), [&](Engine& engine) {
     prompt.chat_template = cli.chat_template;
     const PromptSource src = load_prompt_source(engine, prompt);
-    check_prompt_fits(src.ids.size(), max_tokens, engine.max_model_len());
+    check_context_fits(int64_t(src.ids.size()), max_tokens, engine.max_model_len());
     BatchRequest req;
     req.custom_id = "run";
     req.prompt_ids = src.ids;
