@@ -111,7 +111,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineOptions& opts) : opts_(opts) {
   if (opts_.cuda_graphs && !model_->recordable() && mesh_->rank() == 0)
     spdlog::warn(
         "--cuda-graphs: every step runs eagerly here: graphs need --tp 1, a model without MoE "
-        "layers and no QMPI_DUMP");
+        "layers or dynamic rope_scaling, and no QMPI_DUMP");
 
   KvCacheShape kv;
   kv.num_layers = int(plan.layers.size());
