@@ -40,7 +40,8 @@ class RopeScaling:
         self.kind = rs.get("rope_type", rs.get("type", "default"))
         if self.kind not in ("default", "linear", "dynamic", "yarn"):
             raise ValueError(f"the reference has no rope_scaling type {self.kind}")
-        self.max_pos = int(raw["max_position_embeddings"])
+        # Only the scalings read it (the self-check's configs without scaling leave it out).
+        self.max_pos = int(raw["max_position_embeddings"] if rs else 0)
         self.original = int(rs.get("original_max_position_embeddings") or self.max_pos)
         self.factor = float(rs.get("factor") or
                             (self.max_pos / self.original if self.kind == "yarn" else 1.0))
@@ -112,7 +113,7 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(var + eps) * weight
 
 
-NO_SCALING = RopeScaling({"max_position_embeddings": 1})
+NO_SCALING = RopeScaling({})
 
 
 def rope_tables(positions: np.ndarray, head_dim: int, theta: float,
