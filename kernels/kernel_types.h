@@ -60,6 +60,16 @@ struct Int4WeightView {
   Int4Layout layout = Int4Layout::Rows;
 };
 
+// RoPE's inverse frequencies as the model computed them (model/rope_scaling.h): `rows` rows of
+// head_dim / 2 floats, either one row for every token or one per token (dynamic NTK scaling),
+// and the factor cos and sin are multiplied by (YaRN's attention scaling, else 1).
+struct RopeFreqs {
+  const float* inv_freq = nullptr;  // host
+  int64_t rows = 1;
+  int32_t head_dim = 0;
+  float attention = 1.0f;
+};
+
 // One sequence of a batched attention call. Rows of q/out for this sequence are
 // [q_begin, q_begin + q_len); its keys are the first ctx_len cache positions (past + new), and
 // new token i sits at position ctx_len - q_len + i (causal: it sees keys 0..that position).

@@ -34,20 +34,16 @@ void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* o
   }
 }
 
-void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
-          double theta) {
-  const int32_t half = head_dim / 2;
-  std::vector<float> inv_freq(half);
-  for (int32_t m = 0; m < half; ++m) {
-    float expo = float(2 * m) / float(head_dim);
-    inv_freq[m] = 1.0f / float(std::pow(double(float(theta)), double(expo)));
-  }
+void rope(float* x, int64_t n, int32_t heads, const int32_t* positions, const RopeFreqs& f) {
+  const int32_t half = f.head_dim / 2;
   for (int64_t i = 0; i < n; ++i) {
+    const float* inv_freq = f.inv_freq + (f.rows == 1 ? 0 : i * half);
     for (int32_t h = 0; h < heads; ++h) {
-      float* v = x + (i * heads + h) * head_dim;
+      float* v = x + (i * heads + h) * f.head_dim;
       for (int32_t m = 0; m < half; ++m) {
         float angle = float(positions[i]) * inv_freq[m];
-        double c = std::cos(double(angle)), s = std::sin(double(angle));
+        double c = double(float(std::cos(double(angle))) * f.attention);
+        double s = double(float(std::sin(double(angle))) * f.attention);
         double a = v[m], b = v[m + half];
         v[m] = float(a * c - b * s);
         v[m + half] = float(b * c + a * s);

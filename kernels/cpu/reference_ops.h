@@ -9,9 +9,9 @@ namespace qmpi::cpu::ref {
 
 void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out);
 void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out);
-// inv_freq and angles in float32 as Hugging Face computes them; the rotation in double.
-void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
-          double theta);
+// Angles in float32 as Hugging Face computes them from f's inverse frequencies (one row, or
+// one per token); cos and sin times f.attention; the rotation in double.
+void rope(float* x, int64_t n, int32_t heads, const int32_t* positions, const RopeFreqs& f);
 void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out);
 void add(float* x, const float* y, int64_t count);
 void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,

@@ -28,10 +28,12 @@ cudaError_t launch_add_rmsnorm(float* x, const float* y, int64_t n, const void* 
                                int64_t width, float eps, float* out, void* out_bf16,
                                cudaStream_t stream);
 
-// Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim]: pair m of a token at position p
-// turns by float(p) * inv_freq[m] (inv_freq: head_dim / 2 floats, rope_inv_freq()).
+// Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim]: pair m of token t at position p
+// turns by float(p) * inv_freq[m] (inv_freq: head_dim / 2 floats, or one such row per token
+// when per_token; model/rope_scaling.h), cos and sin multiplied by `attention`.
 cudaError_t launch_rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
-                        const int32_t* positions, const float* inv_freq, cudaStream_t stream);
+                        const int32_t* positions, const float* inv_freq, bool per_token,
+                        float attention, cudaStream_t stream);
 
 // The paged cache of one layer as the kernels see it (KvLayerView's device half): pools of
 // [num_blocks, block_size, kv_heads, head_dim] elements of `dtype` (F32, BF16 or F8_E4M3, the

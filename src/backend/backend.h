@@ -78,6 +78,12 @@ class Backend {
   virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void fill_zero(void* dst, size_t bytes) = 0;
+  // A zeroed buffer; the CPU backend maps large ones lazily (pages cost memory once written).
+  virtual Buffer alloc_zeroed(size_t bytes) {
+    Buffer b = alloc(bytes);
+    fill_zero(b.data(), bytes);
+    return b;
+  }
   virtual void synchronize() = 0;
 
   // Creates a weight of the given dtype and shape; `fill` writes its bytes into host memory
@@ -106,9 +112,10 @@ class Backend {
   virtual Int4Layout int4_layout() const { return Int4Layout::Rows; }
   virtual void matmul_int4(const float* x, int64_t n, const Int4WeightView& w,
                            const WeightView* bias, float* out) = 0;
-  // Rotate-half (NeoX) RoPE in place on x[n, heads, head_dim] at positions[n] (host).
-  virtual void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
-                    double theta) = 0;
+  // Rotate-half (NeoX) RoPE in place on x[n, heads, f.head_dim] at positions[n] (host), by
+  // the frequencies the model computed (f.rows 1 or n).
+  virtual void rope(float* x, int64_t n, int32_t heads, const int32_t* positions,
+                    const RopeFreqs& f) = 0;
   // Writes k/v[n, kv_heads, head_dim] into the cache at slots[n] (host).
   virtual void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
                         const KvLayerView& kv) = 0;

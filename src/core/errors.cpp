@@ -114,7 +114,8 @@ constexpr std::array kCatalogue{
         Err::ArchUnsupported, "arch-unsupported", "The model's architecture is not supported yet.",
         "qmpi runs Qwen2ForCausalLM (Qwen2, Qwen2.5), Qwen3ForCausalLM, Qwen2MoeForCausalLM and "
         "Qwen3MoeForCausalLM; anything else (Llama, Qwen2-VL, Qwen2.5-Omni...), sliding-window "
-        "attention, rope_scaling and Qwen3's attention_bias are not supported yet.",
+        "attention, rope_scaling types other than yarn, linear and dynamic, and Qwen3's "
+        "attention_bias are not supported yet.",
         "Use a checkpoint of one of those architectures; other architectures are on the roadmap.",
         kExitModel,
         "`Model architectures ['Qwen2VLForConditionalGeneration'] are not supported`, or an "

@@ -158,19 +158,19 @@ DoctorReport run_doctor(const DoctorOptions& o) {
   std::map<std::string, DType> dtypes;
   if (!o.model.empty()) {
     if (job.host_leader()) {
-      ModelCheck m = check_model(o.model);
+      ModelCheck m = check_model(o.model, o.overrides);
       cfg = m.config;
       dtypes = std::move(m.tensor_dtypes);
       append(mine, std::move(m.findings), here);
     } else {
       try {
-        cfg = ModelConfig::load(o.model);
+        cfg = ModelConfig::load(o.model, o.overrides);
       } catch (const Error&) {
       }
     }
   } else if (!o.model_config.empty()) {
     try {
-      cfg = ModelConfig::load(o.model_config);
+      cfg = ModelConfig::load(o.model_config, o.overrides);
       if (job.rank == 0)
         mine.push_back(ok("model", "--model-config " + o.model_config + ": " + cfg->architecture +
                                        " (layout and memory checks only; give --model DIR to "

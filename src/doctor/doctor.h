@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "doctor/report.h"
+#include "model/config_overrides.h"
 
 namespace qmpi::doctor {
 
@@ -18,6 +19,7 @@ struct DoctorOptions {
   std::string model;            // --model DIR: every model check
   std::string model_config;     // --model-config FILE: the layout and memory checks only
   std::string sha256_manifest;  // --verify-sha256 MANIFEST
+  ConfigOverrides overrides;    // --hf-overrides, --rope-scaling
   int tp = 0, pp = 0;           // 0 and 0: default_layout()
   int dp = 1;                   // data-parallel replicas of the tp x pp mesh
   std::vector<int> pp_layers;

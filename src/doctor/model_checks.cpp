@@ -199,7 +199,7 @@ Tokenizer load_tokenizer(const std::string& model_path, bool h5) {
 
 }  // namespace
 
-ModelCheck check_model(const std::string& model_dir) {
+ModelCheck check_model(const std::string& model_dir, const ConfigOverrides& overrides) {
   ModelCheck r;
   auto& out = r.findings;
   const bool h5 = fs::is_regular_file(model_dir) && is_h5_path(model_dir);
@@ -212,7 +212,7 @@ ModelCheck check_model(const std::string& model_dir) {
     return r;
   }
   try {
-    r.config = ModelConfig::load(model_dir);
+    r.config = ModelConfig::load(model_dir, overrides);
     out.push_back(ok(kSection, describe(*r.config)));
   } catch (const Error& e) {
     out.push_back(fail(kSection, e));

@@ -25,7 +25,7 @@ struct ModelCheck {
   std::map<std::string, DType> tensor_dtypes;  // from the headers that parsed, for the planner
 };
 
-ModelCheck check_model(const std::string& model_dir);
+ModelCheck check_model(const std::string& model_dir, const ConfigOverrides& overrides = {});
 
 // The manifest's entries with `files` (indices into `entries`) checked: FAIL ChecksumMismatch
 // naming the file and both digests, FAIL ShardMissing / InputFile for a file that cannot be

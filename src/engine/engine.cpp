@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/errors.h"
+#include "core/host_memory.h"
 #include "engine/kv_sizing.h"
 #include "engine/profile_step.h"
 #include "model/config_bounds.h"
@@ -28,13 +29,13 @@ TensorDump tensor_dump_from_env(int rank) {
 
 ModelConfig load_config(const ModelSource& m) {
   if (m.synthetic_weights) {
-    if (!m.config_path.empty()) return ModelConfig::load(m.config_path);  // file or folder
+    if (!m.config_path.empty()) return ModelConfig::load(m.config_path, m.overrides);  // file or folder
     if (m.path.empty())
       raise(Err::Usage, "--synthetic-weights needs --model-config FILE or --model DIR");
-    return ModelConfig::load(m.path);
+    return ModelConfig::load(m.path, m.overrides);
   }
   if (m.path.empty()) raise(Err::Usage, "--model is required");
-  return ModelConfig::load(m.path);
+  return ModelConfig::load(m.path, m.overrides);
 }
 
 // Rank 0 logs one start-up summary: the layout, the model and the KV cache, then every rank's
@@ -110,7 +111,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
   if (opts_.backend.graphs() && !model_->recordable() && mesh_->rank() == 0)
     spdlog::warn(
         "--cuda-graphs: every step runs eagerly here: graphs need --tp 1, a model without MoE "
-        "layers and no QMPI_DUMP");
+        "layers or dynamic rope_scaling, and no QMPI_DUMP");
 
   KvCacheShape kv;
   kv.num_layers = int(plan.layers.size());
@@ -183,7 +184,15 @@ void Engine::size_kv_cache(KvCacheShape& kv) {
       return measured_.rank_kv_blocks;
     });
   } else {
-    kv.num_blocks = blocks_for_sequences(max_num_seqs, max_model_len_, c.block_size);
+    // CPU: blocks from a memory budget, every rank agreeing on the smallest count.
+    kv.num_blocks = agree_on_kv_blocks(mesh_->world(), mesh_->log_tag(), [&] {
+      const uint64_t budget = c.kv_cache_memory > 0
+                                  ? c.kv_cache_memory
+                                  : uint64_t(kCpuKvMemoryShare * double(host_available_memory())) /
+                                        uint64_t(ranks_on_host(mesh_->placements(), mesh_->rank()));
+      return cpu_kv_blocks(budget, kv.bytes_per_block(), max_num_seqs, max_model_len_,
+                           c.block_size);
+    });
   }
   if (measured_.rank_kv_blocks == 0) measured_.rank_kv_blocks = kv.num_blocks;
   measured_.kv_blocks = kv.num_blocks;

@@ -39,6 +39,7 @@ struct ModelSource {
   uint64_t synthetic_seed = 0;
   std::string chat_template;  // --chat-template: a Jinja file instead of the model's
   std::string chat_template_limits;  // --chat-template-limits: jinja::parse_limits' text
+  ConfigOverrides overrides;         // --hf-overrides, --rope-scaling: merged into config.json
 
   // The folder or file the tokenizer, config and generation_config.json are found by: --model,
   // else --model-config.
@@ -49,10 +50,14 @@ struct ModelSource {
 
 struct CacheConfig {
   int block_size = 16;
-  int64_t max_model_len = 0;  // 0: min(max_position_embeddings, 8192)
-  // 0: on CPU enough for max_num_seqs sequences of max_model_len; on a device backend with
-  // size_kv_on_device, what gpu_memory_utilization leaves after the weights and workspace.
+  int64_t max_model_len = 0;  // 0: ModelConfig::derived_max_model_len()
+  // 0: on CPU what kv_cache_memory holds (at most max_num_seqs sequences of max_model_len); on
+  // a device backend with size_kv_on_device, what gpu_memory_utilization leaves after the
+  // weights and workspace.
   int64_t kv_blocks = 0;
+  // CPU: bytes the KV cache may grow to per rank (0: kCpuKvMemoryShare of MemAvailable over
+  // this host's ranks); ignored with kv_blocks.
+  uint64_t kv_cache_memory = 0;
   DType kv_dtype = DType::BF16;  // the KV cache's elements: F32, BF16 or F8_E4M3
   double gpu_memory_utilization = 0.9;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "core/byte_size.h"
 #include "core/errors.h"
 
 namespace qmpi {
@@ -18,6 +19,26 @@ ProfileShape profile_shape(int64_t max_step_tokens, int64_t max_model_len, int64
   s.tokens = std::max<int64_t>(s.tokens, 1);
   s.logit_rows = std::clamp<int64_t>(max_num_seqs, 1, s.tokens);
   return s;
+}
+
+int ranks_on_host(const std::vector<Placement>& placements, int rank) {
+  const Placement& me = placements.at(size_t(rank));
+  return int(std::count_if(placements.begin(), placements.end(),
+                           [&](const Placement& p) { return p.host == me.host; }));
+}
+
+int64_t cpu_kv_blocks(uint64_t budget_bytes, uint64_t bytes_per_block, int64_t max_num_seqs,
+                      int64_t max_model_len, int block_size) {
+  const int64_t one = blocks_for_sequences(1, max_model_len, block_size);
+  const int64_t fit = int64_t(budget_bytes / std::max<uint64_t>(bytes_per_block, 1));
+  if (fit < one)
+    raise(Err::KvCacheDoesNotFit,
+          "the CPU KV cache budget of " + format_bytes(budget_bytes) + " holds " +
+              std::to_string(fit) + " blocks, but one --max-model-len sequence of " +
+              std::to_string(max_model_len) + " tokens needs " + std::to_string(one) + " (" +
+              format_bytes(uint64_t(one) * bytes_per_block) + ")",
+          "Raise --kv-cache-memory, lower --max-model-len, or use --kv-dtype fp8.");
+  return std::min(fit, blocks_for_sequences(max_num_seqs, max_model_len, block_size));
 }
 
 int ranks_sharing_device(const std::vector<Placement>& placements, int rank) {

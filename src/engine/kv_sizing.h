@@ -17,6 +17,18 @@ namespace qmpi {
 // planner assumes without --kv-blocks).
 int64_t blocks_for_sequences(int64_t max_num_seqs, int64_t max_model_len, int block_size);
 
+// The CPU cache's default budget (--kv-cache-memory): this share of the host's MemAvailable,
+// split evenly over the job's ranks on that host.
+inline constexpr double kCpuKvMemoryShare = 0.4;
+// Ranks placed on the same host as `rank` (>= 1).
+int ranks_on_host(const std::vector<Placement>& placements, int rank);
+// The CPU cache's blocks: as many as `budget_bytes` holds, but no more than max_num_seqs
+// sequences of max_model_len can use. Its memory is mapped lazily (CpuBackend::alloc_zeroed),
+// so the count costs nothing until blocks are written. Raises KvCacheDoesNotFit when the budget
+// cannot hold one max_model_len sequence.
+int64_t cpu_kv_blocks(uint64_t budget_bytes, uint64_t bytes_per_block, int64_t max_num_seqs,
+                      int64_t max_model_len, int block_size);
+
 // The largest step the engine will run. batch and serve never schedule more than
 // --max-batched-tokens tokens (max_step_tokens) per step; run, bench and logits prefill a
 // whole prompt in one step, so without max_step_tokens it is max(max_model_len, max_num_seqs).

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "engine/context_limit.h"
 #include "engine/executor.h"
 
 namespace qmpi {
@@ -56,11 +57,7 @@ int64_t Scheduler::add(SequenceSpec spec) {
   if (spec.max_tokens < 1)
     raise(Err::SamplingInvalid,
           "max_tokens is " + std::to_string(spec.max_tokens) + "; it must be at least 1");
-  if (prompt + spec.max_tokens > cfg_.max_model_len)
-    raise(Err::PromptTooLong, "the prompt has " + std::to_string(prompt) + " tokens and up to " +
-                                  std::to_string(spec.max_tokens) +
-                                  " more are requested, but --max-model-len is " +
-                                  std::to_string(cfg_.max_model_len));
+  check_context_fits(prompt, spec.max_tokens, cfg_.max_model_len);
   // The last sampled token is never fed back, so the cache holds at most total - 1 tokens.
   const int64_t need = pool_.blocks_for(prompt + spec.max_tokens - 1);
   if (need > pool_.num_blocks())

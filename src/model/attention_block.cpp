@@ -20,7 +20,7 @@ AttentionWeights load_attention(WeightLoader& ld, const ModelConfig& cfg,
 }
 
 AttentionBlock::AttentionBlock(const ModelConfig& cfg, const ShardPlan& plan, Backend& be)
-    : cfg_(cfg), plan_(plan), be_(be), scratch_(be, kSlots) {}
+    : cfg_(cfg), plan_(plan), be_(be), rope_(cfg), scratch_(be, kSlots) {}
 
 void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch, const float* x,
                              const KvLayerView& kv, float* out, const TensorDump& dump,
@@ -40,8 +40,9 @@ void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch,
     be_.rmsnorm(q, T * nq, w.q_norm.view(), eps, q);
     be_.rmsnorm(k, T * nkv, w.k_norm.view(), eps, k);
   }
-  be_.rope(q, T, nq, int32_t(d), batch.positions.data(), cfg_.rope_theta);
-  be_.rope(k, T, nkv, int32_t(d), batch.positions.data(), cfg_.rope_theta);
+  const RopeFreqs freqs = rope_.of(batch);
+  be_.rope(q, T, nq, batch.positions.data(), freqs);
+  be_.rope(k, T, nkv, batch.positions.data(), freqs);
   dump(be_, layer, "q", q, T, nq * d);
   dump(be_, layer, "k", k, T, nkv * d);
   dump(be_, layer, "v", v, T, nkv * d);

@@ -11,6 +11,7 @@
 #include "model/batch.h"
 #include "model/config.h"
 #include "model/linear.h"
+#include "model/rope_scaling.h"
 #include "model/scratch.h"
 #include "model/shard_plan.h"
 #include "model/tensor_dump.h"
@@ -42,6 +43,7 @@ class AttentionBlock {
   const ModelConfig& cfg_;
   const ShardPlan& plan_;
   Backend& be_;
+  RotaryFrequencies rope_;
   Scratch scratch_;
 };
 

@@ -212,10 +212,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (optional<bool>(j, "use_sliding_window", false, source))
     raise(Err::ArchUnsupported,
           source + ": not supported yet: use_sliding_window true (qmpi uses full attention)");
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
-    raise(Err::ArchUnsupported,
-          source + ": not supported yet: rope_scaling " + j["rope_scaling"].dump(),
-          "Remove rope_scaling from config.json to run without long-context scaling.");
+  c.rope_scaling =
+      RopeScaling::parse(j.value("rope_scaling", json()), c.max_position_embeddings, source);
 
   c.tie_word_embeddings = optional<bool>(j, "tie_word_embeddings", false, source);
   // Qwen2 has q/k/v biases without a flag; Qwen2-MoE stores qkv_bias, Qwen3 attention_bias
@@ -247,18 +245,20 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   return c;
 }
 
-ModelConfig ModelConfig::load(const std::string& model_path) {
+ModelConfig ModelConfig::load(const std::string& model_path, const ConfigOverrides& overrides) {
   const fs::path p(model_path);
+  // A message about an overridden value names the options beside the file.
+  const std::string changed = overrides.empty() ? "" : " (with --hf-overrides/--rope-scaling)";
   if (is_h5_path(model_path))
-    return from_json(read_h5_json(model_path, "config.json", true),
-                     model_path + ":/meta/config.json");
+    return from_json(overrides.apply(read_h5_json(model_path, "config.json", true)),
+                     model_path + ":/meta/config.json" + changed);
   if (!fs::exists(p)) raise(Err::ModelDirMissing, "model path " + model_path + " does not exist");
   // A folder holds config.json; a .json file is taken as the config itself (--model-config).
   const fs::path file = fs::is_directory(p) ? p / "config.json" : p;
   if (!fs::exists(file))
     raise(Err::ConfigInvalid, model_path + " has no config.json",
           "Copy config.json from the model's repository into " + model_path + ".");
-  return from_json(read_json_file(file), file.string());
+  return from_json(overrides.apply(read_json_file(file)), file.string() + changed);
 }
 
 namespace {

@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
+#include "model/config_overrides.h"
 #include "model/quant_config.h"
+#include "model/rope_scaling.h"
 
 namespace qmpi {
 
@@ -34,6 +36,7 @@ struct ModelConfig {
   int64_t vocab_size = 0;  // embedding rows (>= tokenizer size)
   int64_t max_position_embeddings = 0;
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;  // none unless config.json's rope_scaling asks
   double rms_norm_eps = 1e-6;
   bool tie_word_embeddings = false;
   bool qkv_bias = true;  // Qwen2, Qwen2-MoE (Qwen3: attention_bias, false in every release)
@@ -49,11 +52,17 @@ struct ModelConfig {
   // True when decoder layer `layer` has a sparse MoE block instead of the dense MLP.
   bool is_moe_layer(int64_t layer) const;
   int64_t kv_width() const { return num_kv_heads * head_dim; }
+  // The context vLLM derives from the config: max_position_embeddings, times rope_scaling's
+  // factor (YaRN: original_max_position_embeddings times it).
+  int64_t derived_max_model_len() const {
+    return rope_scaling.derived_max_len(max_position_embeddings);
+  }
 
   // Throws Error(ConfigKeyMissing / ArchUnsupported / ConfigInvalid) naming `source`.
   static ModelConfig from_json(const nlohmann::json& j, const std::string& source);
-  // Reads <model_dir>/config.json (or the config stored in a qmpi .h5 file).
-  static ModelConfig load(const std::string& model_path);
+  // Reads <model_dir>/config.json (or the config stored in a qmpi .h5 file), with the command
+  // line's overrides applied.
+  static ModelConfig load(const std::string& model_path, const ConfigOverrides& overrides = {});
 };
 
 // Every tensor the config implies, with its Hugging Face name and shape, in checkpoint order

@@ -24,7 +24,9 @@ void DecoderModel::all_reduce(float* x, int64_t count) {
 }
 
 bool DecoderModel::recordable() const {
-  return tp_.size() == 1 && !dump_.enabled() &&
+  // Dynamic NTK changes the rope kernel's frequency rows (one, or one per token) from step to
+  // step, which a recorded graph would replay as captured.
+  return tp_.size() == 1 && !dump_.enabled() && cfg_.rope_scaling.kind != RopeKind::Dynamic &&
          std::none_of(w_.layers.begin(), w_.layers.end(),
                       [](const LayerWeights& L) { return L.moe.has_value(); });
 }

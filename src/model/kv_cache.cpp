@@ -18,12 +18,12 @@ KvCache::KvCache(Backend& backend, const KvCacheShape& shape) : shape_(shape) {
     per_pool = scales_at(shape) + size_t(shape.num_blocks) * size_t(shape.block_size) *
                                       size_t(shape.kv_heads) * sizeof(float);
   // Zeroed: a slot no token was stored in reads as zeros, never as stale memory (and qmpi
-  // bench's --context fill relies on it).
+  // bench's --context fill relies on it). On the CPU the pools are mapped lazily: a block's
+  // pages cost memory once a sequence writes it, and freed blocks are reused first
+  // (BlockManager's free list is a stack), so the memory held follows the sequences.
   for (int l = 0; l < shape.num_layers; ++l) {
-    k_.push_back(backend.alloc(per_pool));
-    v_.push_back(backend.alloc(per_pool));
-    backend.fill_zero(k_.back().data(), per_pool);
-    backend.fill_zero(v_.back().data(), per_pool);
+    k_.push_back(backend.alloc_zeroed(per_pool));
+    v_.push_back(backend.alloc_zeroed(per_pool));
   }
 }
 

@@ -1,8 +1,6 @@
 #include "plan/memory_model.h"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include "core/errors.h"
 #include "engine/kv_sizing.h"
@@ -48,8 +46,7 @@ uint64_t activation_bytes(const ModelConfig& cfg, const ShardPlan& plan, const P
 }  // namespace
 
 int64_t resolved_max_model_len(const ModelConfig& cfg, const PlanInputs& in) {
-  return in.max_model_len > 0 ? in.max_model_len
-                              : std::min<int64_t>(cfg.max_position_embeddings, 8192);
+  return in.max_model_len > 0 ? in.max_model_len : cfg.derived_max_model_len();
 }
 
 int64_t sequence_kv_tokens(const ModelConfig& cfg, const PlanInputs& in) {
@@ -58,13 +55,12 @@ int64_t sequence_kv_tokens(const ModelConfig& cfg, const PlanInputs& in) {
 }
 
 bool kv_cache_fixed(const PlanInputs& in) {
-  return in.kv_blocks > 0 || in.backend == BackendKind::Cpu;
+  return in.kv_blocks > 0;
 }
 
 int64_t kv_cache_tokens(const ModelConfig& cfg, const PlanInputs& in) {
   if (in.kv_blocks > 0) return in.kv_blocks * std::max(in.block_size, 1);
-  const int64_t seqs = in.backend == BackendKind::Cpu ? std::max<int64_t>(in.max_num_seqs, 1) : 1;
-  return seqs * sequence_kv_tokens(cfg, in);
+  return sequence_kv_tokens(cfg, in);
 }
 
 uint64_t kv_bytes_per_token(const ModelConfig& cfg, int64_t layers, int64_t kv_heads,
@@ -89,19 +85,6 @@ int ranks_per_host(const PlanInputs& in, int ranks) {
 uint64_t rank_budget(const PlanInputs& in, int ranks) {
   if (in.backend == BackendKind::Cuda) return uint64_t(double(in.gpu_mem) * in.gpu_util);
   return in.host_mem / uint64_t(std::max(ranks_per_host(in, ranks), 1));
-}
-
-uint64_t host_available_memory() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.starts_with("MemAvailable:")) continue;
-    std::istringstream fields(line.substr(13));
-    uint64_t kib = 0;
-    fields >> kib;
-    return kib * 1024;
-  }
-  return 0;
 }
 
 uint64_t tensor_bytes(const ModelConfig& cfg, const PlanInputs& in, const std::string& tensor,

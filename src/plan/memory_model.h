@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/host_memory.h"
 #include "model/config.h"
 #include "model/shard_plan.h"
 
@@ -69,7 +70,7 @@ struct PlanInputs {
   uint64_t gpu_mem = 0;  // bytes per GPU (CUDA)
   double gpu_util = kDefaultGpuUtil;
   uint64_t host_mem = 0;      // bytes per host the ranks may share (CPU backend)
-  int64_t max_model_len = 0;  // 0: min(max_position_embeddings, 8192), as the engine
+  int64_t max_model_len = 0;  // 0: ModelConfig::derived_max_model_len(), as the engine
   int64_t max_num_seqs = 1;
   int64_t max_step_tokens = 0;  // tokens of the largest step; 0: max(max_model_len, max_num_seqs)
   int block_size = 16;          // KV cache block (tokens)
@@ -91,8 +92,9 @@ struct PlanInputs {
 int64_t resolved_max_model_len(const ModelConfig& cfg, const PlanInputs& in);
 // One max_model_len sequence in whole blocks.
 int64_t sequence_kv_tokens(const ModelConfig& cfg, const PlanInputs& in);
-// Whether the KV cache is allocated for max_num_seqs sequences (CPU, or --kv-blocks: a fixed
-// count) rather than from the memory left (CUDA).
+// Whether the KV cache has a fixed count (--kv-blocks) rather than the memory left (CUDA: what
+// --gpu-memory-utilization leaves; CPU: kCpuKvMemoryShare of the rank's host memory at most,
+// mapped as blocks are used).
 bool kv_cache_fixed(const PlanInputs& in);
 // Tokens of KV cache every rank must hold before the first step (see KV cache above).
 int64_t kv_cache_tokens(const ModelConfig& cfg, const PlanInputs& in);
@@ -107,8 +109,6 @@ uint64_t runtime_overhead(BackendKind backend);
 int ranks_per_host(const PlanInputs& in, int ranks);
 // What one rank may use: gpu_mem x gpu_util on CUDA, host_mem / ranks on its host on CPU.
 uint64_t rank_budget(const PlanInputs& in, int ranks);
-// MemAvailable from /proc/meminfo (0 when unreadable): the CPU backend's default host budget.
-uint64_t host_available_memory();
 
 struct RankMemory {
   int rank = 0, stage = 0, tp_rank = 0;

@@ -54,7 +54,8 @@ std::string memory_report_line(const PredictedMemory& p, const MeasuredMemory& m
   s += ", overhead " + format_bytes(r.overhead) + " reserved";
   s += ", KV cache " + pair_text(r.kv_cache, uint64_t(m.kv_blocks) * m.bytes_per_block) + " = " +
        std::to_string(p.kv_blocks) + " / " + std::to_string(m.kv_blocks) + " blocks";
-  if (!m.device) return s;
+  // The CPU's prediction is the one sequence that must fit; its pools are mapped, not touched.
+  if (!m.device) return s + " (at least one max-model-len sequence; mapped, held as written)";
 
   char share[64] = "";
   if (p.ranks_per_device > 1) std::snprintf(share, sizeof share, " / %d ranks", p.ranks_per_device);

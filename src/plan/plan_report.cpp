@@ -6,6 +6,7 @@
 #include <set>
 
 #include "core/byte_size.h"
+#include "engine/kv_sizing.h"
 #include "plan/param_counts.h"
 
 namespace qmpi {
@@ -65,7 +66,6 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
   PlanInputs as_int4 = in;
   as_int4.int4_weights = true;
   const uint64_t weights = model_weight_bytes(cfg, in);
-  const int64_t len = resolved_max_model_len(cfg, in);
   const int64_t tokens = kv_cache_tokens(cfg, in);
   const uint64_t per_token = kv_bytes_per_token(cfg, in.kv_dtype);
   std::string s;
@@ -96,14 +96,14 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
   if (in.kv_blocks > 0)
     s += "; " + std::to_string(tokens) + " tokens (--kv-blocks " + std::to_string(in.kv_blocks) +
          ") = " + bytes + "\n";
-  else if (kv_cache_fixed(in))
-    s += "; " + std::to_string(tokens) + " tokens (max-model-len " + std::to_string(len) +
-         " x max-num-seqs " + std::to_string(in.max_num_seqs) + ", allocated up front) = " + bytes +
-         "\n";
   else
-    s += "; one max-model-len sequence (" + std::to_string(tokens) + " tokens) = " + bytes +
-         " at least, then the memory left (max-num-seqs limits the sequences at once, it "
-         "reserves none)\n";
+    s +=
+        "; one max-model-len sequence (" + std::to_string(tokens) + " tokens) = " + bytes +
+        " at least, then the memory left" +
+        (in.backend == BackendKind::Cpu ? " up to " + std::to_string(int(kCpuKvMemoryShare * 100)) +
+                                              "% of it, taken as blocks are used"
+                                        : "") +
+        " (max-num-seqs limits the sequences at once, it reserves none)\n";
   s += "budget    " + budget_line(in) + "\n";
   return s;
 }

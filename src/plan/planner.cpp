@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/byte_size.h"
+#include "engine/kv_sizing.h"
 
 namespace qmpi {
 namespace {
@@ -80,7 +81,10 @@ LayoutVerdict evaluate(const ModelConfig& cfg, const Layout& layout, const PlanI
     // Weights and the runtime cannot shrink; the step's activations and the KV cache shrink
     // with --max-num-seqs and --max-model-len, so they are the KV error's business.
     if (m.weights + m.overhead > v.budget) weights_fit = false;
-    const uint64_t room = m.fixed() < v.budget ? v.budget - m.fixed() : 0;
+    uint64_t room = m.fixed() < v.budget ? v.budget - m.fixed() : 0;
+    // The CPU engine's default KV budget is a share of the host's memory (engine/kv_sizing.h).
+    if (in.backend == BackendKind::Cpu)
+      room = std::min(room, uint64_t(kCpuKvMemoryShare * double(v.budget)));
     const int64_t tokens = m.kv_per_token ? int64_t(room / m.kv_per_token) : INT64_MAX;
     if (tokens < v.kv_room_tokens) v.tightest = r;
     v.kv_room_tokens = std::min(v.kv_room_tokens, tokens);

@@ -5,6 +5,7 @@
 
 #include "core/errors.h"
 #include "engine/engine.h"
+#include "engine/context_limit.h"
 #include "requests/output_format.h"
 #include "requests/sampling_resolver.h"
 #include "requests/structured_output.h"
@@ -18,17 +19,10 @@ int64_t max_tokens_for(const Request& req, int64_t prompt, const ModelFacts& mod
                        int64_t default_max_tokens) {
   const int64_t room = model.max_model_len - prompt;
   if (req.sampling.max_tokens) {
-    if (*req.sampling.max_tokens > room)
-      raise(Err::PromptTooLong,
-            "the prompt has " + std::to_string(prompt) + " tokens and max_tokens is " +
-                std::to_string(*req.sampling.max_tokens) + ", more than --max-model-len " +
-                std::to_string(model.max_model_len) + " allows");
+    check_context_fits(prompt, *req.sampling.max_tokens, model.max_model_len);
     return *req.sampling.max_tokens;
   }
-  if (room < 1)
-    raise(Err::PromptTooLong,
-          "the prompt has " + std::to_string(prompt) + " tokens; --max-model-len " +
-              std::to_string(model.max_model_len) + " leaves no room for output");
+  check_context_fits(prompt, 1, model.max_model_len);  // room for one token at least
   int64_t want = default_max_tokens;
   if (want <= 0) want = req.endpoint == Endpoint::Completion ? kCompletionDefaultMaxTokens : room;
   return std::min(want, room);

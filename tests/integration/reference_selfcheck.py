@@ -167,6 +167,33 @@ def check_reader(c: testlib.Checks, tmp: str) -> None:
     c.check(back == [1.0, 1.0 + 2.0 ** -6], f"BF16 writer rounds to nearest even: {back}")
 
 
+def check_rope_scaling(c: testlib.Checks) -> None:
+    """The three scalings against what their documentation implies, worked by hand."""
+    def scaling(**rs):
+        return qwen2_ref.RopeScaling({"max_position_embeddings": 64, "rope_scaling": rs})
+    plain = qwen2_ref.NO_SCALING.inv_freq(1e4, 16, 10)
+    lin = scaling(type="linear", factor=4.0)
+    c.check(np.allclose(lin.inv_freq(1e4, 16, 500), plain / 4, rtol=1e-15) and lin.attention == 1,
+            "linear x4: every frequency / 4, cos and sin unscaled")
+    dyn = scaling(rope_type="dynamic", factor=2.0)
+    c.check(np.array_equal(dyn.inv_freq(1e4, 16, 64), plain), "dynamic at <= 64 tokens: unscaled")
+    # 192 tokens at factor 2: base 1e4 * (2 * 3 - 1)^(16/14).
+    want = 1.0 / np.power(1e4 * 5.0 ** (16 / 14), np.arange(8) * 2 / 16)
+    c.check(np.allclose(dyn.inv_freq(1e4, 16, 192), want, rtol=1e-14), "dynamic NTK base at 192")
+    yarn = scaling(type="yarn", factor=4.0, original_max_position_embeddings=64)
+    c.check(abs(yarn.attention - (0.1 * math.log(4.0) + 1)) < 1e-15,
+            f"yarn attention factor 0.1 ln 4 + 1 = {yarn.attention:.6f}")
+    # d 16, theta 1e4, 64 tokens: pair m turns 64 / (2 pi 1e4^(m/8)) times; beta_fast 32 is
+    # never reached (pair index < 0 -> low 0), beta_slow 1 at m = 8 ln(64 / 2pi) / ln 1e4 = 2.02
+    # -> high 3: pairs 0..3 ramp from original to interpolated, 3.. fully interpolated.
+    got = yarn.inv_freq(1e4, 16, 10) / plain
+    ramp = np.clip(np.arange(8) / 3.0, 0, 1)
+    c.check(np.allclose(got, 1 - ramp + ramp / 4, rtol=1e-15),
+            f"yarn blend over pairs 0..3: ratios {got.round(4).tolist()}")
+    c.check(scaling(type="yarn", factor=4.0, attention_factor=0.5).attention == 0.5,
+            "yarn attention_factor given is used as is")
+
+
 def check_math(c: testlib.Checks) -> None:
     rng = np.random.default_rng(7)
     x = rng.normal(size=(3, 5, 8))
@@ -190,6 +217,8 @@ def check_math(c: testlib.Checks) -> None:
     cos, sin = qwen2_ref.rope_tables(np.arange(5) * 37.0, 8, 1e6)
     norms = np.linalg.norm(qwen2_ref.apply_rope(x, cos, sin), axis=-1) / np.linalg.norm(x, axis=-1)
     c.check(np.allclose(norms, 1.0, atol=1e-14), "RoPE preserves vector norms")
+
+    check_rope_scaling(c)
 
     weight = np.linspace(0.5, 2.0, 6)
     got = qwen2_ref.rms_norm(np.full(6, -3.0), weight, 1e-6)

@@ -14,6 +14,7 @@ Command line:
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -23,6 +24,64 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import int4_ref  # noqa: E402
 import kv_round  # noqa: E402
 import safetensors_ref  # noqa: E402
+
+
+class RopeScaling:
+    """config.json's rope_scaling as transformers documents it (modeling_rope_utils.py), in
+    float64: linear divides every inverse frequency by `factor`; dynamic (NTK) raises the base
+    to theta * (factor * L / max_position_embeddings - (factor - 1)) ^ (d / (d - 2)) for a
+    sequence of L > max_position_embeddings tokens; YaRN blends interpolated (/ factor) and
+    original frequencies with a ramp over the pair index between the pairs that turn beta_fast
+    and beta_slow times over original_max_position_embeddings, and multiplies cos and sin by
+    0.1 ln(factor) + 1 (or attention_factor, or the mscale ratio)."""
+
+    def __init__(self, raw: dict):
+        rs = raw.get("rope_scaling") or {}
+        self.kind = rs.get("rope_type", rs.get("type", "default"))
+        if self.kind not in ("default", "linear", "dynamic", "yarn"):
+            raise ValueError(f"the reference has no rope_scaling type {self.kind}")
+        # Only the scalings read it (the self-check's configs without scaling leave it out).
+        self.max_pos = int(raw["max_position_embeddings"] if rs else 0)
+        self.original = int(rs.get("original_max_position_embeddings") or self.max_pos)
+        self.factor = float(rs.get("factor") or
+                            (self.max_pos / self.original if self.kind == "yarn" else 1.0))
+        self.beta_fast = float(rs.get("beta_fast") or 32)
+        self.beta_slow = float(rs.get("beta_slow") or 1)
+        self.truncate = bool(rs.get("truncate", True))
+        self.attention = 1.0
+        if self.kind == "yarn":
+            def mscale(scale, m=1.0):
+                return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+            if rs.get("attention_factor") is not None:
+                self.attention = float(rs["attention_factor"])
+            elif rs.get("mscale") and rs.get("mscale_all_dim"):
+                self.attention = (mscale(self.factor, rs["mscale"])
+                                  / mscale(self.factor, rs["mscale_all_dim"]))
+            else:
+                self.attention = mscale(self.factor)
+
+    def inv_freq(self, theta: float, d: int, seq_len: int) -> np.ndarray:
+        """The d/2 inverse frequencies for a sequence of seq_len tokens."""
+        exponent = 2.0 * np.arange(d // 2, dtype=np.float64) / d
+        if self.kind == "dynamic" and seq_len > self.max_pos:
+            ratio = self.factor * seq_len / self.max_pos - (self.factor - 1.0)
+            theta = theta * ratio ** (d / (d - 2.0))
+        inv = 1.0 / np.power(theta, exponent)
+        if self.kind == "linear":
+            inv = inv / self.factor
+        if self.kind != "yarn":
+            return inv
+
+        def pair_turning(rotations):  # the pair index that turns `rotations` times
+            return d * math.log(self.original / (rotations * 2 * math.pi)) / (2 * math.log(theta))
+        low, high = pair_turning(self.beta_fast), pair_turning(self.beta_slow)
+        if self.truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, d - 1)
+        if low == high:
+            high += 0.001
+        ramp = np.clip((np.arange(d // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+        return (inv / self.factor) * ramp + inv * (1.0 - ramp)
 
 
 class Qwen2Config:
@@ -41,6 +100,7 @@ class Qwen2Config:
         self.intermediate = int(raw["intermediate_size"])
         self.vocab = int(raw["vocab_size"])
         self.rope_theta = float(raw.get("rope_theta", 10000.0))
+        self.rope = RopeScaling(raw)
         self.eps = float(raw["rms_norm_eps"])
         self.tied = bool(raw.get("tie_word_embeddings", False))
         if self.heads % self.kv_heads:
@@ -53,13 +113,22 @@ def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(var + eps) * weight
 
 
-def rope_tables(positions: np.ndarray, head_dim: int, theta: float):
-    """cos and sin [T, head_dim]: the head_dim/2 angles p * theta^(-2m/d), repeated twice."""
-    m = np.arange(head_dim // 2, dtype=np.float64)
-    inv_freq = 1.0 / np.power(theta, 2.0 * m / head_dim)
-    angles = np.asarray(positions, dtype=np.float64)[:, None] * inv_freq[None, :]
+NO_SCALING = RopeScaling({})
+
+
+def rope_tables(positions: np.ndarray, head_dim: int, theta: float,
+                rope: RopeScaling = NO_SCALING, prompt_len: int = 0):
+    """cos and sin [T, head_dim]: the head_dim/2 angles p * inv_freq, repeated twice, times
+    the scaling's attention factor. Dynamic scaling gives position p the frequencies of the
+    sequence's length when p was computed, as transformers' cached generation does: the prompt
+    (prompt_len tokens) at its own length, each generated token at p + 1."""
+    positions = np.asarray(positions, dtype=np.int64)
+    inv = np.stack([rope.inv_freq(theta, head_dim, max(prompt_len, int(p) + 1))
+                    for p in positions]) if rope.kind == "dynamic" else \
+        rope.inv_freq(theta, head_dim, prompt_len)[None, :]
+    angles = positions.astype(np.float64)[:, None] * inv
     angles = np.concatenate([angles, angles], axis=-1)
-    return np.cos(angles), np.sin(angles)
+    return np.cos(angles) * rope.attention, np.sin(angles) * rope.attention
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -100,7 +169,7 @@ class GreedyDecoding:
         limit = valid_vocab if valid_vocab > 0 else self.cfg.vocab
         seq, trace = list(ids), []
         for _ in range(n):
-            last = (self.hidden_states(seq)[-1] @ self.lm_head.T)[:limit]
+            last = (self.hidden_states(seq, len(ids))[-1] @ self.lm_head.T)[:limit]
             best = int(np.argmax(last))  # first index among exact ties
             top2 = np.argpartition(-last, 1)[:2]
             second = top2[0] if top2[0] != best else top2[1]
@@ -169,15 +238,17 @@ class Qwen2Reference(GreedyDecoding):
         up = h @ w[p + "mlp.up_proj.weight"].T
         return x + (silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
 
-    def hidden_states(self, ids) -> np.ndarray:
-        """Final-normed hidden states [T, hidden] of a prompt starting at position 0."""
+    def hidden_states(self, ids, prompt_len: int = 0) -> np.ndarray:
+        """Final-normed hidden states [T, hidden] of a prompt starting at position 0 (the
+        first prompt_len ids were the prompt, the rest generated; 0: all prompt)."""
         ids = np.asarray(ids, dtype=np.int64)
         if ids.ndim != 1 or ids.size == 0:
             raise ValueError("ids must be a non-empty 1-D sequence")
         if ids.min() < 0 or ids.max() >= self.cfg.vocab:
             raise ValueError(f"ids must lie in [0, {self.cfg.vocab})")
         x = self.w["model.embed_tokens.weight"][ids]
-        cos, sin = rope_tables(np.arange(ids.size), self.cfg.head_dim, self.cfg.rope_theta)
+        cos, sin = rope_tables(np.arange(ids.size), self.cfg.head_dim, self.cfg.rope_theta,
+                               self.cfg.rope, prompt_len or ids.size)
         for i in range(self.cfg.layers):
             x = self._layer(i, x, cos, sin)
         return rms_norm(x, self.w["model.norm.weight"], self.cfg.eps)

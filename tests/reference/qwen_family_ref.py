@@ -26,7 +26,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_ref  # noqa: E402
-from qwen2_ref import GreedyDecoding, apply_rope, causal_attention, rms_norm, rope_tables, silu  # noqa: E402
+from qwen2_ref import (GreedyDecoding, RopeScaling, apply_rope, causal_attention,  # noqa: E402
+                       rms_norm, rope_tables, silu)
 
 ARCHS = {
     # name: (q/k norm, moe, shared expert)
@@ -52,6 +53,7 @@ class FamilyConfig:
         self.intermediate = int(raw["intermediate_size"])
         self.vocab = int(raw["vocab_size"])
         self.rope_theta = float(raw.get("rope_theta", 10000.0))
+        self.rope = RopeScaling(raw)
         self.eps = float(raw["rms_norm_eps"])
         self.tied = bool(raw.get("tie_word_embeddings", False))
         if self.qk_norm:
@@ -169,24 +171,26 @@ class FamilyReference(GreedyDecoding):
         trace["hidden"] = x
         return x
 
-    def trace(self, ids):
-        """(final-normed hidden [T, hidden], [per-layer dict of intermediates]) from position 0;
-        the dict's names are the engine's QMPI_DUMP names."""
+    def trace(self, ids, prompt_len: int = 0):
+        """(final-normed hidden [T, hidden], [per-layer dict of intermediates]) from position 0
+        (prompt_len: as in qwen2_ref's hidden_states); the dict's names are the engine's
+        QMPI_DUMP names."""
         ids = np.asarray(ids, dtype=np.int64)
         if ids.ndim != 1 or ids.size == 0:
             raise ValueError("ids must be a non-empty 1-D sequence")
         if ids.min() < 0 or ids.max() >= self.cfg.vocab:
             raise ValueError(f"ids must lie in [0, {self.cfg.vocab})")
         x = self._t("model.embed_tokens.weight", (self.cfg.vocab, self.cfg.hidden))[ids]
-        cos, sin = rope_tables(np.arange(ids.size), self.cfg.head_dim, self.cfg.rope_theta)
+        cos, sin = rope_tables(np.arange(ids.size), self.cfg.head_dim, self.cfg.rope_theta,
+                               self.cfg.rope, prompt_len or ids.size)
         layers = []
         for i in range(self.cfg.layers):
             layers.append({})
             x = self._layer(i, x, cos, sin, layers[-1])
         return rms_norm(x, self.w["model.norm.weight"], self.cfg.eps), layers
 
-    def hidden_states(self, ids) -> np.ndarray:
-        return self.trace(ids)[0]
+    def hidden_states(self, ids, prompt_len: int = 0) -> np.ndarray:
+        return self.trace(ids, prompt_len)[0]
 
     def logits(self, ids) -> np.ndarray:
         """Logits of every position, [T, vocab] float64."""

@@ -2,6 +2,7 @@
 // knows whether the CUDA backend was built.
 #include "app/commands/options.h"
 #include "backend/cpu/cpu_backend.h"
+#include "core/byte_size.h"
 #include "core/errors.h"
 #ifdef QMPI_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"

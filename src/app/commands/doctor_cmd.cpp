@@ -51,6 +51,7 @@ int cmd_doctor(const Args& args) {
        "seconds a self-test operation may wait before the job is aborted naming the peer")
       ("json", po::bool_switch(&json), "print one JSON document instead of text");
   // clang-format on
+  add_config_override_options(desc, o.overrides);
   po::variables_map vm;
   if (!parse_options(
           args, desc, vm,

@@ -3,6 +3,7 @@
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
+#include "engine/context_limit.h"
 #include "io/npy.h"
 #include "requests/generate.h"
 
@@ -35,7 +36,7 @@ int cmd_logits(const Args& args) {
   finish_engine_config(config);
   return run_engine(config, [&](Engine& engine) {
     const PromptSource src = load_prompt_source(engine, prompt);
-    check_prompt_fits(src.ids.size(), 0, engine.max_model_len());
+    check_context_fits(int64_t(src.ids.size()), 0, engine.max_model_len());
     const std::vector<float> logits =
         prompt_logits(engine.executor(), engine.blocks(), src.ids, pm, chunk);
     write_npy_f32(out, logits.data(), int64_t(src.ids.size()), engine.config().vocab_size);

@@ -11,6 +11,7 @@
 #include <mpi.h>
 #include <spdlog/spdlog.h>
 
+#include "core/byte_size.h"
 #include "core/errors.h"
 #include "core/logging.h"
 #include "parallel/launcher.h"
@@ -141,19 +142,38 @@ po::options_description engine_options(EngineConfig& c) {
                                               po::value(&cache.block_size)->default_value(16),
                                               "KV cache block size (tokens)")(
       "max-model-len", po::value(&cache.max_model_len)->default_value(0),
-      "longest sequence (prompt + output) in tokens (0: min(max_position_embeddings, 8192))")(
+      "longest sequence (prompt + output) in tokens (0: as vLLM derives it: "
+      "max_position_embeddings, times rope_scaling's factor; YaRN: "
+      "original_max_position_embeddings x factor)")(
       "max-num-seqs", po::value(&c.scheduler.max_num_seqs)->default_value(c.scheduler.max_num_seqs),
-      "most sequences scheduled at once (on CUDA a limit, the KV cache takes what memory is "
-      "left; on CPU the cache also holds this many max-model-len sequences)")(
+      "most sequences scheduled at once (a limit: the KV cache takes its memory budget, not "
+      "this many max-model-len sequences)")(
       "kv-blocks", po::value(&cache.kv_blocks)->default_value(0),
-      "KV cache blocks per rank (0: on CPU max-num-seqs x max-model-len worth; on CUDA what "
+      "KV cache blocks per rank (0: on CPU what --kv-cache-memory holds; on CUDA what "
       "--gpu-memory-utilization leaves after the weights and a measured step)")(
+      "kv-cache-memory", po::value<std::string>()->notifier([&cache](const std::string& s) {
+        cache.kv_cache_memory = parse_byte_size(s, "--kv-cache-memory");
+      }),
+      "CPU: memory per rank the KV cache may grow to, e.g. 8GiB; blocks take memory as "
+      "sequences write them and preemption (recompute) starts when it is full (default: 40% "
+      "of MemAvailable shared by the host's ranks, at most max-num-seqs x max-model-len)")(
       "kv-dtype", kv_dtype_value(&cache.kv_dtype), kKvDtypeHelp)(
       "gpu-memory-utilization", decimal_value(&cache.gpu_memory_utilization, 0.9),
       "fraction of each GPU's memory qmpi may use, KV cache included (CUDA)")(
       "allow-tp-across-hosts", po::bool_switch(&par.allow_tp_across_hosts),
       "let a TP group span hosts (slow; warns instead of failing)");
+  add_config_override_options(d, m.overrides);
   return d;
+}
+
+void add_config_override_options(po::options_description& d, ConfigOverrides& o) {
+  d.add_options()("hf-overrides", po::value(&o.hf_overrides),
+                  "a JSON object merged into config.json, e.g. '{\"max_position_embeddings\": "
+                  "65536}' (vLLM's --hf-overrides)")(
+      "rope-scaling", po::value(&o.rope_scaling),
+      "a JSON object that replaces config.json's rope_scaling, e.g. '{\"rope_type\": \"yarn\", "
+      "\"factor\": 4.0, \"original_max_position_embeddings\": 32768}' (yarn, linear or dynamic; "
+      "vLLM's --rope-scaling)");
 }
 
 po::options_description scheduler_options(EngineConfig& c) {

@@ -35,6 +35,8 @@ EngineConfig engine_config_for(Command command);
 po::options_description engine_options(EngineConfig& c);
 // The scheduler options `batch` and `serve` add.
 po::options_description scheduler_options(EngineConfig& c);
+// --hf-overrides and --rope-scaling (vLLM's), for every command that reads config.json.
+void add_config_override_options(po::options_description& d, ConfigOverrides& o);
 // --reasoning-parser (batch and serve): vLLM's switch for returning Qwen3's <think> text as
 // reasoning_content. reasoning_parser_on() raises Usage for a parser other than qwen3.
 void add_reasoning_parser_option(po::options_description& d, std::string& value);

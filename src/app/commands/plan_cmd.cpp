@@ -24,6 +24,7 @@ struct PlanCli {
   int64_t max_model_len = 0, max_num_seqs = 0, max_seqs = 0, kv_blocks = 0;
   int block_size = 16;
   bool json = false;
+  ConfigOverrides overrides;
 };
 
 bool one_layout(const PlanCli& c) {
@@ -97,7 +98,7 @@ int cmd_plan(const Args& args) {
       ("gpu-mem", po::value(&c.gpu_mem), "memory of one GPU, e.g. 24GiB, 80GB (80 or 80G: 80GB)")
       ("nodes", po::value(&c.nodes)->default_value(1), "hosts the GPUs are spread over, evenly")
       ("max-model-len", po::value(&c.max_model_len)->default_value(0),
-       "longest sequence in tokens (0: min(max_position_embeddings, 8192), as qmpi serve)")
+       "longest sequence in tokens (0: as qmpi serve derives it from config.json)")
       ("max-num-seqs", po::value(&c.max_num_seqs),
        "most sequences at once (1); reserves KV cache on cpu only, on cuda the cache takes the "
        "memory left after one --max-model-len sequence")
@@ -118,6 +119,7 @@ int cmd_plan(const Args& args) {
       ("pp-layers", po::value(&c.pp_layers), "with --pp: layers per stage, e.g. 27,27,26")
       ("json", po::bool_switch(&c.json), "print JSON for scripts");
   // clang-format on
+  add_config_override_options(desc, c.overrides);
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi plan --model DIR|--model-config FILE --gpus N --gpu-mem SIZE "
@@ -129,7 +131,7 @@ int cmd_plan(const Args& args) {
   const std::string source = c.model.empty() ? c.model_config : c.model;
   in.model_source = source;
 
-  const ModelConfig cfg = ModelConfig::load(source);
+  const ModelConfig cfg = ModelConfig::load(source, c.overrides);
   if (!c.model.empty()) in.tensor_dtypes = read_checkpoint_dtypes(c.model);
 
   if (one_layout(c)) {

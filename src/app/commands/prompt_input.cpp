@@ -114,12 +114,4 @@ PromptSource load_prompt_source(Engine& engine, const PromptCli& p) {
   return src;
 }
 
-void check_prompt_fits(size_t prompt_tokens, int64_t max_tokens, int64_t max_model_len) {
-  if (int64_t(prompt_tokens) + max_tokens > max_model_len)
-    raise(Err::PromptTooLong, "the prompt has " + std::to_string(prompt_tokens) +
-                                  " tokens and up to " + std::to_string(max_tokens) +
-                                  " more are requested, but --max-model-len is " +
-                                  std::to_string(max_model_len));
-}
-
 }  // namespace qmpi

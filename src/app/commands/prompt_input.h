@@ -43,7 +43,4 @@ void require_model_tokenizer(const std::string& path);
 // the prompt ids and tells the executor how many ids can be sampled.
 PromptSource load_prompt_source(Engine& engine, const PromptCli& p);
 
-// Raises Err::PromptTooLong when prompt + max_tokens exceed max_model_len.
-void check_prompt_fits(size_t prompt_tokens, int64_t max_tokens, int64_t max_model_len);
-
 }  // namespace qmpi

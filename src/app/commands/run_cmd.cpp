@@ -7,6 +7,7 @@
 
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
+#include "engine/context_limit.h"
 #include "engine/scheduler.h"
 #include "parallel/launcher.h"
 #include "requests/console_sink.h"
@@ -45,7 +46,7 @@ int cmd_run(const Args& args) {
   finish_engine_config(config);
   return run_engine(config, [&](Engine& engine) {
     const PromptSource src = load_prompt_source(engine, prompt);
-    check_prompt_fits(src.ids.size(), max_tokens, engine.max_model_len());
+    check_context_fits(int64_t(src.ids.size()), max_tokens, engine.max_model_len());
     Request req;
     req.custom_id = "run";
     req.prompt_ids = src.ids;

@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -17,9 +19,28 @@
 
 namespace qmpi {
 
+namespace {
+
+// Buffers from this size on are anonymous mappings: the kernel hands out zeroed pages only as
+// they are first touched, so a KV cache sized for a memory budget costs only the blocks its
+// sequences have written (alloc_zeroed need not touch them).
+constexpr size_t kMappedFrom = size_t(2) << 20;
+
+}  // namespace
+
 CpuBackend::CpuBackend(const CpuBackendOptions& options) : options_(options) {}
 
 Buffer CpuBackend::alloc(size_t bytes) {
+  const std::string fix =
+      "Run `qmpi plan` for a layout that spreads the model over more ranks or hosts.";
+  if (bytes >= kMappedFrom) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      raise(Err::WeightsDoNotFit,
+            "could not map " + std::to_string(bytes) + " bytes of host memory", fix);
+    return Buffer(this, p, bytes);
+  }
   // Round up to whole cache lines: aligned_alloc wants a multiple of the alignment, and a
   // zero-byte buffer still gets a distinct, non-null pointer.
   const size_t rounded =
@@ -27,13 +48,15 @@ Buffer CpuBackend::alloc(size_t bytes) {
   void* p = std::aligned_alloc(cpu::kCacheLine, rounded);
   if (!p)
     raise(Err::WeightsDoNotFit,
-          "could not allocate " + std::to_string(bytes) + " bytes of host memory",
-          "Run `qmpi plan` for a layout that spreads the model over more ranks or hosts.");
+          "could not allocate " + std::to_string(bytes) + " bytes of host memory", fix);
   return Buffer(this, p, bytes);
 }
 
-void CpuBackend::release(void* data, size_t) {
-  std::free(data);
+void CpuBackend::release(void* data, size_t bytes) {
+  if (bytes >= kMappedFrom)
+    munmap(data, bytes);
+  else
+    std::free(data);
 }
 
 void CpuBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
@@ -46,6 +69,12 @@ void CpuBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 
 void CpuBackend::fill_zero(void* dst, size_t bytes) {
   std::memset(dst, 0, bytes);
+}
+
+Buffer CpuBackend::alloc_zeroed(size_t bytes) {
+  Buffer b = alloc(bytes);
+  if (bytes < kMappedFrom) fill_zero(b.data(), bytes);  // a fresh mapping reads as zeros
+  return b;
 }
 
 Weight CpuBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
@@ -82,9 +111,10 @@ void CpuBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w,
   cpu::matmul_int4(x, n, w, bias, out, {options_.threads, options_.bf16_activations});
 }
 
-void CpuBackend::rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
-                      const int32_t* positions, double theta) {
-  if (!rope_ || !rope_->matches(theta, head_dim)) rope_.emplace(theta, head_dim);
+void CpuBackend::rope(float* x, int64_t n, int32_t heads, const int32_t* positions,
+                      const RopeFreqs& f) {
+  if (f.rows != 1) return cpu::rope_per_token(x, n, heads, positions, f, options_.threads);
+  if (!rope_ || !rope_->matches(f)) rope_.emplace(f);
   rope_->apply(x, n, heads, positions, options_.threads);
 }
 

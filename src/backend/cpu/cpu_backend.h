@@ -29,6 +29,7 @@ class CpuBackend final : public Backend {
   bool host_memory() const override { return true; }
 
   Buffer alloc(size_t bytes) override;
+  Buffer alloc_zeroed(size_t bytes) override;
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void fill_zero(void* dst, size_t bytes) override;
@@ -46,8 +47,8 @@ class CpuBackend final : public Backend {
   void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                    float* out) override;
   Int4Layout int4_layout() const override { return Int4Layout::Blocks16; }
-  void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
-            double theta) override;
+  void rope(float* x, int64_t n, int32_t heads, const int32_t* positions,
+            const RopeFreqs& f) override;
   void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
                 const KvLayerView& kv) override;
   void attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
@@ -64,7 +65,7 @@ class CpuBackend final : public Backend {
 
  private:
   CpuBackendOptions options_;
-  std::optional<cpu::RopeTable> rope_;  // for the (theta, head_dim) last used
+  std::optional<cpu::RopeTable> rope_;  // for the shared frequencies last used
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options = {});

@@ -11,7 +11,6 @@
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/cuda_errors.h"
 #include "backend/cuda/device_writes.h"
-#include "backend/cuda/rope_freq.h"
 #include "core/errors.h"
 #include "kernels/cuda/int4_launchers.h"
 #include "kernels/cuda/launch_shapes.h"
@@ -233,23 +232,24 @@ void CudaBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w
                "add_bias kernel");
 }
 
-void CudaBackend::rope(float* x, int64_t n, int32_t heads, int32_t head_dim,
-                       const int32_t* positions, double theta) {
+void CudaBackend::rope(float* x, int64_t n, int32_t heads, const int32_t* positions,
+                       const RopeFreqs& f) {
   for (int64_t i = 0; i < n; ++i)
     if (positions[i] < 0)
       raise(Err::Internal, "rope got position " + std::to_string(positions[i]) + " for token " +
                                std::to_string(i));
-  if (theta != rope_theta_ || head_dim != rope_head_dim_) {
-    rope_inv_freq_ = rope_inv_freq(theta, head_dim);
-    rope_theta_ = theta;
-    rope_head_dim_ = head_dim;
-  }
+  if (f.head_dim <= 0 || f.head_dim % 2 != 0 || (f.rows != 1 && f.rows != n))
+    raise(Err::Internal, "rope got head_dim " + std::to_string(f.head_dim) + " and " +
+                             std::to_string(f.rows) + " frequency rows for " + std::to_string(n) +
+                             " tokens");
   const int32_t* d_pos = positions_.upload_i32(positions, n, stream_.get());
   note_device_write();
   const auto* d_inv = static_cast<const float*>(inv_freq_.upload(
-      rope_inv_freq_.data(), rope_inv_freq_.size() * sizeof(float), stream_.get()));
+      f.inv_freq, size_t(f.rows) * size_t(f.head_dim / 2) * sizeof(float), stream_.get()));
   if (refreshing()) return;
-  check_cuda(launch_rope(x, n, heads, head_dim, d_pos, d_inv, stream_.get()), "rope kernel");
+  check_cuda(
+      launch_rope(x, n, heads, f.head_dim, d_pos, d_inv, f.rows != 1, f.attention, stream_.get()),
+      "rope kernel");
 }
 
 void CudaBackend::kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,

@@ -84,8 +84,8 @@ class CudaBackend final : public Backend {
   void matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) override;
   void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                    float* out) override;
-  void rope(float* x, int64_t n, int32_t heads, int32_t head_dim, const int32_t* positions,
-            double theta) override;
+  void rope(float* x, int64_t n, int32_t heads, const int32_t* positions,
+            const RopeFreqs& f) override;
   void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
                 const KvLayerView& kv) override;
   void attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
@@ -149,10 +149,6 @@ class CudaBackend final : public Backend {
   cuda::DeviceArray attention_partials_;
   // int4 matmul scratch: x in packed-input order, and the bf16 weight of the cuBLAS path.
   cuda::DeviceArray int4_x_, int4_w_;
-  // RoPE inverse frequencies of the (theta, head_dim) last used.
-  double rope_theta_ = 0.0;
-  int32_t rope_head_dim_ = 0;
-  std::vector<float> rope_inv_freq_;
   bool cuda_graphs_;
   cuda::GraphBook graph_book_;
   std::map<cuda::GraphKey, cuda::CudaGraph> graphs_;

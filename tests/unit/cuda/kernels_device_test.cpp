@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <string>
 
 #include "device_check.h"
 #include "kernels/cuda/launch_shapes.h"
+#include "model/rope_scaling.h"
 
 namespace qmpi::test {
 namespace {
@@ -100,6 +102,11 @@ TEST_F(CudaKernels, MatmulWithBiasForEveryWeightType) {
 }
 
 TEST_F(CudaKernels, RopeTurnsByTheCpuAngles) {
+  RopeScaling yarn;
+  yarn.kind = RopeKind::Yarn;
+  yarn.factor = 4.0;
+  yarn.original_max_position_embeddings = 64;
+  yarn.attention_factor = 0.1 * std::log(4.0) + 1.0;
   for (int32_t dim : {64, 128, 80}) {
     const int64_t n = 9;
     const int32_t heads = 3;
@@ -107,11 +114,24 @@ TEST_F(CudaKernels, RopeTurnsByTheCpuAngles) {
     for (int32_t& p : pos) p = random_int(0, 32767);
     pos[0] = 0;
     const std::vector<float> x = random(size_t(n * heads * dim), -2.0f, 2.0f);
-    std::vector<float> want = x;
-    cpu_->rope(want.data(), n, heads, dim, pos.data(), 1e6);
-    Buffer dx = to_gpu(x);
-    gpu_->rope(dx.as<float>(), n, heads, dim, pos.data(), 1e6);
-    expect_close(from_gpu(dx, x.size()), want, kF32, "rope head_dim " + std::to_string(dim));
+    // Plain, YaRN (scaled cos/sin), and one row per token (dynamic NTK).
+    const std::vector<float> plain = rope_inv_freq(1e6, dim, RopeScaling{}, 64, 0);
+    const std::vector<float> scaled = rope_inv_freq(1e6, dim, yarn, 64, 0);
+    std::vector<float> rows;
+    for (int64_t t = 0; t < n; ++t) {
+      const std::vector<float> r = rope_inv_freq(1e6 + double(t), dim, RopeScaling{}, 64, 0);
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+    for (const RopeFreqs& f : {RopeFreqs{plain.data(), 1, dim, 1.0f},
+                               RopeFreqs{scaled.data(), 1, dim, float(yarn.attention_factor)},
+                               RopeFreqs{rows.data(), n, dim, 1.0f}}) {
+      std::vector<float> want = x;
+      cpu_->rope(want.data(), n, heads, pos.data(), f);
+      Buffer dx = to_gpu(x);
+      gpu_->rope(dx.as<float>(), n, heads, pos.data(), f);
+      expect_close(from_gpu(dx, x.size()), want, kF32,
+                   "rope head_dim " + std::to_string(dim) + " rows " + std::to_string(f.rows));
+    }
   }
 }
 
@@ -286,11 +306,13 @@ TEST_F(CudaKernels, MetadataUploadsFollowChangingHostArrays) {
   const int32_t heads = 2, dim = 64;
   std::vector<int32_t> pos = {3, 9};
   const std::vector<float> x = random(size_t(2 * heads * dim));
+  const std::vector<float> inv = rope_inv_freq(1e4, dim, RopeScaling{}, 64, 0);
+  const RopeFreqs f{inv.data(), 1, dim, 1.0f};
   for (int step = 0; step < 3; ++step) {
     std::vector<float> want = x;
-    cpu_->rope(want.data(), 2, heads, dim, pos.data(), 1e4);
+    cpu_->rope(want.data(), 2, heads, pos.data(), f);
     Buffer dx = to_gpu(x);
-    gpu_->rope(dx.as<float>(), 2, heads, dim, pos.data(), 1e4);
+    gpu_->rope(dx.as<float>(), 2, heads, pos.data(), f);
     expect_close(from_gpu(dx, x.size()), want, kF32, "rope after metadata change");
     pos[0] += 1;
     pos[1] += 7;

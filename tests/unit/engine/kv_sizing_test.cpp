@@ -106,6 +106,21 @@ TEST(KvSizing, RanksSharingADeviceCountSameHostAndOrdinal) {
   EXPECT_EQ(ranks_sharing_device(cpu, 1), 1);
 }
 
+TEST(KvSizing, CpuRanksShareTheirHost) {
+  const std::vector<Placement> cpu{at(0, "h0", -1), at(1, "h0", -1), at(2, "h1", -1)};
+  EXPECT_EQ(ranks_on_host(cpu, 1), 2);
+  EXPECT_EQ(ranks_on_host(cpu, 2), 1);
+}
+
+TEST(KvSizing, CpuBlocksComeFromTheBudgetUpToWhatTheSequencesCanUse) {
+  // 1 KiB blocks of 16 tokens; one 256-token sequence is 16 blocks.
+  EXPECT_EQ(cpu_kv_blocks(100 << 10, 1024, 64, 256, 16), 100);  // the budget limits
+  EXPECT_EQ(cpu_kv_blocks(100 << 20, 1024, 4, 256, 16), 64);    // 4 sequences are all it needs
+  EXPECT_EQ(cpu_kv_blocks(16 << 10, 1024, 4, 256, 16), 16);     // exactly one sequence
+  testing::expect_error([] { cpu_kv_blocks(15 << 10, 1024, 4, 256, 16); }, Err::KvCacheDoesNotFit,
+                        {"15 KiB", "15 blocks", "256 tokens", "needs 16"});
+}
+
 TEST(KvSizing, ChoiceIsTheSmallestRoomAndNamesTheRank) {
   const std::vector<int64_t> rooms{900, 700, 800, 700};
   const KvBlockChoice c = choose_kv_blocks(rooms);

@@ -53,9 +53,8 @@ class CountingBackend final : public Backend {
                    float* out) override {
     cpu_->matmul_int4(x, n, w, b, out);
   }
-  void rope(float* x, int64_t n, int32_t heads, int32_t d, const int32_t* pos,
-            double theta) override {
-    cpu_->rope(x, n, heads, d, pos, theta);
+  void rope(float* x, int64_t n, int32_t heads, const int32_t* pos, const RopeFreqs& f) override {
+    cpu_->rope(x, n, heads, pos, f);
   }
   void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
                 const KvLayerView& kv) override {

@@ -67,15 +67,23 @@ TEST(CpuBackend, Bf16ActivationOptionSelectsThePath) {
   }
 }
 
-TEST(CpuBackend, RopeFollowsThetaAndHeadDimChanges) {
+TEST(CpuBackend, RopeFollowsFrequencyAttentionAndHeadDimChanges) {
   CpuBackend be({1, false});
   std::mt19937 rng(32);
   const int32_t pos[2] = {3, 9};
-  for (auto [theta, d] : {std::pair<double, int32_t>{1e6, 8}, {1e4, 8}, {1e4, 16}}) {
-    std::vector<float> x = test::random_floats(size_t(2 * 2 * d), rng), want = x;
-    cpu::ref::rope(want.data(), 2, 2, d, pos, theta);
-    be.rope(x.data(), 2, 2, d, pos, theta);
-    EXPECT_LT(test::max_rel_err(x, want), 1e-5) << theta << " " << d;
+  const std::vector<float> a{1.0f, 0.1f, 0.01f, 0.001f, 1e-4f, 1e-5f, 1e-6f, 1e-7f};
+  std::vector<float> b = a;
+  b[3] = 0.5f;
+  // Same head_dim and pointer with new contents, a new attention factor, per-token rows.
+  for (auto [f, label] : {std::pair<RopeFreqs, const char*>{{a.data(), 1, 8, 1.0f}, "a"},
+                          {{b.data(), 1, 8, 1.0f}, "b"},
+                          {{b.data(), 1, 8, 1.2f}, "b x1.2"},
+                          {{a.data(), 1, 16, 1.0f}, "a d16"},
+                          {{a.data(), 2, 8, 1.0f}, "rows"}}) {
+    std::vector<float> x = test::random_floats(size_t(2 * 2 * f.head_dim), rng), want = x;
+    cpu::ref::rope(want.data(), 2, 2, pos, f);
+    be.rope(x.data(), 2, 2, pos, f);
+    EXPECT_LT(test::max_rel_err(x, want), 1e-5) << label;
   }
 }
 

@@ -45,11 +45,21 @@ TEST(RmsNorm, EpsilonKeepsZeroRowsFinite) {
   for (float v : out) EXPECT_EQ(v, 0.0f);
 }
 
+// Frequencies spread over the decades RoPE uses (1 down to 1e-6), any order.
+std::vector<float> random_inv_freq(size_t count, std::mt19937& rng) {
+  std::uniform_real_distribution<float> decade(-6.0f, 0.0f);
+  std::vector<float> f(count);
+  for (float& v : f) v = std::pow(10.0f, decade(rng));
+  return f;
+}
+
 TEST(Rope, MatchesReferenceAcrossPositionsAndTableGrowth) {
   std::mt19937 rng(12);
   for (int32_t head_dim : {2, 64, 128})
-    for (double theta : {10000.0, 1e6}) {
-      cpu::RopeTable table(theta, head_dim);
+    for (float attention : {1.0f, 1.1386f}) {
+      const std::vector<float> inv = random_inv_freq(size_t(head_dim / 2), rng);
+      const RopeFreqs f{inv.data(), 1, head_dim, attention};
+      cpu::RopeTable table(f);
       // Small positions first, then ones that make the cached table grow.
       for (std::vector<int32_t> pos :
            {std::vector<int32_t>{0, 1, 2}, {7, 300, 1000, 5}, {32767, 4095, 0}}) {
@@ -57,16 +67,41 @@ TEST(Rope, MatchesReferenceAcrossPositionsAndTableGrowth) {
         const int64_t n = int64_t(pos.size());
         std::vector<float> x = test::random_floats(size_t(n * heads * head_dim), rng);
         std::vector<float> want = x;
-        cpu::ref::rope(want.data(), n, heads, head_dim, pos.data(), theta);
+        cpu::ref::rope(want.data(), n, heads, pos.data(), f);
         table.apply(x.data(), n, heads, pos.data(), 2);
-        EXPECT_LT(max_rel_err(x, want), 1e-5) << head_dim << " " << theta << " " << pos[0];
+        EXPECT_LT(max_rel_err(x, want), 1e-5) << head_dim << " " << attention << " " << pos[0];
       }
     }
 }
 
-TEST(Rope, RotatesHalvesByPositionTimesInverseFrequency) {
+TEST(Rope, PerTokenRowsMatchReferenceAndTheSharedTableRowByRow) {
+  std::mt19937 rng(14);
+  const int32_t head_dim = 64, heads = 2;
+  const std::vector<int32_t> pos{5, 70000, 131071};
+  const int64_t n = int64_t(pos.size());
+  const std::vector<float> rows = random_inv_freq(size_t(n * head_dim / 2), rng);
+  const RopeFreqs f{rows.data(), n, head_dim, 1.25f};
+  const std::vector<float> x = test::random_floats(size_t(n * heads * head_dim), rng);
+  std::vector<float> got = x, want = x;
+  cpu::rope_per_token(got.data(), n, heads, pos.data(), f, 2);
+  cpu::ref::rope(want.data(), n, heads, pos.data(), f);
+  EXPECT_LT(max_rel_err(got, want), 1e-5);
+  // Token i alone, through a table of its own row, turns the same way.
+  for (int64_t i = 0; i < n; ++i) {
+    cpu::RopeTable table(RopeFreqs{rows.data() + i * head_dim / 2, 1, head_dim, 1.25f});
+    std::vector<float> one(x.begin() + i * heads * head_dim,
+                           x.begin() + (i + 1) * heads * head_dim);
+    table.apply(one.data(), 1, heads, &pos[size_t(i)], 1);
+    for (size_t e = 0; e < one.size(); ++e)
+      EXPECT_EQ(one[e], got[size_t(i * heads * head_dim) + e]);
+  }
+  EXPECT_THROW(cpu::rope_per_token(got.data(), n - 1, heads, pos.data(), f, 1), Error);
+}
+
+TEST(Rope, RotatesHalvesByPositionTimesInverseFrequencyTimesAttention) {
   // head_dim 2: one pair (x0, x1) with inv_freq 1, so position p rotates it by p radians.
-  cpu::RopeTable table(10000.0, 2);
+  const float one = 1.0f;
+  cpu::RopeTable table(RopeFreqs{&one, 1, 2, 1.0f});
   std::vector<float> x{1.0f, 0.0f, 0.0f, 2.0f};
   const int32_t pos[2] = {1, 0};
   table.apply(x.data(), 2, 1, pos, 1);
@@ -74,10 +109,16 @@ TEST(Rope, RotatesHalvesByPositionTimesInverseFrequency) {
   EXPECT_NEAR(x[1], std::sin(1.0), 1e-6);
   EXPECT_EQ(x[2], 0.0f);  // position 0 is the identity
   EXPECT_EQ(x[3], 2.0f);
+  cpu::RopeTable scaled(RopeFreqs{&one, 1, 2, 1.5f});  // YaRN's factor scales cos and sin
+  x = {1.0f, 0.0f};
+  scaled.apply(x.data(), 1, 1, pos, 1);
+  EXPECT_NEAR(x[0], 1.5 * std::cos(1.0), 1e-6);
+  EXPECT_NEAR(x[1], 1.5 * std::sin(1.0), 1e-6);
 }
 
 TEST(Rope, RejectsNegativePositions) {
-  cpu::RopeTable table(1e6, 4);
+  const float inv[2] = {1.0f, 0.01f};
+  cpu::RopeTable table(RopeFreqs{inv, 1, 4, 1.0f});
   std::vector<float> x(4, 1.0f);
   const int32_t pos = -1;
   EXPECT_THROW(table.apply(x.data(), 1, 1, &pos, 1), Error);

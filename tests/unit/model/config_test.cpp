@@ -109,7 +109,7 @@ TEST(ModelConfig, UnsupportedArchitecture) {
   // The message names what does run.
   EXPECT_NE(e.message().find("Qwen3MoeForCausalLM"), std::string::npos);
   j = qwen05_json();
-  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}};
+  j["rope_scaling"] = {{"type", "longrope"}, {"factor", 4.0}};
   EXPECT_EQ(error_of([&] { ModelConfig::from_json(j, "c.json"); }).code(), Err::ArchUnsupported);
   j = qwen05_json();
   j["use_sliding_window"] = true;

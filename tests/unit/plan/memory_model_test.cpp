@@ -156,18 +156,18 @@ TEST(MemoryModel, KvCacheAndActivationsOfOneRank) {
 TEST(MemoryModel, KvTokensFollowTheEngineDefaultsAndBlocks) {
   const ModelConfig cfg = fixture("qwen2.5-7b-instruct");
   PlanInputs in;
-  EXPECT_EQ(resolved_max_model_len(cfg, in), 8192);  // min(32768, 8192)
-  EXPECT_EQ(kv_cache_tokens(cfg, in), 8192);
+  EXPECT_EQ(resolved_max_model_len(cfg, in), 32768);  // max_position_embeddings, as vLLM
+  EXPECT_EQ(kv_cache_tokens(cfg, in), 32768);
   in.max_model_len = 1000;
   in.max_num_seqs = 3;
   EXPECT_EQ(sequence_kv_tokens(cfg, in), 1008);  // whole 16-token blocks
   // CUDA sizes the cache from the memory left: one sequence is what it must hold.
   EXPECT_FALSE(kv_cache_fixed(in));
   EXPECT_EQ(kv_cache_tokens(cfg, in), 1008);
-  // The CPU cache is allocated for every sequence up front.
+  // So must the CPU cache, whose blocks take memory only as they are written.
   in.backend = BackendKind::Cpu;
-  EXPECT_TRUE(kv_cache_fixed(in));
-  EXPECT_EQ(kv_cache_tokens(cfg, in), 3 * 1008);
+  EXPECT_FALSE(kv_cache_fixed(in));
+  EXPECT_EQ(kv_cache_tokens(cfg, in), 1008);
   in.kv_blocks = 10;
   EXPECT_EQ(kv_cache_tokens(cfg, in), 160);
 }

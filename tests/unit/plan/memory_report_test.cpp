@@ -58,7 +58,7 @@ TEST(MemoryReport, StepTokensSetThePredictedActivations) {
             4096 * (3 * h + 2 * q + 2 * kv + 2 * im) * 4);
 }
 
-TEST(MemoryReport, FixedCacheWithKvBlocksOrOnCpu) {
+TEST(MemoryReport, FixedCacheWithKvBlocksAndOneSequenceOnCpu) {
   const ModelConfig cfg = fixture("qwen2.5-0.5b-instruct");
   const ShardPlan plan = make_shard_plan(cfg, Layout{1, 1, {}}, 0);
   PlanInputs in = cuda_inputs();
@@ -73,7 +73,7 @@ TEST(MemoryReport, FixedCacheWithKvBlocksOrOnCpu) {
   in.max_num_seqs = 2;
   p = predict_rank_memory(cfg, plan, in, 1);
   EXPECT_FALSE(p.kv_from_budget);
-  EXPECT_EQ(p.kv_blocks, 2 * 7);  // two sequences of 100 tokens in blocks of 16
+  EXPECT_EQ(p.kv_blocks, 7);  // the one 100-token sequence that must fit, in blocks of 16
   EXPECT_EQ(p.rank.overhead, kRuntimeOverheadCpu);
 }
 
@@ -145,7 +145,8 @@ TEST(MemoryReport, HostLineHasNoDeviceNumbers) {
   m.bytes_per_block = 2 * MiB;
   EXPECT_EQ(memory_report_line(p, m),
             "memory predicted / actual: weights 2.00 / 2.50 GiB, activations 48 MiB / not "
-            "measured, overhead 256 MiB reserved, KV cache 32.0 / 32.0 MiB = 16 / 16 blocks");
+            "measured, overhead 256 MiB reserved, KV cache 32.0 / 32.0 MiB = 16 / 16 blocks "
+            "(at least one max-model-len sequence; mapped, held as written)");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "core/byte_size.h"
+#include "engine/kv_sizing.h"
 #include "plan/param_counts.h"
 #include "plan/planner.h"
 
@@ -288,36 +289,25 @@ TEST(Planner, PagedKvNeedsOneFullLengthSequenceAndCountsTheRest) {
   EXPECT_EQ(r2.failure, Err::KvCacheDoesNotFit);
 }
 
-TEST(Planner, CpuKvCacheReservesEverySequence) {
+TEST(Planner, CpuKvCacheTakesAShareOfTheMemoryLeftLikeCuda) {
   const ModelConfig cfg = fixture("qwen2.5-7b-instruct");
   PlanInputs in = cpu_ranks(2, "80GB", 1000);
   in.max_num_seqs = 3;
-  EXPECT_EQ(kv_cache_tokens(cfg, in), 3 * 1008);
+  EXPECT_EQ(kv_cache_tokens(cfg, in), 1008);  // one sequence must fit; max-num-seqs reserves none
   const LayoutVerdict v = evaluate_layout(cfg, {2, 1, {}}, in);
   ASSERT_TRUE(v.fits);
-  EXPECT_EQ(v.rank_kv_tokens, 3 * 1008);  // what the CPU cache allocates, not the room
-  EXPECT_EQ(v.full_length_seqs, 3);
-  EXPECT_GT(v.kv_room_tokens, v.rank_kv_tokens);
-}
-
-TEST(Planner, KvCacheThatDoesNotFitSuggestsFewerSequences) {
-  const ModelConfig cfg = fixture("qwen2.5-72b-instruct");
-  PlanInputs in = cpu_ranks(6, "80GB");
-  in.max_num_seqs = 200;  // 200 x 32768 tokens x 640 KiB
-  const PlanResult r = plan_layouts(cfg, in);
-  EXPECT_EQ(r.best, -1);
-  EXPECT_EQ(r.failure, Err::KvCacheDoesNotFit);
-  ASSERT_FALSE(r.suggestions.empty());
-  EXPECT_TRUE(contains(r.suggestions[0].sentence, "Fewer sequences would fit: --max-num-seqs "))
-      << r.suggestions[0].sentence;
-  // The suggestion is the largest count that fits: one more does not.
-  const std::string& cmd = r.suggestions[0].command;
-  const int64_t seqs = std::stoll(cmd.substr(cmd.find("--max-num-seqs ") + 15));
-  PlanInputs ok = in, over = in;
-  ok.max_num_seqs = seqs;
-  over.max_num_seqs = seqs + 1;
-  EXPECT_GE(plan_layouts(cfg, ok).best, 0);
-  EXPECT_EQ(plan_layouts(cfg, over).best, -1);
+  EXPECT_EQ(v.rank_kv_tokens, v.kv_room_tokens);  // the memory left, as on CUDA
+  const uint64_t per_token = v.ranks[0].kv_per_token;
+  EXPECT_LE(uint64_t(v.rank_kv_tokens) * per_token, uint64_t(kCpuKvMemoryShare * double(v.budget)));
+  EXPECT_GT(uint64_t(v.rank_kv_tokens + 1) * per_token,
+            uint64_t(kCpuKvMemoryShare * double(v.budget)));
+  EXPECT_EQ(v.full_length_seqs, v.rank_kv_tokens / 1008);
+  EXPECT_GT(v.full_length_seqs, 3);
+  // 200 sequences of the 72B's 32k tokens no longer need reserving up front: it plans.
+  const ModelConfig big = fixture("qwen2.5-72b-instruct");
+  PlanInputs many = cpu_ranks(6, "80GB");
+  many.max_num_seqs = 200;
+  EXPECT_GE(plan_layouts(big, many).best, 0);
 }
 
 TEST(Planner, TensorParallelStaysInsideAHost) {
@@ -392,13 +382,13 @@ TEST(Preflight, WeightsThatDoNotFitRaiseWithTheNumbers) {
 
 TEST(Preflight, KvCacheThatDoesNotFitRaisesKvCode) {
   PlanInputs in = cpu_ranks(6, "80GB");
-  in.max_num_seqs = 200;
+  in.max_model_len = 4'000'000;  // one sequence: 1.2 TiB of bf16 KV over the 6 ranks
   try {
     preflight(fixture("qwen2.5-72b-instruct"), {2, 3, {}}, in);
-    FAIL() << "200 sequences of 32768 tokens fitted";
+    FAIL() << "a 4M-token sequence fitted";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Err::KvCacheDoesNotFit);
-    EXPECT_TRUE(contains(e.fix(), "--max-num-seqs")) << e.fix();
+    EXPECT_TRUE(contains(e.fix(), "--max-model-len")) << e.fix();
   }
 }
 

@@ -188,7 +188,7 @@ TEST(RequestPipeline, RefusedRequestsLeaveNothingBehind) {
   Rig s;
   RequestPipeline p(s.sched, s.model, {});
   testing::expect_error([&] { s.admit(p, 1, request("long", 500)); }, Err::PromptTooLong,
-                        {"max_tokens"});
+                        {"maximum context length", "--max-model-len"});
   EXPECT_TRUE(s.sched.idle());
   EXPECT_EQ(p.active(), 0u);
   // The model's generation_config.json may say top_k 0 ("off"): the request runs.
