@@ -70,6 +70,24 @@ struct RopeFreqs {
   float attention = 1.0f;
 };
 
+// A block-wise FP8 projection (Qwen's -FP8 checkpoints) as the kernels take it:
+// - q [rows, cols] uint8, row-major: e4m3 codes (1 sign, 4 exponent bits with bias 7, 3 mantissa
+//   bits; no infinities; 0x7f / 0xff are NaN, which the loader refuses).
+// - scales [scale_rows, scale_cols] float32, row-major: W[r][c] = e4m3(q[r][c]) *
+//   scales[(r + row_offset) / block_n][(c + col_offset) / block_k].
+// The offsets place a rank's slice inside the checkpoint's block grid: a TP slice that starts
+// inside a block (head_dim-wide cuts of q/k/v/o) keeps the scale rows or columns it touches and
+// says where in the first block it starts. Both arrays live in backend memory.
+struct Fp8WeightView {
+  const uint8_t* q = nullptr;
+  const float* scales = nullptr;
+  int64_t rows = 0;  // output features
+  int64_t cols = 0;  // input features
+  int64_t scale_rows = 0, scale_cols = 0;
+  int64_t block_n = 0, block_k = 0;
+  int64_t row_offset = 0, col_offset = 0;  // in [0, block_n), [0, block_k)
+};
+
 // One sequence of a batched attention call. Rows of q/out for this sequence are
 // [q_begin, q_begin + q_len); its keys are the first ctx_len cache positions (past + new), and
 // new token i sits at position ctx_len - q_len + i (causal: it sees keys 0..that position).

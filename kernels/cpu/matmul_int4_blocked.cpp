@@ -15,6 +15,7 @@
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/panel_times_x.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/x86.h"
 #include "kernels/int4_layout.h"
@@ -22,17 +23,12 @@
 namespace qmpi::cpu {
 namespace {
 
-constexpr int kPanelRows = 32;   // two vectors of output rows
+using panel::kPanelRows;
 constexpr int kChunkWords = 16;  // 128 inputs: a 16 KiB float panel chunk
-constexpr int kTokens = 12;      // tokens per register tile: 24 accumulators
 
 struct PanelArgs {
   const Int4WeightView* w;
   const int32_t* group_of_word;
-  const float* x;  // [n][kp], packed-input order
-  int64_t kp;
-  const float* bias;
-  float* out;  // [n][w->rows]
 };
 
 #if defined(__AVX512F__)
@@ -67,51 +63,6 @@ void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, fl
   }
 }
 
-// Tokens [t0, t0 + T) times the chunk; the first chunk of a panel stores (with the bias), the
-// others add, so each output is a sum of per-chunk partial sums.
-template <int T>
-void tokens_tile(const PanelArgs& a, const float* panel, int64_t r0, int64_t c0, int64_t c1,
-                 int64_t t0, __mmask16 m0, __mmask16 m1) {
-  const int64_t k0 = c0 * 8, kn = (c1 - c0) * 8, N = a.w->rows;
-  __m512 acc[T][2];
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < kn; ++k) {
-    const __m512 w0 = _mm512_load_ps(panel + k * kPanelRows);
-    const __m512 w1 = _mm512_load_ps(panel + k * kPanelRows + 16);
-    for (int t = 0; t < T; ++t) {
-      const __m512 xb = _mm512_set1_ps(a.x[(t0 + t) * a.kp + k0 + k]);
-      acc[t][0] = _mm512_fmadd_ps(w0, xb, acc[t][0]);
-      acc[t][1] = _mm512_fmadd_ps(w1, xb, acc[t][1]);
-    }
-  }
-  for (int t = 0; t < T; ++t) {
-    float* o = a.out + (t0 + t) * N + r0;
-    if (c0 == 0) {
-      const __m512 b0 = a.bias ? _mm512_maskz_loadu_ps(m0, a.bias + r0) : _mm512_setzero_ps();
-      const __m512 b1 = a.bias ? _mm512_maskz_loadu_ps(m1, a.bias + r0 + 16) : _mm512_setzero_ps();
-      _mm512_mask_storeu_ps(o, m0, _mm512_add_ps(acc[t][0], b0));
-      _mm512_mask_storeu_ps(o + 16, m1, _mm512_add_ps(acc[t][1], b1));
-    } else {
-      _mm512_mask_storeu_ps(o, m0, _mm512_add_ps(acc[t][0], _mm512_maskz_loadu_ps(m0, o)));
-      _mm512_mask_storeu_ps(o + 16, m1,
-                            _mm512_add_ps(acc[t][1], _mm512_maskz_loadu_ps(m1, o + 16)));
-    }
-  }
-}
-
-void chunk_times_x(const PanelArgs& a, const float* panel, int64_t r0, int64_t c0, int64_t c1,
-                   int64_t n) {
-  const int64_t live = std::min<int64_t>(kPanelRows, a.w->rows - r0);
-  const __mmask16 m0 = live >= 16 ? __mmask16(0xffff) : __mmask16((1u << live) - 1);
-  const __mmask16 m1 = live >= 32   ? __mmask16(0xffff)
-                       : live <= 16 ? __mmask16(0)
-                                    : __mmask16((1u << (live - 16)) - 1);
-  int64_t t = 0;
-  for (; t + kTokens <= n; t += kTokens) tokens_tile<kTokens>(a, panel, r0, c0, c1, t, m0, m1);
-  for (; t + 4 <= n; t += 4) tokens_tile<4>(a, panel, r0, c0, c1, t, m0, m1);
-  for (; t < n; ++t) tokens_tile<1>(a, panel, r0, c0, c1, t, m0, m1);
-}
-
 #else  // portable: the same panel and partial sums, one element at a time
 
 void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, float* dst) {
@@ -126,18 +77,6 @@ void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, fl
         for (int j = 0; j < 8; ++j) d[j * kPanelRows] = 0.0f;
     }
   }
-}
-
-void chunk_times_x(const PanelArgs& a, const float* panel, int64_t r0, int64_t c0, int64_t c1,
-                   int64_t n) {
-  const int64_t k0 = c0 * 8, kn = (c1 - c0) * 8, N = a.w->rows;
-  for (int64_t t = 0; t < n; ++t)
-    for (int rr = 0; rr < kPanelRows && r0 + rr < N; ++rr) {
-      float s = 0.0f;
-      for (int64_t k = 0; k < kn; ++k) s += panel[k * kPanelRows + rr] * a.x[t * a.kp + k0 + k];
-      float& o = a.out[t * N + r0 + rr];
-      o = c0 == 0 ? s + (a.bias ? a.bias[r0 + rr] : 0.0f) : o + s;
-    }
 }
 
 #endif
@@ -157,7 +96,8 @@ void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, con
     std::fill(group_of_word.begin() + w.group_words[g],
               group_of_word.begin() + w.group_words[g + 1], int32_t(g));
   const AlignedArray<float> b = widen(bias);
-  const PanelArgs a{&w, group_of_word.data(), xg ? xg.get() : x, kp, b.get(), out};
+  const PanelArgs a{&w, group_of_word.data()};
+  const panel::Gemm g{xg ? xg.get() : x, kp, b.get(), out, w.rows};
   const int nt = resolve_threads(opt.threads);
 #pragma omp parallel num_threads(nt)
   {
@@ -167,7 +107,7 @@ void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, con
       for (int64_t c0 = 0; c0 < w.words; c0 += kChunkWords) {
         const int64_t c1 = std::min<int64_t>(w.words, c0 + kChunkWords);
         dequantize_chunk(a, r0, c0, c1, panel.get());
-        chunk_times_x(a, panel.get(), r0, c0, c1, n);
+        panel::panel_times_x(g, panel.get(), r0, c0 * 8, (c1 - c0) * 8, c0 == 0, n);
       }
   }
 }

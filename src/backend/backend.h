@@ -112,6 +112,10 @@ class Backend {
   virtual Int4Layout int4_layout() const { return Int4Layout::Rows; }
   virtual void matmul_int4(const float* x, int64_t n, const Int4WeightView& w,
                            const WeightView* bias, float* out) = 0;
+  // out[n, w.rows] = x[n, w.cols] . W^T (+ bias) for a block-wise FP8 weight (see
+  // Fp8WeightView), accumulated in float32.
+  virtual void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
+                          float* out) = 0;
   // Rotate-half (NeoX) RoPE in place on x[n, heads, f.head_dim] at positions[n] (host), by
   // the frequencies the model computed (f.rows 1 or n).
   virtual void rope(float* x, int64_t n, int32_t heads, const int32_t* positions,

@@ -196,22 +196,26 @@ constexpr std::array kCatalogue{
                "qmpi runs int4 AWQ (quant_method awq, version gemm, zero_point true) and GPTQ "
                "(quant_method gptq, checkpoint_format gptq, sym or asym, with or without desc_act) "
                "checkpoints with group sizes that are multiples of 8 (or -1) and every decoder "
-               "projection quantized. Other bit widths, AWQ gemv/marlin/exllama packings, "
-               "gptq_v2 or marlin GPTQ, quantized lm_heads and modules_to_not_convert are refused "
-               "before any weight is read.",
-               "Use the model's AWQ or GPTQ-Int4 release (Qwen publishes both), or its bf16 "
+               "projection quantized, and block-wise FP8 (quant_method fp8, fmt e4m3, "
+               "activation_scheme dynamic, weight_block_size given). Other bit widths, AWQ "
+               "gemv/marlin/exllama packings, gptq_v2 or marlin GPTQ, quantized lm_heads, decoder "
+               "projections in modules_to_not_convert, FP8 e5m2, static activation scales and "
+               "per-tensor FP8 scales are refused before any weight is read.",
+               "Use the model's AWQ, GPTQ-Int4 or -FP8 release (Qwen publishes them), or its bf16 "
                "release.",
                kExitModel,
                "`ValueError: Unknown quantization type`, `bits 8 not supported`, or a marlin / "
                "exllama kernel error when loading a quantized checkpoint elsewhere."},
     ErrorEntry{Err::QuantTensorInvalid, "quant-tensor-invalid",
-               "An int4 tensor (qweight, qzeros, scales, g_idx) disagrees with config.json or "
-               "holds a NaN or infinite scale.",
+               "A quantized tensor (int4 qweight, qzeros, scales, g_idx; FP8 weight, "
+               "weight_scale_inv) disagrees with config.json or holds a NaN or infinite scale.",
                "Each quantized projection's packed weights, zero points, scales and group index "
                "have shapes fixed by its in/out widths and the group size, g_idx may name "
                "only existing groups, and every scale must be finite (the load scans the scales "
-               "each rank holds); a mismatch means damaged files, a config from another "
-               "model, or another packing than quantization_config says.",
+               "each rank holds); an FP8 weight is F8_E4M3 [out, in] without NaN codes and "
+               "its scale_inv float32 [ceil(out / block), ceil(in / block)] of positive finite "
+               "scales. A mismatch means damaged files, a config from another model, or another "
+               "packing than quantization_config says.",
                "Download the named shard and config.json again from the same repository; check "
                "quantization_config's group_size and version against the model card.",
                kExitModel,

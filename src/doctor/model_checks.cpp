@@ -246,11 +246,11 @@ ModelCheck check_model(const std::string& model_dir, const ConfigOverrides& over
                           "tensor '" + spec.name + "' in " + file + " has shape " +
                               shape_string(t.shape) + " but config.json implies " +
                               shape_string(spec.shape)));
-      if (spec.dtype && t.dtype != *spec.dtype)  // an int4 part (quantization_config)
-        problems.add(fail(kSection, Err::QuantTensorInvalid,
-                          "tensor '" + spec.name + "' in " + file + " is " +
-                              std::string(dtype_name(t.dtype)) + " but the int4 format stores " +
-                              std::string(dtype_name(*spec.dtype))));
+      if (spec.dtype && t.dtype != *spec.dtype)  // a quantized part (quantization_config)
+        problems.add(fail(
+            kSection, Err::QuantTensorInvalid,
+            "tensor '" + spec.name + "' in " + file + " is " + std::string(dtype_name(t.dtype)) +
+                " but the quantized format stores " + std::string(dtype_name(*spec.dtype))));
       if (!spec.dtype && !is_float_weight(t.dtype))
         problems.add(fail(kSection, Err::DTypeUnsupported,
                           "tensor '" + spec.name + "' in " + file + " is " +

@@ -87,10 +87,10 @@ Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
   std::unique_ptr<WeightSource> source;
   if (m.synthetic_weights && cfg_.quant)
     raise(Err::Usage,
-          "--synthetic-weights generates float weights, but the config is an int4 " +
-              cfg_.quant.method_name() + " checkpoint's",
-          "Write a random int4 model with `qmpi make-model --quant " + cfg_.quant.method_name() +
-              " --like CONFIG --out DIR` and run that.");
+          "--synthetic-weights generates float weights, but the config is a quantized (" +
+              cfg_.quant.method_name() + ") checkpoint's",
+          "Write a random quantized model with `qmpi make-model --quant " +
+              cfg_.quant.method_name() + " --like CONFIG --out DIR` and run that.");
   if (m.synthetic_weights)
     source = std::make_unique<SyntheticWeights>(cfg_, m.synthetic_seed, cfg_.torch_dtype);
   else

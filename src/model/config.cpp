@@ -232,8 +232,9 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   c.eos_token_ids = token_ids(j.value("eos_token_id", json()), "eos_token_id", source);
   c.quant = parse_quant_config(j, source);
   // The int4 loader and shard plan know the dense projections; experts' packed tensors are not
-  // wired yet, so an int4 MoE release is refused here rather than half-loaded.
-  if (c.quant && c.moe.num_experts > 0)
+  // wired yet, so an int4 MoE release is refused here rather than half-loaded. (FP8 experts are
+  // whole e4m3 projections that load like any other; routers stay bf16.)
+  if (c.quant.int4() && c.moe.num_experts > 0)
     raise(Err::QuantUnsupported,
           source + ": quantization_config on a mixture-of-experts model (" + c.architecture +
               "): int4 experts are not supported yet",

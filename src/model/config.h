@@ -45,7 +45,7 @@ struct ModelConfig {
   DType torch_dtype = DType::BF16;
   int64_t bos_token_id = -1;
   std::vector<int64_t> eos_token_ids;
-  QuantConfig quant;  // int4 AWQ/GPTQ decoder linears, or none
+  QuantConfig quant;  // int4 AWQ/GPTQ or block-wise FP8 decoder linears, or none
   nlohmann::json raw;
 
   int64_t q_width() const { return num_heads * head_dim; }

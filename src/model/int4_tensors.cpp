@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "model/fp8_weight.h"
+
 namespace qmpi {
 
 bool is_int4_projection(const std::string& name) {
@@ -19,6 +21,13 @@ std::vector<CheckpointTensorSpec> checkpoint_tensors(const ModelConfig& cfg) {
   std::vector<CheckpointTensorSpec> out;
   const bool awq = cfg.quant.method == QuantMethod::Awq;
   for (const TensorSpec& t : expected_tensors(cfg)) {
+    if (cfg.quant.fp8() && t.name.starts_with("model.layers.") &&
+        t.name.ends_with("_proj.weight")) {
+      const int64_t N = t.shape[0], K = t.shape[1], bn = cfg.quant.block_n, bk = cfg.quant.block_k;
+      out.push_back({t.name, t.shape, DType::F8_E4M3});
+      out.push_back({fp8_scale_name(t.name), {(N + bn - 1) / bn, (K + bk - 1) / bk}, DType::F32});
+      continue;
+    }
     if (!cfg.quant || !is_int4_projection(t.name)) {
       out.push_back({t.name, t.shape, std::nullopt});
       continue;

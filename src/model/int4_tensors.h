@@ -1,5 +1,6 @@
-// The tensors an int4 checkpoint stores in place of each quantized projection's `.weight`
-// (facts sheet §6), with their shapes and dtypes: what doctor checks a checkpoint against.
+// The tensors a quantized checkpoint stores for each quantized projection (int4: qweight,
+// qzeros, scales, g_idx in place of `.weight`, facts sheet §6; FP8: an e4m3 `.weight` and its
+// `.weight_scale_inv`), with their shapes and dtypes: what doctor checks a checkpoint against.
 #pragma once
 #include <optional>
 #include <string>
@@ -20,7 +21,7 @@ struct CheckpointTensorSpec {
 };
 
 // expected_tensors(cfg), each quantized projection replaced by its qweight, qzeros, scales
-// (and GPTQ's g_idx) when cfg.quant says so.
+// (and GPTQ's g_idx), or by its e4m3 weight and block scales, when cfg.quant says so.
 std::vector<CheckpointTensorSpec> checkpoint_tensors(const ModelConfig& cfg);
 
 }  // namespace qmpi

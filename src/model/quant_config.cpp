@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <numeric>
 
 #include "core/errors.h"
 
@@ -89,6 +90,50 @@ void parse_gptq(const json& q, QuantConfig& c, const std::string& source) {
   c.sym = flag(q, "sym", true, source);
 }
 
+// Qwen's -FP8 releases: e4m3 weights with one float32 scale_inv per weight_block_size block and
+// activations quantized on the fly ("dynamic"), which qmpi does by not quantizing them at all.
+void parse_fp8(const json& q, QuantConfig& c, const std::string& source) {
+  const std::string fix =
+      "Use an FP8 checkpoint with fmt e4m3, activation_scheme dynamic and weight_block_size "
+      "(Qwen's own -FP8 releases are), or the model's bf16 release.";
+  c.method = QuantMethod::Fp8;
+  c.bits = 8;
+  const std::string fmt = text(q, "fmt", "e4m3", source);
+  if (fmt != "e4m3")
+    unsupported(source, "has FP8 fmt \"" + fmt + "\"; qmpi runs e4m3 weights only", fix);
+  const std::string act = text(q, "activation_scheme", "dynamic", source);
+  if (act != "dynamic")
+    unsupported(source,
+                "has FP8 activation_scheme \"" + act +
+                    "\"; qmpi runs \"dynamic\" (no stored activation scales) only",
+                fix);
+  auto it = q.find("weight_block_size");
+  if (it == q.end() || it->is_null())
+    unsupported(source,
+                "is FP8 without weight_block_size (per-tensor scales); qmpi runs block-wise "
+                "scales only",
+                fix);
+  if (!it->is_array() || it->size() != 2 || !(*it)[0].is_number_integer() ||
+      !(*it)[1].is_number_integer() || (*it)[0].get<int64_t>() < 1 || (*it)[1].get<int64_t>() < 1)
+    raise(Err::ConfigInvalid, source +
+                                  ": quantization_config \"weight_block_size\" must be two "
+                                  "positive integers [rows, columns], got " +
+                                  it->dump());
+  c.block_n = (*it)[0].get<int64_t>();
+  c.block_k = (*it)[1].get<int64_t>();
+  // Listed modules stay in bf16: fine for what qmpi keeps in float anyway (lm_head, routers),
+  // not for a decoder projection, which would be one float linear among FP8 ones.
+  auto skip = q.find("modules_to_not_convert");
+  if (skip != q.end() && skip->is_array())
+    for (const json& m : *skip)
+      if (m.is_string() && m.get<std::string>().ends_with("_proj"))
+        unsupported(source,
+                    "keeps the decoder projection " + m.get<std::string>() +
+                        " in float (modules_to_not_convert); qmpi runs FP8 "
+                        "checkpoints whose every decoder projection is FP8",
+                    fix);
+}
+
 }  // namespace
 
 std::string QuantConfig::method_name() const {
@@ -97,6 +142,8 @@ std::string QuantConfig::method_name() const {
       return "awq";
     case QuantMethod::Gptq:
       return "gptq";
+    case QuantMethod::Fp8:
+      return "fp8";
     default:
       return "none";
   }
@@ -104,6 +151,7 @@ std::string QuantConfig::method_name() const {
 
 int64_t QuantConfig::split_unit() const {
   if (method == QuantMethod::None) return 1;
+  if (method == QuantMethod::Fp8) return std::lcm(block_n, block_k);
   return group_size > 0 ? group_size : 8;
 }
 
@@ -116,12 +164,17 @@ QuantConfig parse_quant_config(const json& j, const std::string& source) {
     raise(Err::ConfigInvalid,
           source + ": \"quantization_config\" must be an object, got " + q.dump());
   const std::string method = text(q, "quant_method", "", source);
+  if (method == "fp8") {
+    parse_fp8(q, c, source);
+    return c;
+  }
   if (method == "awq")
     c.method = QuantMethod::Awq;
   else if (method == "gptq")
     c.method = QuantMethod::Gptq;
   else
-    unsupported(source, "has quant_method \"" + method + "\"; qmpi runs \"awq\" and \"gptq\"");
+    unsupported(source,
+                "has quant_method \"" + method + "\"; qmpi runs \"awq\", \"gptq\" and \"fp8\"");
   c.bits = int(integer(q, "bits", c.method == QuantMethod::Awq ? integer(q, "w_bit", 4, source) : 4,
                        source));
   if (c.bits != 4)
@@ -140,7 +193,7 @@ QuantConfig parse_quant_config(const json& j, const std::string& source) {
 
 void check_quant_widths(const QuantConfig& q, int64_t hidden, int64_t q_width, int64_t kv_width,
                         int64_t intermediate, const std::string& source) {
-  if (!q) return;
+  if (!q.int4()) return;
   struct Width {
     const char* what;
     int64_t w;

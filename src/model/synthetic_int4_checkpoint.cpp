@@ -1,21 +1,15 @@
 #include "model/synthetic_int4_checkpoint.h"
 
 #include <cmath>
-#include <cstring>
-#include <filesystem>
 #include <functional>
-#include <map>
-#include <memory>
 
 #include "core/errors.h"
-#include "io/safetensors_writer.h"
 #include "model/config.h"
 #include "model/int4_tensors.h"
 #include "model/synthetic.h"
-#include "model/synthetic_folder.h"
+#include "model/synthetic_blobs.h"
 
 namespace qmpi {
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 namespace {
@@ -81,22 +75,6 @@ Int4Values random_int4(uint64_t seed, const TensorSpec& spec, const Int4ModelOpt
   return v;
 }
 
-// A tensor to write: its bytes, made when its shard is written.
-struct Blob {
-  std::string name;
-  DType dtype;
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-};
-
-template <class T>
-Blob blob(std::string name, DType dtype, std::vector<int64_t> shape, const std::vector<T>& v) {
-  Blob b{std::move(name), dtype, std::move(shape), {}};
-  b.bytes.resize(v.size() * sizeof(T));
-  std::memcpy(b.bytes.data(), v.data(), b.bytes.size());
-  return b;
-}
-
 // Eight 4-bit values into one int32, value i in bits 4i..4i+3.
 int32_t pack8(const uint8_t (&nib)[8]) {
   uint32_t w = 0;
@@ -156,44 +134,6 @@ Blob dequantized_blob(const std::string& name, const Int4Values& v) {
   return blob(name, DType::F32, {v.N, v.K}, w);
 }
 
-// Writes one model: entry e of `specs` becomes the tensors make(e) returns, in `shards` files
-// of consecutive entries.
-CheckpointSummary write_model(const std::string& dir, const json& config,
-                              const std::vector<TensorSpec>& specs, int shards,
-                              const std::function<std::vector<Blob>(const TensorSpec&)>& make,
-                              const ModelConfig& cfg) {
-  open_synthetic_folder(dir, shards, specs.size());
-  CheckpointSummary summary;
-  std::map<std::string, std::string> weight_map;
-  uint64_t data_bytes = 0;
-  const size_t per = (specs.size() + size_t(shards) - 1) / size_t(shards);
-  for (int s = 0; s < shards; ++s) {
-    const std::string file = synthetic_shard_name(s, shards);
-    SafetensorsWriter writer;
-    writer.set_metadata({{"format", "pt"}});
-    std::vector<std::shared_ptr<Blob>> held;
-    for (size_t i = size_t(s) * per; i < std::min(specs.size(), size_t(s + 1) * per); ++i) {
-      int64_t n = 1;
-      for (int64_t d : specs[i].shape) n *= d;
-      summary.params += n;
-      for (Blob& b : make(specs[i])) {
-        auto p = std::make_shared<Blob>(std::move(b));
-        const size_t es = dtype_size(p->dtype);
-        writer.add(p->name, p->dtype, p->shape, [p, es](int64_t first, int64_t count, void* dst) {
-          std::memcpy(dst, p->bytes.data() + size_t(first) * es, size_t(count) * es);
-        });
-        weight_map[p->name] = file;
-        held.push_back(p);
-      }
-    }
-    data_bytes += writer.data_bytes();
-    summary.file_bytes += writer.write((fs::path(dir) / file).string());
-    summary.files.push_back(file);
-  }
-  close_synthetic_folder(dir, config, cfg, shards, data_bytes, weight_map, summary);
-  return summary;
-}
-
 }  // namespace
 
 json quantization_config_json(const Int4ModelOptions& opt) {
@@ -228,14 +168,8 @@ CheckpointSummary write_synthetic_int4_checkpoint(const std::string& dir, json c
   const ModelConfig cfg = ModelConfig::from_json(config_json, "the config for " + dir);
   const std::vector<TensorSpec> specs = expected_tensors(cfg);
 
-  auto dense = [seed](const TensorSpec& t, DType dtype) {
-    int64_t n = 1;
-    for (int64_t d : t.shape) n *= d;
-    Blob b{t.name, dtype, t.shape, std::vector<uint8_t>(size_t(n) * dtype_size(dtype))};
-    SyntheticTensor(seed, t.name, t.shape).fill(0, n, dtype, b.bytes.data());
-    return b;
-  };
-  const CheckpointSummary summary = write_model(
+  auto dense = [seed](const TensorSpec& t, DType dtype) { return dense_blob(seed, t, dtype); };
+  const CheckpointSummary summary = write_blob_model(
       dir, config_json, specs, shards,
       [&](const TensorSpec& t) -> std::vector<Blob> {
         if (!is_int4_projection(t.name)) return {dense(t, DType::F16)};
@@ -246,7 +180,7 @@ CheckpointSummary write_synthetic_int4_checkpoint(const std::string& dir, json c
   if (!float_dir.empty()) {
     json float_config = config_json;
     float_config.erase("quantization_config");
-    write_model(
+    write_blob_model(
         float_dir, float_config, specs, shards,
         [&](const TensorSpec& t) -> std::vector<Blob> {
           if (!is_int4_projection(t.name)) return {dense(t, DType::F16)};

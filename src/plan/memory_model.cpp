@@ -90,6 +90,12 @@ uint64_t rank_budget(const PlanInputs& in, int ranks) {
 uint64_t tensor_bytes(const ModelConfig& cfg, const PlanInputs& in, const std::string& tensor,
                       int64_t numel) {
   const uint64_t n = uint64_t(numel);
+  if (cfg.quant.fp8() && is_quantized_linear(tensor)) {
+    // A byte per e4m3 weight and a float32 scale per block (a TP slice that starts inside a
+    // block holds one more row or column of scales; the estimate rounds up by one block).
+    const uint64_t block = uint64_t(cfg.quant.block_n * cfg.quant.block_k);
+    return n + (n / block + 1) * sizeof(float);
+  }
   if (cfg.quant && is_quantized_linear(tensor)) {
     // An int4 checkpoint as the engine holds it (model/int4_weight.h): half a byte per weight,
     // and per group of inputs an fp16 scale and a one-byte zero point per output.

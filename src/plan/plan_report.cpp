@@ -42,6 +42,9 @@ std::string dtype_summary(const ModelConfig& cfg, const PlanInputs& in) {
   std::string s;
   for (const auto& n : names) s += (s.empty() ? "" : "+") + n;
   s += in.tensor_dtypes.empty() ? " (config torch_dtype)" : " (safetensors headers)";
+  if (cfg.quant.fp8())  // the decoder projections are e4m3 whatever the float tensors are
+    return "fp8 e4m3 block " + std::to_string(cfg.quant.block_n) + "x" +
+           std::to_string(cfg.quant.block_k) + " projections, other tensors " + s;
   if (cfg.quant)  // the decoder projections are int4 whatever the float tensors are
     s = "int4 " + cfg.quant.method_name() + " group " + std::to_string(cfg.quant.group_size) +
         " projections, other tensors " + s;

@@ -21,6 +21,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import fp8_ref  # noqa: E402
 import int4_ref  # noqa: E402
 import kv_round  # noqa: E402
 import safetensors_ref  # noqa: E402
@@ -258,12 +259,20 @@ class Qwen2Reference(GreedyDecoding):
         return self.hidden_states(ids) @ self.lm_head.T
 
 
+def dequantized(tensors: dict, raw: dict) -> dict:
+    """A checkpoint's tensors as float weights: int4 and FP8 projections through the reference's
+    own decoding (int4_ref, fp8_ref), then float math like any other model."""
+    quant = raw.get("quantization_config")
+    if not quant:
+        return tensors
+    ref = fp8_ref if quant.get("quant_method") == "fp8" else int4_ref
+    return ref.dequantize_tensors(tensors, quant)
+
+
 def load_model(model_dir: str, kv_dtype: str = "f32") -> Qwen2Reference:
     with open(os.path.join(model_dir, "config.json")) as f:
         raw = json.load(f)
-    tensors = safetensors_ref.read_model_dir(model_dir)
-    if raw.get("quantization_config"):  # int4: the reference's own unpacking, then float math
-        tensors = int4_ref.dequantize_tensors(tensors, raw["quantization_config"])
+    tensors = dequantized(safetensors_ref.read_model_dir(model_dir), raw)
     return Qwen2Reference(Qwen2Config(raw), tensors, kv_dtype)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_ref  # noqa: E402
 from qwen2_ref import (GreedyDecoding, RopeScaling, apply_rope, causal_attention,  # noqa: E402
-                       rms_norm, rope_tables, silu)
+                       dequantized, rms_norm, rope_tables, silu)
 
 ARCHS = {
     # name: (q/k norm, moe, shared expert)
@@ -199,8 +199,9 @@ class FamilyReference(GreedyDecoding):
 
 def load_model(model_dir: str) -> FamilyReference:
     with open(os.path.join(model_dir, "config.json")) as f:
-        config = FamilyConfig(json.load(f))
-    return FamilyReference(config, safetensors_ref.read_model_dir(model_dir))
+        raw = json.load(f)
+    return FamilyReference(FamilyConfig(raw),
+                           dequantized(safetensors_ref.read_model_dir(model_dir), raw))
 
 
 def main(argv=None) -> int:

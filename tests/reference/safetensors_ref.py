@@ -14,8 +14,9 @@ import numpy as np
 
 # Bytes per element of the dtypes the reference can turn into float64.
 _FLOAT_DTYPES = {"BF16": 2, "F16": 2, "F32": 4, "F64": 8}
-# Integer dtypes it reads as int64 (the packed words and group indices of int4 checkpoints).
-_INT_DTYPES = {"I32": 4}
+# Integer dtypes it reads as int64 (the packed words and group indices of int4 checkpoints, and
+# FP8 checkpoints' e4m3 bytes, as their raw codes 0..255: fp8_ref.py gives them values).
+_INT_DTYPES = {"I32": 4, "F8_E4M3": 1}
 _MAX_HEADER = 100_000_000
 INDEX_NAME = "model.safetensors.index.json"
 SINGLE_NAME = "model.safetensors"
@@ -39,6 +40,8 @@ def decode(raw: bytes, dtype: str) -> np.ndarray:
         return np.frombuffer(raw, dtype="<f8").astype(np.float64)
     if dtype == "I32":
         return np.frombuffer(raw, dtype="<i4").astype(np.int64)
+    if dtype == "F8_E4M3":
+        return np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
     raise SafetensorsError(f"dtype {dtype} is not a type the reference reads")
 
 

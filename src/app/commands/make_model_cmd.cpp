@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "model/presets.h"
 #include "model/synthetic_checkpoint.h"
+#include "model/synthetic_fp8_checkpoint.h"
 #include "model/synthetic_int4_checkpoint.h"
 
 namespace qmpi {
@@ -81,13 +82,15 @@ int cmd_make_model(const Args& args) {
       ("tied", "tie lm_head to the embedding (omit lm_head.weight)")
       ("untied", "write a separate lm_head.weight")
       ("quant", po::value(&quant),
-       "int4 checkpoint: awq (AutoAWQ GEMM) | gptq (AutoGPTQ); other tensors are f16")
+       "quantized checkpoint: awq (AutoAWQ GEMM) | gptq (AutoGPTQ), other tensors f16; fp8 "
+       "(e4m3, 128x128 block scales, as Qwen's -FP8 releases), other tensors bf16")
       ("group-size", po::value(&group_size)->default_value(128),
        "int4 inputs per scale/zero group (a multiple of 8, or -1 for one group)")
       ("desc-act", "gptq: act-order (a random g_idx permutation of the input rows' groups)")
       ("sym", "gptq: symmetric (every zero point 8)")
       ("float-out", po::value(&float_out),
-       "with --quant: also write the float model the int4 one dequantizes to into this folder")
+       "with --quant: also write the float model the quantized one dequantizes to into this "
+       "folder")
       ("tokenizer-dir", po::value(&tok_dir),
        "folder with tokenizer.json + tokenizer_config.json (default: $QMPI_TOKENIZER_DIR, else "
        "the cache scripts/setup.sh fills)");
@@ -113,15 +116,21 @@ int cmd_make_model(const Args& args) {
   const DType dtype = parse_weight_dtype(dtype_s);
   Int4ModelOptions int4;
   if (!quant.empty()) {
-    if (quant != "awq" && quant != "gptq")
-      raise(Err::Usage, "--quant " + quant + " is not one of awq, gptq");
+    if (quant != "awq" && quant != "gptq" && quant != "fp8")
+      raise(Err::Usage, "--quant " + quant + " is not one of awq, gptq, fp8");
+    if (quant == "fp8" &&
+        (vm.count("desc-act") || vm.count("sym") || !vm["group-size"].defaulted()))
+      raise(Err::Usage,
+            "make-model: --group-size, --desc-act and --sym are int4 options; fp8 "
+            "uses 128x128 blocks");
     int4.method = quant == "awq" ? QuantMethod::Awq : QuantMethod::Gptq;
     int4.group_size = group_size;
     int4.desc_act = vm.count("desc-act") > 0;
     int4.sym = vm.count("sym") > 0;
     if (!vm["dtype"].defaulted())
       raise(Err::Usage,
-            "make-model: --quant writes f16 tensors beside the int4 ones; drop --dtype");
+            "make-model: --quant writes its own float dtype beside the quantized tensors; drop "
+            "--dtype");
   } else if (vm.count("desc-act") || vm.count("sym") || !float_out.empty() ||
              !vm["group-size"].defaulted()) {
     raise(Err::Usage, "make-model: --group-size, --desc-act, --sym and --float-out need --quant");
@@ -136,7 +145,9 @@ int cmd_make_model(const Args& args) {
   check_tokenizer(tok);  // before the weights, so a missing tokenizer fails fast
   CheckpointSummary summary =
       quant.empty() ? write_synthetic_checkpoint(out, config, seed, dtype, shards)
-                    : write_synthetic_int4_checkpoint(out, config, seed, int4, shards, float_out);
+      : quant == "fp8"
+          ? write_synthetic_fp8_checkpoint(out, config, seed, shards, float_out)
+          : write_synthetic_int4_checkpoint(out, config, seed, int4, shards, float_out);
   for (const char* f : kTokenizerFiles) {
     std::error_code ec;
     fs::copy_file(tok / f, fs::path(out) / f, fs::copy_options::overwrite_existing, ec);
@@ -155,8 +166,9 @@ int cmd_make_model(const Args& args) {
       "%zu files in all; the weights are random\n",
       human_params(double(summary.params)).c_str(),
       like.empty() ? preset.c_str() : ("like " + like).c_str(),
-      quant.empty() ? dtype_s.c_str()
-                    : ("int4 " + quant + " g" + std::to_string(group_size)).c_str(),
+      quant.empty()    ? dtype_s.c_str()
+      : quant == "fp8" ? "fp8 e4m3 block 128x128"
+                       : ("int4 " + quant + " g" + std::to_string(group_size)).c_str(),
       static_cast<unsigned long long>(seed), out.c_str(),
       human_bytes(double(summary.file_bytes)).c_str(), shards, shards == 1 ? "" : "s",
       summary.files.size());

@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_errors.h"
 #include "backend/cuda/device_writes.h"
 #include "core/errors.h"
+#include "kernels/cuda/fp8_launchers.h"
 #include "kernels/cuda/int4_launchers.h"
 #include "kernels/cuda/launch_shapes.h"
 #include "kernels/cuda/launchers.h"
@@ -56,6 +57,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       attention_partials_(allocator_, cuda::MemPurpose::Scratch, "flash-decoding partials"),
       int4_x_(allocator_, cuda::MemPurpose::Scratch, "int4 matmul inputs"),
       int4_w_(allocator_, cuda::MemPurpose::Scratch, "int4 weights dequantized to bf16"),
+      fp8_w_(allocator_, cuda::MemPurpose::Scratch, "fp8 weights dequantized to bf16"),
       cuda_graphs_(options.cuda_graphs) {
   // Reserved now, so the profiling step's workspace peak (memory_budget.h) includes it.
   attention_partials_.reserve(size_t(attention_split_workspace_bytes(device_.multiprocessors)));
@@ -230,6 +232,22 @@ void CudaBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w
   if (bias)
     check_cuda(launch_add_bias(out, n, w.rows, bias->data, bias->dtype, stream_.get()),
                "add_bias kernel");
+}
+
+void CudaBackend::matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w,
+                             const WeightView* bias, float* out) {
+  if (n <= 0 || w.rows == 0) return;
+  note_device_write();
+  if (refreshing()) return;
+  // The weight as bf16 once per call (each e4m3 value times its scale, rounded to bf16), then the
+  // GEMM path every bf16 weight takes.
+  void* wb = fp8_w_.reserve(size_t(w.rows * w.cols) * 2);
+  const cuda::Fp8Device d{w.q,       w.scales,  w.rows,       w.cols,      w.scale_cols,
+                          w.block_n, w.block_k, w.row_offset, w.col_offset};
+  check_cuda(cuda::launch_fp8_dequant_bf16(d, wb, stream_.get()), "fp8 dequantize kernel");
+  const WeightView wv{wb, DType::BF16, w.rows, w.cols, nullptr};
+  gemm_.run(x, n, wv, out);
+  add_bias(out, n, wv, bias);
 }
 
 void CudaBackend::rope(float* x, int64_t n, int32_t heads, const int32_t* positions,

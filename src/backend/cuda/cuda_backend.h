@@ -82,6 +82,8 @@ class CudaBackend final : public Backend {
               float* out) override;
   // Converts x to bf16 once for all the 16-bit weights of a group (q/k/v, gate/up).
   void matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) override;
+  void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
+                  float* out) override;
   void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                    float* out) override;
   void rope(float* x, int64_t n, int32_t heads, const int32_t* positions,
@@ -149,6 +151,8 @@ class CudaBackend final : public Backend {
   cuda::DeviceArray attention_partials_;
   // int4 matmul scratch: x in packed-input order, and the bf16 weight of the cuBLAS path.
   cuda::DeviceArray int4_x_, int4_w_;
+  // fp8 matmul scratch: the weight dequantized to bf16 for cuBLAS.
+  cuda::DeviceArray fp8_w_;
   bool cuda_graphs_;
   cuda::GraphBook graph_book_;
   std::map<cuda::GraphKey, cuda::CudaGraph> graphs_;

@@ -53,6 +53,10 @@ class CountingBackend final : public Backend {
                    float* out) override {
     cpu_->matmul_int4(x, n, w, b, out);
   }
+  void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* b,
+                  float* out) override {
+    cpu_->matmul_fp8(x, n, w, b, out);
+  }
   void rope(float* x, int64_t n, int32_t heads, const int32_t* pos, const RopeFreqs& f) override {
     cpu_->rope(x, n, heads, pos, f);
   }

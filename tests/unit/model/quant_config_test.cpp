@@ -35,6 +35,14 @@ json gptq_qwen() {
           {"exllama_config", {{"version", 1}}}};
 }
 
+// Qwen3-*-FP8's quantization_config.
+json fp8_qwen() {
+  return {{"activation_scheme", "dynamic"},
+          {"fmt", "e4m3"},
+          {"quant_method", "fp8"},
+          {"weight_block_size", {128, 128}}};
+}
+
 QuantConfig parse(const json& q) {
   return parse_quant_config({{"quantization_config", q}}, "cfg");
 }
@@ -105,7 +113,13 @@ TEST(QuantConfig, UnsupportedFormatsNameWhatTheyFound) {
   cases.push_back({with(gptq_qwen(), "bits", 3), "bits 3"});
   cases.push_back({with(gptq_qwen(), "group_size", 100), "group_size 100"});
   cases.push_back({with(gptq_qwen(), "quant_method", "exl2"), "\"exl2\""});
-  cases.push_back({json{{"quant_method", "fp8"}}, "\"fp8\""});
+  cases.push_back({with(fp8_qwen(), "fmt", "e5m2"), "\"e5m2\""});
+  cases.push_back({with(fp8_qwen(), "activation_scheme", "static"), "\"static\""});
+  cases.push_back(
+      {json{{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}}, "per-tensor scales"});
+  cases.push_back({with(fp8_qwen(), "modules_to_not_convert",
+                        json::array({"lm_head", "model.layers.3.mlp.down_proj"})),
+                   "model.layers.3.mlp.down_proj"});
   for (const Case& c : cases) {
     const Error e = error_of(c.q);
     EXPECT_EQ(e.code(), Err::QuantUnsupported) << c.q.dump();
@@ -113,6 +127,30 @@ TEST(QuantConfig, UnsupportedFormatsNameWhatTheyFound) {
   }
   EXPECT_EQ(error_of(with(awq_72b(), "bits", "4")).code(), Err::ConfigInvalid);
   EXPECT_EQ(error_of(json::array()).code(), Err::ConfigInvalid);
+  EXPECT_EQ(error_of(with(fp8_qwen(), "weight_block_size", json::array({128}))).code(),
+            Err::ConfigInvalid);
+}
+
+TEST(QuantConfig, QwenFp8Release) {
+  const QuantConfig q = parse(fp8_qwen());
+  EXPECT_EQ(q.method, QuantMethod::Fp8);
+  EXPECT_TRUE(q.fp8() && !q.int4());
+  EXPECT_EQ(q.method_name(), "fp8");
+  EXPECT_EQ(q.block_n, 128);
+  EXPECT_EQ(q.block_k, 128);
+  EXPECT_EQ(q.split_unit(), 128);
+  // Routers and lm_head kept in bf16 are what qmpi keeps in float anyway.
+  json j = fp8_qwen();
+  j["modules_to_not_convert"] = json::array({"lm_head", "model.layers.0.mlp.gate"});
+  EXPECT_TRUE(parse(j).fp8());
+  // FP8 needs no width check: hidden 192 leaves a partial block.
+  json m = preset_config("tiny").raw;
+  m["quantization_config"] = fp8_qwen();
+  EXPECT_TRUE(ModelConfig::from_json(m, "cfg").quant.fp8());
+  // FP8 experts load like any other projection (the router stays bf16).
+  json moe = preset_config("tiny-qwen3-moe").raw;
+  moe["quantization_config"] = fp8_qwen();
+  EXPECT_TRUE(ModelConfig::from_json(moe, "cfg").quant.fp8());
 }
 
 TEST(QuantConfig, ModelConfigRefusesBeforeLoading) {

@@ -1,0 +1,56 @@
+// The prefill FP8 matmul: each thread takes panels of kPanelRows output rows; a panel's weights
+// are decoded one run of inputs at a time (one scale block, at most kChunk inputs) through the
+// e4m3 table into an L1 panel laid out input-major, scaled there, and every token of x multiplies
+// that panel (panel_times_x.h) before the next run is decoded. x is read in place.
+#include <algorithm>
+
+#include "kernels/cpu/aligned.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/matmul_fp8.h"
+#include "kernels/cpu/panel_times_x.h"
+#include "kernels/cpu/parallel.h"
+
+namespace qmpi::cpu {
+namespace {
+
+using panel::kPanelRows;
+constexpr int64_t kChunk = 128;  // inputs per panel: 16 KiB of floats
+
+// Rows [r0, r0 + kPanelRows) (zero past the last row), inputs [k0, k1) (one scale column):
+// dst[(k - k0) * kPanelRows + rr].
+void decode_chunk(const Fp8WeightView& w, int64_t r0, int64_t k0, int64_t k1, float* dst) {
+  const float* lut = e4m3_table();
+  for (int rr = 0; rr < kPanelRows; ++rr) {
+    const int64_t r = r0 + rr;
+    if (r >= w.rows) {
+      for (int64_t k = k0; k < k1; ++k) dst[(k - k0) * kPanelRows + rr] = 0.0f;
+      continue;
+    }
+    const float s = fp8_scale(w, r, k0);
+    const uint8_t* q = w.q + r * w.cols;
+    for (int64_t k = k0; k < k1; ++k) dst[(k - k0) * kPanelRows + rr] = lut[q[k]] * s;
+  }
+}
+
+}  // namespace
+
+void matmul_fp8_blocked(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
+                        float* out, const MatmulOptions& opt) {
+  const AlignedArray<float> b = widen(bias);
+  const panel::Gemm g{x, w.cols, b.get(), out, w.rows};
+  const int nt = resolve_threads(opt.threads);
+#pragma omp parallel num_threads(nt)
+  {
+    AlignedArray<float> chunk = make_aligned<float>(size_t(kChunk * kPanelRows));
+    const Range rr = split_range(w.rows, kPanelRows, omp_get_thread_num(), omp_get_num_threads());
+    for (int64_t r0 = rr.begin; r0 < rr.end; r0 += kPanelRows)
+      for (int64_t k0 = 0; k0 < w.cols;) {
+        const int64_t k1 = std::min(fp8_block_end(w, k0), k0 + kChunk);
+        decode_chunk(w, r0, k0, k1, chunk.get());
+        panel::panel_times_x(g, chunk.get(), r0, k0, k1 - k0, k0 == 0, n);
+        k0 = k1;
+      }
+  }
+}
+
+}  // namespace qmpi::cpu

@@ -1,0 +1,130 @@
+// The FP8 GEMV and blocked paths against the plain reference, and the reference's e4m3 decoding
+// against values worked out by hand from the format (1 sign, 4 exponent bits with bias 7, 3
+// mantissa bits, subnormals at exponent 0), on block grids with partial edge blocks and with a
+// TP slice that starts inside a block (row and column offsets).
+#include "kernels/cpu/matmul_fp8.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "core/errors.h"
+#include "kernel_test_util.h"
+
+namespace qmpi {
+namespace {
+
+using test::max_rel_err;
+using test::random_floats;
+
+struct HostFp8 {
+  std::vector<uint8_t> q;
+  std::vector<float> scales;
+  Fp8WeightView v;
+};
+
+// rows x cols e4m3 codes (every finite code, NaN codes redrawn) and scales for the grid that a
+// slice at (row_offset, col_offset) of blocks bn x bk touches.
+HostFp8 random_fp8(int64_t rows, int64_t cols, int64_t bn, int64_t bk, int64_t row_offset,
+                   int64_t col_offset, std::mt19937& rng) {
+  HostFp8 h;
+  h.q.resize(size_t(rows * cols));
+  for (auto& c : h.q) {
+    do c = uint8_t(rng() & 0xff);
+    while ((c & 0x7f) == 0x7f);
+  }
+  const int64_t sr = (rows + row_offset + bn - 1) / bn, sc = (cols + col_offset + bk - 1) / bk;
+  std::uniform_real_distribution<float> s(1e-3f, 4e-3f);
+  h.scales.resize(size_t(sr * sc));
+  for (auto& x : h.scales) x = s(rng);
+  h.v = {h.q.data(), h.scales.data(), rows, cols, sr, sc, bn, bk, row_offset, col_offset};
+  return h;
+}
+
+using Path = void (*)(const float*, int64_t, const Fp8WeightView&, const WeightView*, float*,
+                      const cpu::MatmulOptions&);
+
+std::vector<float> run(Path f, const HostFp8& h, const std::vector<float>& x, int64_t n,
+                       const WeightView* bias, int threads) {
+  std::vector<float> out(size_t(n * h.v.rows), -1.0f);
+  f(x.data(), n, h.v, bias, out.data(), {threads, false});
+  return out;
+}
+
+TEST(MatmulFp8, E4m3CodesDecodeAsTheFormatSays) {
+  const float* t = cpu::e4m3_table();
+  EXPECT_EQ(t[0x00], 0.0f);
+  EXPECT_EQ(t[0x38], 1.0f);    // exponent 7 = 2^0
+  EXPECT_EQ(t[0x7e], 448.0f);  // 1.75 * 2^8, the largest finite value
+  EXPECT_EQ(t[0xfe], -448.0f);
+  EXPECT_EQ(t[0x08], std::ldexp(1.0f, -6));  // smallest normal
+  EXPECT_EQ(t[0x01], std::ldexp(1.0f, -9));  // smallest subnormal: 1/8 * 2^-6
+  EXPECT_EQ(t[0x07], 7.0f * std::ldexp(1.0f, -9));
+  EXPECT_EQ(t[0x3b], 1.375f);
+  EXPECT_TRUE(std::isnan(t[0x7f]) && std::isnan(t[0xff]));
+}
+
+TEST(MatmulFp8, PathsMatchReferenceOnEveryGridShape) {
+  std::mt19937 rng(11);
+  struct Case {
+    int64_t rows, cols, bn, bk, row_offset, col_offset;
+  };
+  const std::vector<Case> cases = {
+      {128, 256, 128, 128, 0, 0},   // whole blocks
+      {192, 192, 128, 128, 0, 0},   // partial edge blocks both ways (hidden 192)
+      {96, 192, 128, 128, 96, 0},   // a column-parallel slice starting inside a block
+      {37, 150, 128, 128, 64, 80},  // both offsets, odd sizes, a 16-lane tail
+      {50, 70, 16, 32, 3, 5},       // small blocks: many scale changes per row
+  };
+  for (const Case& c : cases) {
+    const HostFp8 h = random_fp8(c.rows, c.cols, c.bn, c.bk, c.row_offset, c.col_offset, rng);
+    const std::vector<float> bias_v = random_floats(size_t(c.rows), rng);
+    const WeightView bias{bias_v.data(), DType::F32, 1, c.rows, nullptr};
+    for (int64_t n : {1, 2, 3, 8, 9, 16, 17, 40}) {
+      const std::vector<float> x = random_floats(size_t(n * c.cols), rng);
+      for (const WeightView* b : {static_cast<const WeightView*>(nullptr), &bias})
+        for (int threads : {1, 2}) {
+          std::vector<float> want(size_t(n * c.rows));
+          cpu::matmul_fp8_reference(x.data(), n, h.v, b, want.data());
+          const std::string what = std::to_string(c.rows) + "x" + std::to_string(c.cols) +
+                                   " offsets " + std::to_string(c.row_offset) + "," +
+                                   std::to_string(c.col_offset) + " n " + std::to_string(n) +
+                                   (b ? " bias" : "") + " threads " + std::to_string(threads);
+          EXPECT_LT(max_rel_err(run(cpu::matmul_fp8_gemv, h, x, n, b, threads), want), 2e-6)
+              << what;
+          EXPECT_LT(max_rel_err(run(cpu::matmul_fp8_blocked, h, x, n, b, threads), want), 2e-6)
+              << what;
+          EXPECT_LT(max_rel_err(run(cpu::matmul_fp8, h, x, n, b, threads), want), 2e-6) << what;
+        }
+    }
+  }
+}
+
+TEST(MatmulFp8, ReferenceIsTheBlockScaledSum) {
+  // One row, two column blocks of 2: W = [e4m3(0x38) * 2, e4m3(0x40) * 2, e4m3(0xb8) * 0.5].
+  const std::vector<uint8_t> q = {0x38, 0x40, 0xb8};  // 1, 2, -1
+  const std::vector<float> s = {2.0f, 0.5f};
+  const Fp8WeightView v{q.data(), s.data(), 1, 3, 1, 2, 1, 2, 0, 0};
+  const std::vector<float> x = {1.0f, 10.0f, 100.0f};
+  float out = 0.0f;
+  cpu::matmul_fp8_reference(x.data(), 1, v, nullptr, &out);
+  EXPECT_EQ(out, 1.0f * 2 + 2.0f * 2 * 10 - 1.0f * 0.5f * 100);
+  float fast = 0.0f;
+  cpu::matmul_fp8(x.data(), 1, v, nullptr, &fast, {});
+  EXPECT_EQ(fast, out);
+}
+
+TEST(MatmulFp8, RejectsGridsThatDoNotCoverTheWeight) {
+  std::mt19937 rng(5);
+  HostFp8 h = random_fp8(8, 8, 4, 4, 0, 0, rng);
+  std::vector<float> x(8), out(8);
+  h.v.scale_cols = 1;  // 8 inputs need 2 block columns of 4
+  EXPECT_THROW(cpu::matmul_fp8(x.data(), 1, h.v, nullptr, out.data(), {}), Error);
+  h.v.scale_cols = 2;
+  h.v.row_offset = 4;  // an offset must lie inside the first block
+  EXPECT_THROW(cpu::matmul_fp8(x.data(), 1, h.v, nullptr, out.data(), {}), Error);
+}
+
+}  // namespace
+}  // namespace qmpi
