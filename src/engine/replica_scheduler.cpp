@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -211,6 +212,20 @@ int64_t ReplicaScheduler::kv_blocks_total() const {
   for (int r = 0; r < replicas(); ++r)
     if (up(r)) n += scheds_[size_t(r)]->kv_blocks_total();
   return n;
+}
+
+int replica_loss_exit_code(const SequenceScheduler& sched) {
+  const std::vector<ReplicaLoad> loads = sched.replica_loads();
+  std::string lost;
+  for (size_t r = 0; r < loads.size(); ++r)
+    if (!loads[r].lost.empty())
+      lost += (lost.empty() ? "" : "; ") + std::string("replica ") + std::to_string(r) +
+              " was lost: " + loads[r].lost;
+  if (lost.empty()) return 0;
+  const Error e(Err::ReplicaLost, "the job finished on the other replicas of " +
+                                      std::to_string(loads.size()) + ", but " + lost);
+  std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
+  return e.exit_code();
 }
 
 }  // namespace qmpi

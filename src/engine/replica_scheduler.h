@@ -80,4 +80,8 @@ class ReplicaScheduler final : public SequenceScheduler {
   mutable SchedulerStats stats_;  // the replicas' summed, refreshed by stats()
 };
 
+// The exit code of a batch or serve job that finished: 0, or QM414's (printed, naming each
+// replica lost on the way and why) when it ended on fewer replicas than it started with.
+int replica_loss_exit_code(const SequenceScheduler& sched);
+
 }  // namespace qmpi

@@ -33,8 +33,8 @@ ParsedLine parse_request_line(std::string_view line, int64_t line_no);
 // serving passes `allow_stream`. Fields it does not know are ignored, as vLLM does, unless
 // request_fields.h says otherwise. Raises RequestJson, RequestField, FieldUnsupported or
 // SamplingInvalid.
-void read_request_body(const nlohmann::ordered_json& body, Request& r,
-                       const std::string& where, bool allow_stream);
+void read_request_body(const nlohmann::ordered_json& body, Request& r, const std::string& where,
+                       bool allow_stream);
 
 // The id a line without a usable custom_id/id gets in the output: "qmpi-line-N". The prefix is
 // reserved (src/batch/batch_ids.h), so it never equals another line's own id.

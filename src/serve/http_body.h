@@ -10,7 +10,7 @@
 namespace qmpi {
 
 struct HttpBody {
-  Request request;        // custom_id as given
+  Request request;             // custom_id as given
   bool include_usage = false;  // stream_options.include_usage
   bool token_ids = false;      // return_token_ids
 };

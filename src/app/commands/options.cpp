@@ -230,20 +230,6 @@ std::vector<int32_t> parse_id_list(const std::string& s, const char* option) {
   return ids;
 }
 
-int replica_loss_exit_code(const SequenceScheduler& sched) {
-  const std::vector<ReplicaLoad> loads = sched.replica_loads();
-  std::string lost;
-  for (size_t r = 0; r < loads.size(); ++r)
-    if (!loads[r].lost.empty())
-      lost += (lost.empty() ? "" : "; ") + std::string("replica ") + std::to_string(r) +
-              " was lost: " + loads[r].lost;
-  if (lost.empty()) return 0;
-  const Error e(Err::ReplicaLost, "the job finished on the other replicas of " +
-                                      std::to_string(loads.size()) + ", but " + lost);
-  std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
-  return e.exit_code();
-}
-
 namespace {
 
 // In a job that survives lost replicas no rank may finalize MPI (MpiRuntime::end_job).

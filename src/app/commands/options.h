@@ -55,10 +55,6 @@ std::string launch_memory_report(const ModelConfig& cfg, const Mesh& mesh, const
 // rank and host, and the whole job is aborted (no rank is left waiting).
 int run_engine(const EngineConfig& config, const std::function<int(Engine&)>& driver);
 
-// The exit code of a batch or serve job that finished: 0, or QM414's (printed, naming each
-// replica lost on the way and why) when it ended on fewer replicas than it started with.
-int replica_loss_exit_code(const SequenceScheduler& sched);
-
 // "1,2,3" -> ids
 std::vector<int32_t> parse_id_list(const std::string& s, const char* option);
 

@@ -7,6 +7,7 @@
 
 #include "app/commands/options.h"
 #include "model/config.h"
+#include "requests/model_tokenizer.h"
 #include "requests/request.h"
 #include "text/tokenizer.h"
 
@@ -29,15 +30,6 @@ struct PromptSource {
   std::vector<int32_t> ids;
   std::shared_ptr<const Tokenizer> tokenizer;  // null when the model has none (ids given)
 };
-
-// The model's tokenizer: tokenizer.json in a model folder (or beside a config.json), or the one
-// stored in a qmpi .h5. find_ returns null when there is none; load_ raises TokenizerMissing.
-std::shared_ptr<const Tokenizer> find_model_tokenizer(const std::string& path);
-std::shared_ptr<const Tokenizer> load_model_tokenizer(const std::string& path);
-// Raises TokenizerMissing when the model at `path` has none, without reading it: commands that
-// need one call it before the weights load, so that they fail in a second instead of after.
-// (A path that does not exist is left for the engine to report.)
-void require_model_tokenizer(const std::string& path);
 
 // Rank 0: loads the model's tokenizer (needed for --prompt/--chat, optional with --ids), builds
 // the prompt ids and tells the executor how many ids can be sampled.
