@@ -70,7 +70,8 @@ def request_failures(c: t.Checks, model: str, tmp: str) -> None:
     server = sz.Server(model, tp=1, pp=1, extra=["--chat-template", picky])
     try:
         server.wait_ready()
-        for content, needle in (("refuse", "no refusals here"), ("spin", "loop iterations")):
+        for content, needle in (("refuse", "no refusals here"),
+                                ("spin", "--chat-template-limits")):
             status, _, text = sz.http_request(server.http_port, "POST", "/v1/chat/completions", {
                 "messages": [{"role": "user", "content": content}], "max_tokens": 2})
             err = json.loads(text).get("error", {}) if text.startswith("{") else {}
