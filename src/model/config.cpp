@@ -231,16 +231,10 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   c.bos_token_id = optional<int64_t>(j, "bos_token_id", -1, source);
   c.eos_token_ids = token_ids(j.value("eos_token_id", json()), "eos_token_id", source);
   c.quant = parse_quant_config(j, source);
-  // The int4 loader and shard plan know the dense projections; experts' packed tensors are not
-  // wired yet, so an int4 MoE release is refused here rather than half-loaded. (FP8 experts are
-  // whole e4m3 projections that load like any other; routers stay bf16.)
-  if (c.quant.int4() && c.moe.num_experts > 0)
-    raise(Err::QuantUnsupported,
-          source + ": quantization_config on a mixture-of-experts model (" + c.architecture +
-              "): int4 experts are not supported yet",
-          "Use the model's bf16 release (the planner sizes it: qmpi plan --model-config ...).");
-  check_quant_widths(c.quant, c.hidden_size, c.q_width(), c.kv_width(), c.intermediate_size,
-                     source);
+  // Quantized experts (int4 or FP8) are whole projections that load like any other; the routers
+  // (mlp.gate, shared_expert_gate) stay in float.
+  check_quant_widths(c.quant, c.hidden_size, c.q_width(), c.kv_width(), c.intermediate_size, source,
+                     c.moe.intermediate_size, c.moe.shared_intermediate_size);
   check_config_bounds(c, source);
   c.raw = j;
   return c;

@@ -6,29 +6,23 @@
 
 namespace qmpi {
 
-bool is_int4_projection(const std::string& name) {
-  static constexpr std::string_view kProjections[] = {
-      "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
-      "self_attn.o_proj.weight", "mlp.gate_proj.weight",    "mlp.up_proj.weight",
-      "mlp.down_proj.weight"};
-  if (!std::string_view(name).starts_with("model.layers.")) return false;
-  for (std::string_view p : kProjections)
-    if (std::string_view(name).ends_with("." + std::string(p))) return true;
-  return false;
+bool is_quantized_projection(const std::string& name) {
+  // q/k/v/o_proj and gate/up/down_proj of the dense MLP, every expert and the shared expert;
+  // not the MoE routers (mlp.gate, mlp.shared_expert_gate).
+  return name.starts_with("model.layers.") && name.ends_with("_proj.weight");
 }
 
 std::vector<CheckpointTensorSpec> checkpoint_tensors(const ModelConfig& cfg) {
   std::vector<CheckpointTensorSpec> out;
   const bool awq = cfg.quant.method == QuantMethod::Awq;
   for (const TensorSpec& t : expected_tensors(cfg)) {
-    if (cfg.quant.fp8() && t.name.starts_with("model.layers.") &&
-        t.name.ends_with("_proj.weight")) {
+    if (cfg.quant.fp8() && is_quantized_projection(t.name)) {
       const int64_t N = t.shape[0], K = t.shape[1], bn = cfg.quant.block_n, bk = cfg.quant.block_k;
       out.push_back({t.name, t.shape, DType::F8_E4M3});
       out.push_back({fp8_scale_name(t.name), {(N + bn - 1) / bn, (K + bk - 1) / bk}, DType::F32});
       continue;
     }
-    if (!cfg.quant || !is_int4_projection(t.name)) {
+    if (!cfg.quant || !is_quantized_projection(t.name)) {
       out.push_back({t.name, t.shape, std::nullopt});
       continue;
     }

@@ -12,7 +12,7 @@
 namespace qmpi {
 
 // True for the decoder projections AWQ and GPTQ quantize ("model.layers.N.*_proj.weight").
-bool is_int4_projection(const std::string& weight_name);
+bool is_quantized_projection(const std::string& weight_name);
 
 struct CheckpointTensorSpec {
   std::string name;

@@ -192,7 +192,8 @@ QuantConfig parse_quant_config(const json& j, const std::string& source) {
 }
 
 void check_quant_widths(const QuantConfig& q, int64_t hidden, int64_t q_width, int64_t kv_width,
-                        int64_t intermediate, const std::string& source) {
+                        int64_t intermediate, const std::string& source,
+                        int64_t expert_intermediate, int64_t shared_intermediate) {
   if (!q.int4()) return;
   struct Width {
     const char* what;
@@ -202,7 +203,9 @@ void check_quant_widths(const QuantConfig& q, int64_t hidden, int64_t q_width, i
   const Width widths[] = {{"hidden_size", hidden, true},
                           {"num_attention_heads x head_dim", q_width, true},
                           {"num_key_value_heads x head_dim", kv_width, false},
-                          {"intermediate_size", intermediate, true}};
+                          {"intermediate_size", intermediate, true},
+                          {"moe_intermediate_size", expert_intermediate, true},
+                          {"shared_expert_intermediate_size", shared_intermediate, true}};
   for (const auto& [what, w, input] : widths) {
     if (w % 8 != 0)
       unsupported(source, "cannot pack " + std::string(what) + " " + std::to_string(w) +

@@ -45,8 +45,10 @@ QuantConfig parse_quant_config(const nlohmann::json& j, const std::string& sourc
 // Throws Error(QuantUnsupported) when a quantized model's projection widths do not pack: every
 // input and output width must be a multiple of 8 (one int32 word), and AWQ's input widths a
 // multiple of the group size. `widths`: {hidden, q_width, kv_width, intermediate}.
-// (FP8 needs nothing: its edge blocks may be partial.)
+// (FP8 needs nothing: its edge blocks may be partial.) MoE models add their expert and shared
+// expert widths (0: none).
 void check_quant_widths(const QuantConfig& q, int64_t hidden, int64_t q_width, int64_t kv_width,
-                        int64_t intermediate, const std::string& source);
+                        int64_t intermediate, const std::string& source,
+                        int64_t expert_intermediate = 0, int64_t shared_intermediate = 0);
 
 }  // namespace qmpi

@@ -6,6 +6,7 @@
 #include "core/dtype.h"
 #include "model/config.h"
 #include "model/fp8_weight.h"
+#include "model/int4_tensors.h"
 #include "model/synthetic.h"
 #include "model/synthetic_blobs.h"
 
@@ -15,10 +16,6 @@ using nlohmann::json;
 namespace {
 
 constexpr int64_t kBlock = 128;
-
-bool is_fp8_projection(const std::string& name) {
-  return name.starts_with("model.layers.") && name.ends_with("_proj.weight");
-}
 
 // One projection quantized as an FP8 checkpoint stores it: each block's scale is its largest
 // |w| / 448 (e4m3's largest finite value), each weight e4m3(w / scale), rounded to nearest even.
@@ -78,7 +75,7 @@ CheckpointSummary write_synthetic_fp8_checkpoint(const std::string& dir, json co
   const CheckpointSummary summary = write_blob_model(
       dir, config_json, specs, shards,
       [&](const TensorSpec& t) -> std::vector<Blob> {
-        if (!is_fp8_projection(t.name)) return {dense_blob(seed, t, DType::BF16)};
+        if (!is_quantized_projection(t.name)) return {dense_blob(seed, t, DType::BF16)};
         const Fp8Values v = quantize(seed, t);
         return {blob(t.name, DType::F8_E4M3, {v.N, v.K}, v.q),
                 blob(fp8_scale_name(t.name), DType::F32, {v.SN, v.SK}, v.scale)};
@@ -90,7 +87,7 @@ CheckpointSummary write_synthetic_fp8_checkpoint(const std::string& dir, json co
     write_blob_model(
         float_dir, float_config, specs, shards,
         [&](const TensorSpec& t) -> std::vector<Blob> {
-          if (!is_fp8_projection(t.name)) return {dense_blob(seed, t, DType::BF16)};
+          if (!is_quantized_projection(t.name)) return {dense_blob(seed, t, DType::BF16)};
           return {dequantized(t.name, quantize(seed, t))};
         },
         cfg);

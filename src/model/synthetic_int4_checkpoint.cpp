@@ -172,7 +172,7 @@ CheckpointSummary write_synthetic_int4_checkpoint(const std::string& dir, json c
   const CheckpointSummary summary = write_blob_model(
       dir, config_json, specs, shards,
       [&](const TensorSpec& t) -> std::vector<Blob> {
-        if (!is_int4_projection(t.name)) return {dense(t, DType::F16)};
+        if (!is_quantized_projection(t.name)) return {dense(t, DType::F16)};
         const std::string prefix = t.name.substr(0, t.name.size() - 6);  // "weight"
         return int4_blobs(prefix, random_int4(seed, t, opt), opt);
       },
@@ -183,7 +183,7 @@ CheckpointSummary write_synthetic_int4_checkpoint(const std::string& dir, json c
     write_blob_model(
         float_dir, float_config, specs, shards,
         [&](const TensorSpec& t) -> std::vector<Blob> {
-          if (!is_int4_projection(t.name)) return {dense(t, DType::F16)};
+          if (!is_quantized_projection(t.name)) return {dense(t, DType::F16)};
           return {dequantized_blob(t.name, random_int4(seed, t, opt))};
         },
         cfg);

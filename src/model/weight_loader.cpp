@@ -40,14 +40,14 @@ Weight WeightLoader::load(const std::string& name, const std::vector<int64_t>& s
 Linear WeightLoader::load_linear(const std::string& prefix, int64_t out_features,
                                  int64_t in_features, bool bias) {
   Linear lin;
-  // FP8 checkpoints keep routers (mlp.gate, shared_expert_gate) in bf16: only the *_proj
-  // projections are e4m3.
+  // Quantized checkpoints keep MoE routers (mlp.gate, shared_expert_gate) in float: only the
+  // *_proj projections (attention, MLP, experts, shared expert) are e4m3 or int4.
   if (cfg_.quant.fp8() && prefix.ends_with("_proj")) {
     auto slice = plan_.slice_for(cfg_, prefix + ".weight");
     if (!slice) raise(Err::Internal, "shard plan does not assign " + prefix + " to this rank");
     lin.fp8 = read_fp8_linear(cfg_, src_, be_, prefix, out_features, in_features, *slice);
     bytes_ += lin.fp8.bytes();
-  } else if (cfg_.quant.int4()) {
+  } else if (cfg_.quant.int4() && prefix.ends_with("_proj")) {
     auto slice = plan_.slice_for(cfg_, prefix + ".weight");
     if (!slice) raise(Err::Internal, "shard plan does not assign " + prefix + " to this rank");
     lin.int4 = upload_int4(

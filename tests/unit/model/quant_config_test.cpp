@@ -168,15 +168,19 @@ TEST(QuantConfig, ModelConfigRefusesBeforeLoading) {
   }
 }
 
-TEST(QuantConfig, Int4MixtureOfExpertsIsRefusedBeforeLoading) {
-  json j = preset_config("tiny-qwen3-moe").raw;
+TEST(QuantConfig, Int4MixtureOfExpertsChecksExpertWidths) {
+  json j = preset_config("tiny-qwen3-moe").raw;  // moe_intermediate_size 96
   j["quantization_config"] = awq_72b();
+  j["quantization_config"]["group_size"] = 32;
+  EXPECT_TRUE(ModelConfig::from_json(j, "cfg").quant.int4());
+  j["quantization_config"]["group_size"] = 64;  // 96 is 1.5 AWQ groups of 64
   try {
     ModelConfig::from_json(j, "cfg");
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Err::QuantUnsupported);
-    EXPECT_NE(std::string(e.what()).find("mixture-of-experts"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("moe_intermediate_size 96"), std::string::npos)
+        << e.what();
   }
 }
 

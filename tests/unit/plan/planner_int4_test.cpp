@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/byte_size.h"
+#include "model/presets.h"
 #include "plan/planner.h"
 
 namespace qmpi {
@@ -46,6 +47,36 @@ TEST(PlannerInt4, Qwen72BAwqOnSix24GBGpusFits) {
     EXPECT_LT(m.weights, 9ull * 1000 * 1000 * 1000) << "rank " << m.rank;  // ~41.9 GB / 6 + skew
   }
   EXPECT_NE(r.command.find("mpirun -np 6"), std::string::npos) << r.command;
+}
+
+// Int4 and FP8 Qwen3-30B-A3B: every expert's gate/up/down is counted at its quantized size and
+// the routers at bf16, so the weights are the bf16 model's minus what the projections save.
+TEST(PlannerInt4, QuantizedMoeCountsPackedExperts) {
+  const ModelConfig bf16 = preset_config("qwen3-30b-a3b");
+  PlanInputs in;
+  in.gpus = 1;
+  in.gpu_mem = parse_byte_size("1TB", "--gpu-mem");
+  // 48 layers: q 4096 x 2048, o 2048 x 4096, k and v 512 x 2048; 128 experts of 3 x 768 x 2048.
+  const uint64_t proj = 48ull * (2 * 4096ull * 2048 + 2 * 512ull * 2048 + 128ull * 3 * 768 * 2048);
+  const uint64_t dense = model_weight_bytes(bf16, in);
+  for (const auto& [quant, bytes] :
+       {std::pair<nlohmann::json, uint64_t>{
+            {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}, {"version", "gemm"}},
+            proj / 2 + proj * 3 / 128},
+        std::pair<nlohmann::json, uint64_t>{{{"quant_method", "fp8"},
+                                             {"fmt", "e4m3"},
+                                             {"activation_scheme", "dynamic"},
+                                             {"weight_block_size", {128, 128}}},
+                                            proj}}) {
+    nlohmann::json j = bf16.raw;
+    j["quantization_config"] = quant;
+    const ModelConfig q = ModelConfig::from_json(j, "cfg");
+    const uint64_t got = model_weight_bytes(q, in);
+    // FP8 adds a float32 per 128 x 128 block (and at most one block's worth per tensor).
+    const uint64_t slack = q.quant.fp8() ? proj / (128 * 128) * 4 + 48ull * 388 * 8 : 0;
+    EXPECT_GE(got, dense - 2 * proj + bytes) << quant.dump();
+    EXPECT_LE(got, dense - 2 * proj + bytes + slack) << quant.dump();
+  }
 }
 
 }  // namespace
