@@ -25,8 +25,8 @@ for n in $lengths; do
   for kv in $kv_dtypes; do
     len=$((n + 8))
     predicted=$("$build/qmpi" plan --model "$model" --backend cpu --gpus 1 --tp 1 --pp 1 \
-      --max-model-len "$len" --kv-dtype "$kv" --json |
-      /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)['biggest_rank']['total_bytes'])")
+      --max-model-len "$len" --max-batched-tokens "$len" --kv-dtype "$kv" --json |
+      /usr/bin/python3 -c "import json, sys; print(json.load(sys.stdin)['layout']['biggest_rank']['total_bytes'])")
     /usr/bin/time -v -o "$tmp/time" "$build/qmpi" run --model "$model" --threads "$threads" \
       --ids "$ids" --max-tokens 8 --ignore-eos --temperature 0 --max-model-len "$len" \
       --kv-dtype "$kv" >/dev/null 2>"$tmp/log"

@@ -22,6 +22,9 @@ struct PlanCli {
   DType kv_dtype = DType::BF16;
   double gpu_util = kDefaultGpuUtil;
   int64_t max_model_len = 0, max_num_seqs = 0, max_seqs = 0, kv_blocks = 0;
+  // The suggested `qmpi serve` prefills in chunks of this many tokens: its largest step, whose
+  // activations the plan counts (not a whole max-model-len prompt).
+  int64_t max_batched_tokens = SchedulerCli{}.max_batched_tokens;
   int block_size = 16;
   bool json = false;
   ConfigOverrides overrides;
@@ -68,6 +71,7 @@ PlanInputs to_inputs(const PlanCli& c) {
   in.gpu_util = c.gpu_util;
   if (c.max_model_len < 0) raise(Err::Usage, "--max-model-len must not be negative");
   in.max_model_len = c.max_model_len;
+  in.max_step_tokens = c.max_batched_tokens;
   if (c.max_num_seqs && c.max_seqs && c.max_num_seqs != c.max_seqs)
     raise(Err::Usage, "--max-seqs and --max-num-seqs disagree; give one");
   in.max_num_seqs = std::max<int64_t>(c.max_num_seqs ? c.max_num_seqs : c.max_seqs, 1);
@@ -76,6 +80,11 @@ PlanInputs to_inputs(const PlanCli& c) {
   in.kv_blocks = c.kv_blocks;
   in.kv_dtype = c.kv_dtype;
   in.model_arg = c.model.empty() ? "--model MODEL_DIR" : "--model " + c.model;
+  // The suggested launch must read the config as planned.
+  if (!c.overrides.hf_overrides.empty())
+    in.model_arg += " --hf-overrides '" + c.overrides.hf_overrides + "'";
+  if (!c.overrides.rope_scaling.empty())
+    in.model_arg += " --rope-scaling '" + c.overrides.rope_scaling + "'";
   return in;
 }
 
@@ -103,6 +112,8 @@ int cmd_plan(const Args& args) {
        "most sequences at once (1); reserves KV cache on cpu only, on cuda the cache takes the "
        "memory left after one --max-model-len sequence")
       ("max-seqs", po::value(&c.max_seqs), "same as --max-num-seqs")
+      ("max-batched-tokens", po::value(&c.max_batched_tokens)->default_value(c.max_batched_tokens),
+       "tokens per step of the server planned for (prompts are prefilled in chunks of it)")
       ("kv-dtype", kv_dtype_value(&c.kv_dtype), kKvDtypeHelp)
       ("gpu-memory-utilization", decimal_value(&c.gpu_util, kDefaultGpuUtil),
        "fraction of each GPU's memory to plan with (also --gpu-util)")
