@@ -14,8 +14,8 @@ namespace {
 using U = VllmFlagUse;
 using A = VllmFlagArgs;
 
-// Flags still "Noted" that other work will honour: --dtype, --rope-scaling, --hf-overrides,
-// --speculative-config and the LoRA options. docs/vllm-compat.md lists this table row by row.
+// Flags still "Noted" that later work will honour: --dtype and the LoRA options.
+// docs/vllm-compat.md lists this table row by row.
 const std::vector<VllmFlag> kFlags = {
     // layout and scheduling: qmpi's options under vLLM's names
     {"--tensor-parallel-size", U::Rename, A::One, "--tp"},
@@ -97,9 +97,6 @@ const std::vector<VllmFlag> kFlags = {
      "streams send usage when stream_options asks"},
     {"--enable-server-load-tracking", U::Noted, A::None,
      "/metrics shows the requests running and waiting"},
-    {"--rope-scaling", U::Noted, A::One, "rope scaling is read from config.json"},
-    {"--hf-overrides", U::Noted, A::One, "config.json is read as it is"},
-    {"--speculative-config", U::Noted, A::One, "no speculative decoding yet: one token per step"},
     {"--enable-lora", U::Noted, A::None, "no LoRA adapters yet: merge them into the weights"},
     {"--lora-modules", U::Noted, A::Many, "no LoRA adapters yet: merge them into the weights"},
     {"--max-loras", U::Noted, A::One, "no LoRA adapters yet: merge them into the weights"},
