@@ -462,7 +462,9 @@ def body(c: t.Checks) -> None:
         c.check(grew < 16, f"rank 0's memory stayed bounded: {start_kib / 1024:.0f} MiB before, "
                            f"{one_kib / 1024:.0f} after round 1, {two_kib / 1024:.0f} after round 2 "
                            f"({grew:+.1f} MiB in round 2)")
-        stats = server.stats()
+        # The engine publishes its stats once per loop iteration: wait for the one after the last
+        # answer (a sequence or block still held then is a leak).
+        stats = server.wait_stats(lambda s: s["kv_blocks_used"] == 0 and s["running"] == 0)
         c.check(stats["kv_blocks_used"] == 0 and stats["running"] == 0 and stats["clients"] <= 1,
                 f"nothing left behind: {stats['kv_blocks_used']} KV blocks in use, "
                 f"{stats['running']} running, {stats['clients']} clients tracked")
