@@ -231,12 +231,13 @@ void ServeLoop::log_received(const ServeRequest& r) const {
   std::string prompt = tokenizer_ ? tokenizer_->decode(r.prompt) : std::string();
   if (prompt.size() > opts_.max_log_len) prompt = prompt.substr(0, opts_.max_log_len) + "...";
   const RequestSampling& s = r.req.sampling;
+  const std::optional<float> temperature = s.get(&SamplingParams::temperature);
   spdlog::info(
       "request {}: received: {} prompt tokens, n {}, max_tokens {}, temperature {}, "
       "prompt: {:?}",
       r.client_id, r.prompt.size(), s.n,
       s.max_tokens ? std::to_string(*s.max_tokens) : std::string("default"),
-      s.temperature ? fmt::format("{}", *s.temperature) : std::string("default"), prompt);
+      temperature ? fmt::format("{}", *temperature) : std::string("default"), prompt);
 }
 
 void ServeLoop::step() {
