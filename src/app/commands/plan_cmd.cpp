@@ -24,7 +24,7 @@ struct PlanCli {
   int64_t max_model_len = 0, max_num_seqs = 0, max_seqs = 0, kv_blocks = 0;
   // The suggested `qmpi serve` prefills in chunks of this many tokens: its largest step, whose
   // activations the plan counts (not a whole max-model-len prompt).
-  int64_t max_batched_tokens = SchedulerCli{}.max_batched_tokens;
+  int64_t max_batched_tokens = SchedulerConfig{}.max_batched_tokens;
   int block_size = 16;
   bool json = false;
   ConfigOverrides overrides;
