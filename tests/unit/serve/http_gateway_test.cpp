@@ -300,7 +300,7 @@ TEST_F(HttpGatewayTest, ApiKeyThenRoute) {
   ASSERT_TRUE(c.send(get("/v1/completions", "Authorization: Bearer k3y\r\n")));
   r = read_response(c);
   EXPECT_EQ(r.status, 404);
-  EXPECT_EQ(qmpi_code(r), "QM522") << "GET of a POST route: route-not-found";
+  EXPECT_EQ(qmpi_code(r), "QM523") << "GET of a POST route: route-not-found";
   ASSERT_TRUE(c.send(get("/admin") + get("/health")));
   EXPECT_EQ(read_response(c).status, 404) << "outside /v1/ no key is asked";
   EXPECT_EQ(read_response(c).status, 200) << "/health stays open for probes";
