@@ -76,9 +76,10 @@ void confirm_config_with_weights(const ModelConfig& c, const WeightSource& src) 
           "Restore num_hidden_layers from the model's original config.json.");
   for (int64_t i = 0; i < c.num_layers; ++i) {
     if (!c.is_moe_layer(i)) continue;
+    // An int4 checkpoint stores each projection as qweight (with qzeros and scales).
+    const char* packed = c.quant.int4() ? ".gate_proj.qweight" : ".gate_proj.weight";
     auto expert = [&](int64_t x) {
-      return "model.layers." + std::to_string(i) + ".mlp.experts." + std::to_string(x) +
-             ".gate_proj.weight";
+      return "model.layers." + std::to_string(i) + ".mlp.experts." + std::to_string(x) + packed;
     };
     if (!src.has(expert(c.moe.num_experts - 1)))
       raise(Err::TensorMissing, "config.json says num_experts " +

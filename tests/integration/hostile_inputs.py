@@ -18,7 +18,7 @@ import json
 import os
 import subprocess
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 EXIT_MODEL = 3  # the catalogue's exit status for model files (QM2xx, QM30x)

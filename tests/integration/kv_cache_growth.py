@@ -14,7 +14,7 @@ import json
 import os
 import threading
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 RSS_SLACK = 64 << 20  # allocator and thread-stack noise between two runs

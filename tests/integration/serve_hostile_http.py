@@ -20,7 +20,7 @@ import socket
 import time
 
 import serve_fuzz as sf
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 SMUGGLED = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"

@@ -14,7 +14,7 @@ import os
 import re
 import time
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 

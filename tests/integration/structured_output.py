@@ -18,7 +18,7 @@ import re
 
 import jsonschema
 
-import serve_zmq_http as sz
+import servelib as sz
 import testlib as t
 
 MAX_TOKENS = 120
