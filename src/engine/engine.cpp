@@ -59,9 +59,8 @@ void log_startup(const Mesh& mesh, const ModelConfig& cfg, const KvCacheShape& k
 Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
   const ModelSource& m = opts_.model;
   cfg_ = load_config(m);
-  max_model_len_ = opts_.cache.max_model_len > 0
-                       ? opts_.cache.max_model_len
-                       : std::min<int64_t>(cfg_.max_position_embeddings, 8192);
+  max_model_len_ =
+      opts_.cache.max_model_len > 0 ? opts_.cache.max_model_len : cfg_.derived_max_model_len();
 
   // Rank 0 logs the mapping table.
   mesh_ = std::make_unique<Mesh>(mpi, model_fit(cfg_), opts_.parallel);
