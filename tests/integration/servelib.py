@@ -33,7 +33,9 @@ class Server:
     """`qmpi serve` on free local ports (under mpirun for tp * pp > 1), its output in a file."""
 
     def __init__(self, model: str, tp: int = 2, pp: int = 3, extra=(), dp: int = 1,
-                 max_model_len: int = MAX_MODEL_LEN):
+                 max_model_len: int | None = None):
+        # Read when the server starts, so a test that sets MAX_MODEL_LEN gets it.
+        max_model_len = max_model_len or MAX_MODEL_LEN
         self.zmq_port, self.http_port = free_port(), free_port()
         self.endpoint = f"tcp://127.0.0.1:{self.zmq_port}"
         self.log_path = os.path.join(t.test_tmp("serve"), f"serve-{os.getpid()}-{self.zmq_port}.log")
