@@ -189,11 +189,11 @@ def body(c: t.Checks) -> None:
         framing_round(c, server, "round 1")
         body_round(c, server, "round 1")
         sf.served(c, server, "after round 1")
-        one_kib = sf.rss_kib(pid)
+        one_kib = sz.rss_kib(pid)
         framing_round(c, server, "round 2")
         body_round(c, server, "round 2")
         sf.served(c, server, "after round 2")
-        two_kib = sf.rss_kib(pid)
+        two_kib = sz.rss_kib(pid)
         grew = (two_kib - one_kib) / 1024
         c.check(grew < 16, f"rank 0's memory stayed bounded: {one_kib / 1024:.0f} MiB after round "
                            f"1, {two_kib / 1024:.0f} after round 2 ({grew:+.1f} MiB)")
