@@ -231,7 +231,7 @@ def served(c: t.Checks, model: str) -> None:
                 c.check(good, f"tool_choice {json.dumps(choice)}: one call that fits ({ch})")
                 ok += good
             c.check(ok > 0, f"tool_choice {json.dumps(choice)}: some calls finished ({ok} of 6)")
-        for extra, code in [({"guided_regex": "a(b"}, "request-field"),
+        for extra, code in [({"guided_regex": "a(b"}, "request_field"),
                             ({"guided_json": {"type": "object", "minProperties": 1}}, "unsupported_parameter")]:
             status, _, text = sz.http_request(server.http_port, "POST", "/v1/chat/completions",
                                               dict(messages=msgs, max_tokens=4, **extra))
