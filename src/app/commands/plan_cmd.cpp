@@ -19,7 +19,7 @@ namespace {
 struct PlanCli {
   std::string model, model_config;
   int gpus = 0, nodes = 1, tp = 0, pp = 0, dp = 0;
-  std::string gpu_mem, host_mem, backend = "cuda", pp_layers;
+  std::string gpu_mem, host_mem, backend = "cuda", pp_layers, kv_cache_memory;
   DType kv_dtype = DType::BF16;
   double gpu_util = kDefaultGpuUtil;
   int64_t max_model_len = 0, max_num_seqs = 0, max_seqs = 0, kv_blocks = 0;
@@ -88,6 +88,12 @@ PlanInputs to_inputs(const PlanCli& c) {
   if (c.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
   in.block_size = c.block_size;
   in.kv_blocks = c.kv_blocks;
+  if (!c.kv_cache_memory.empty()) {
+    if (in.backend != BackendKind::Cpu)
+      raise(Err::Usage, "--kv-cache-memory sizes the CPU backend's KV cache",
+            "On CUDA the KV cache takes what --gpu-memory-utilization leaves.");
+    in.kv_cache_memory = parse_byte_size(c.kv_cache_memory, "--kv-cache-memory");
+  }
   in.kv_dtype = c.kv_dtype;
   in.model_arg = c.model.empty() ? "--model MODEL_DIR" : "--model " + c.model;
   // The suggested launch must read the config as planned.
@@ -132,6 +138,8 @@ int cmd_plan(const Args& args) {
       ("host-mem", po::value(&c.host_mem),
        "memory per host for --backend cpu (default: MemAvailable)")
       ("block-size", po::value(&c.block_size)->default_value(16), "KV cache block (tokens)")
+      ("kv-cache-memory", po::value(&c.kv_cache_memory),
+       "cpu: the KV cache's memory per rank, as serve takes it (default 40% of the host's)")
       ("kv-blocks", po::value(&c.kv_blocks)->default_value(0),
        "KV cache blocks per rank (0: cuda the memory left, cpu max-num-seqs x max-model-len)")
       ("tp", po::value(&c.tp), "explain this layout only: tensor-parallel size")
