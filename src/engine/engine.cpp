@@ -29,7 +29,8 @@ TensorDump tensor_dump_from_env(int rank) {
 
 ModelConfig load_config(const ModelSource& m) {
   if (m.synthetic_weights) {
-    if (!m.config_path.empty()) return ModelConfig::load(m.config_path, m.overrides);  // file or folder
+    if (!m.config_path.empty())
+      return ModelConfig::load(m.config_path, m.overrides);  // file or folder
     if (m.path.empty())
       raise(Err::Usage, "--synthetic-weights needs --model-config FILE or --model DIR");
     return ModelConfig::load(m.path, m.overrides);
@@ -167,8 +168,8 @@ void Engine::size_kv_cache(KvCacheShape& kv) {
     kv.num_blocks = c.kv_blocks;
   } else if (opts_.backend.size_kv_on_device) {
     // Every rank measures its own device, then all take the smallest room (one block table).
-    const ProfileShape shape =
-        profile_shape(opts_.scheduler.max_batched_tokens, max_model_len_, max_num_seqs);
+    const ProfileShape shape = profile_shape(opts_.scheduler.max_batched_tokens, max_model_len_,
+                                             max_num_seqs, opts_.scheduler.speculative.num_tokens);
     DeviceKvRequest req;
     req.utilization = c.gpu_memory_utilization;
     req.ranks_per_device = ranks_sharing_device(mesh_->placements(), mesh_->rank());

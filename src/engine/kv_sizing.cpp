@@ -13,11 +13,13 @@ int64_t blocks_for_sequences(int64_t max_num_seqs, int64_t max_model_len, int bl
   return max_num_seqs * ((max_model_len + bs - 1) / bs);
 }
 
-ProfileShape profile_shape(int64_t max_step_tokens, int64_t max_model_len, int64_t max_num_seqs) {
+ProfileShape profile_shape(int64_t max_step_tokens, int64_t max_model_len, int64_t max_num_seqs,
+                           int32_t speculative_tokens) {
   ProfileShape s;
   s.tokens = max_step_tokens > 0 ? max_step_tokens : std::max(max_model_len, max_num_seqs);
   s.tokens = std::max<int64_t>(s.tokens, 1);
-  s.logit_rows = std::clamp<int64_t>(max_num_seqs, 1, s.tokens);
+  s.logit_rows =
+      std::clamp<int64_t>(max_num_seqs * (1 + std::max(speculative_tokens, 0)), 1, s.tokens);
   return s;
 }
 

@@ -32,12 +32,14 @@ int64_t cpu_kv_blocks(uint64_t budget_bytes, uint64_t bytes_per_block, int64_t m
 // The largest step the engine will run. batch and serve never schedule more than
 // --max-batched-tokens tokens (max_step_tokens) per step; run, bench and logits prefill a
 // whole prompt in one step, so without max_step_tokens it is max(max_model_len, max_num_seqs).
-// Logits are computed for one row per sampled sequence, at most max_num_seqs.
+// Logits are computed for one row per sampled sequence, at most max_num_seqs; with speculative
+// decoding, for its last real token and each of its `speculative_tokens` guesses.
 struct ProfileShape {
   int64_t tokens = 0;
   int64_t logit_rows = 0;
 };
-ProfileShape profile_shape(int64_t max_step_tokens, int64_t max_model_len, int64_t max_num_seqs);
+ProfileShape profile_shape(int64_t max_step_tokens, int64_t max_model_len, int64_t max_num_seqs,
+                           int32_t speculative_tokens = 0);
 
 // Ranks placed on the same device of the same host as `rank` (>= 1; 1 on CPU).
 int ranks_sharing_device(const std::vector<Placement>& placements, int rank);

@@ -21,8 +21,8 @@ DType tensor_dtype(const ModelConfig& cfg, const PlanInputs& in, const std::stri
 }
 
 uint64_t activation_bytes(const ModelConfig& cfg, const ShardPlan& plan, const PlanInputs& in) {
-  const ProfileShape step =
-      profile_shape(in.max_step_tokens, resolved_max_model_len(cfg, in), in.max_num_seqs);
+  const ProfileShape step = profile_shape(in.max_step_tokens, resolved_max_model_len(cfg, in),
+                                          in.max_num_seqs, in.speculative_tokens);
   const uint64_t T = uint64_t(step.tokens);
   const uint64_t h = uint64_t(cfg.hidden_size);
   const uint64_t q = uint64_t(plan.q_heads.size() * cfg.head_dim);

@@ -78,6 +78,7 @@ struct PlanInputs {
   // CPU: the KV cache's budget per rank (--kv-cache-memory); 0: the engine's default share of
   // the host's memory (kCpuKvMemoryShare).
   uint64_t kv_cache_memory = 0;
+  int32_t speculative_tokens = 0;  // --speculative-config's guesses per step: more logit rows
   DType kv_dtype = kEngineKvDType;
   bool int4_weights = false;  // size the weights as an int4-g128 AWQ/GPTQ checkpoint would be
   // Tensor dtypes from the checkpoint's safetensors headers; tensors not listed (or all, when

@@ -81,6 +81,11 @@ TEST(KvSizing, ProfileStepIsTheLargestStep) {
   s = profile_shape(0, 16, 64);
   EXPECT_EQ(s.tokens, 64);
   EXPECT_EQ(s.logit_rows, 64);
+  // Speculative decoding with 4 guesses: logits for each guess and the last real token.
+  s = profile_shape(2048, 8192, 16, 4);
+  EXPECT_EQ(s.logit_rows, 80);
+  s = profile_shape(64, 8192, 16, 4);
+  EXPECT_EQ(s.logit_rows, 64);  // never more rows than the step's tokens
 }
 
 Placement at(int rank, const std::string& host, int device) {
