@@ -20,6 +20,10 @@ this host), its RSS and thread count at the peak; --plot PNG draws them (python3
 
     python3 bench/loadgen.py --http http://127.0.0.1:8000 --sweep 64,256,1024,4096 \
         --output-tokens 64 --duration 120 --pid $(pgrep -f 'qmpi serve') --plot sweep.png
+
+--llama-server sends the sweep's streams to llama.cpp's own server instead (its /completion
+endpoint with return_tokens, which streams each generated token's id, so both servers are
+timed per token the same way); bench/llama_cpp/serve_compare.sh runs both.
 """
 
 import argparse
@@ -139,15 +143,23 @@ def scrape(url: str) -> dict:
 
 # --- the concurrency sweep -------------------------------------------------------------------
 
-async def stream_async(host: str, port: int, key: str, prompt: list, n_out: int, r: Result):
-    body = json.dumps({"prompt": prompt, "max_tokens": n_out, "temperature": 0,
-                       "ignore_eos": True, "stream": True, "return_token_ids": True}).encode()
+async def stream_async(host: str, port: int, key: str, prompt: list, n_out: int, r: Result,
+                       llama: bool = False):
+    if llama:
+        path = b"/completion"
+        body = json.dumps({"prompt": prompt, "n_predict": n_out, "temperature": 0,
+                           "ignore_eos": True, "stream": True, "return_tokens": True,
+                           "cache_prompt": False}).encode()
+    else:
+        path = b"/v1/completions"
+        body = json.dumps({"prompt": prompt, "max_tokens": n_out, "temperature": 0,
+                           "ignore_eos": True, "stream": True, "return_token_ids": True}).encode()
     auth = f"Authorization: Bearer {key}\r\n".encode() if key else b""
     writer = None
     try:
         r.start = time.perf_counter()
         reader, writer = await asyncio.open_connection(host, port)
-        writer.write(b"POST /v1/completions HTTP/1.1\r\nHost: qmpi\r\nConnection: close\r\n"
+        writer.write(b"POST " + path + b" HTTP/1.1\r\nHost: qmpi\r\nConnection: close\r\n"
                      b"Content-Type: application/json\r\n" + auth +
                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
         await writer.drain()
@@ -173,6 +185,14 @@ async def stream_async(host: str, port: int, key: str, prompt: list, n_out: int,
             if "error" in chunk:
                 r.error = chunk["error"].get("qmpi_code", "error")
                 return
+            if llama:  # one chunk per token, the last one with "stop": true
+                r.token_times += [now] * len(chunk.get("tokens", []))
+                if chunk.get("stop"):
+                    r.end = now
+                    r.ok = len(r.token_times) == n_out
+                    r.error = "" if r.ok else f"{len(r.token_times)} tokens"
+                    return
+                continue
             for c in chunk["choices"]:
                 r.token_times += [now] * len(c.get("token_ids", []))
     except (OSError, ValueError) as e:
@@ -201,8 +221,8 @@ async def sweep_level(args, n: int, rng: random.Random) -> dict:
     peak = {"VmRSS": 0, "Threads": 0}
     tasks = [asyncio.create_task(stream_async(
         u.hostname, u.port or 80, args.api_key,
-        [rng.randrange(1000, 30000) for _ in range(args.prompt_tokens)], args.output_tokens, r))
-        for r in results]
+        [rng.randrange(1000, 30000) for _ in range(args.prompt_tokens)], args.output_tokens, r,
+        args.llama_server)) for r in results]
     t0 = time.perf_counter()
     pending = set(tasks)
     while pending and time.perf_counter() - t0 < args.duration:
@@ -307,6 +327,8 @@ def main() -> int:
     ap.add_argument("--pid", type=int,
                     help="rank 0's pid (this host): RSS and threads in the sweep")
     ap.add_argument("--plot", help="the sweep's PNG plot")
+    ap.add_argument("--llama-server", action="store_true",
+                    help="--sweep against llama.cpp's llama-server (its /completion endpoint)")
     args = ap.parse_args()
     if args.sweep:
         if not args.http:
