@@ -1,0 +1,160 @@
+// The GGUF matmul against its float64 reference for every weight type: 1 to 64 output rows (odd
+// counts included), several blocks per row, 1 to 40 rows of x, a bias, a TP column slice (rows
+// further apart than their blocks), and the Backend seam; and its refusals.
+#include "kernels/cpu/matmul_ggml.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/errors.h"
+#include "kernel_test_util.h"
+
+namespace qmpi {
+namespace {
+
+using test::max_rel_err;
+using test::random_floats;
+
+constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                               GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                               GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                               GgmlType::Q6_K};
+
+// Byte offsets of each block's f16 scales, set to finite values; every other byte is random.
+std::vector<int> scale_fields(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_1:
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+      return {0, 2};
+    case GgmlType::Q2_K:
+      return {80, 82};
+    case GgmlType::Q3_K:
+      return {108};
+    case GgmlType::Q6_K:
+      return {208};
+    default:
+      return {0};
+  }
+}
+
+struct HostGgml {
+  std::vector<uint8_t> bytes;
+  GgmlWeightView v;
+};
+
+HostGgml random_ggml(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const GgmlTypeInfo& info = *ggml_type_info(uint32_t(t));
+  const int64_t row_bytes = ggml_bytes(info, cols);
+  HostGgml h{std::vector<uint8_t>(size_t(rows * row_bytes)), {}};
+  if (info.block_elems == 1) {
+    const std::vector<float> v = random_floats(size_t(rows * cols), rng);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (t == GgmlType::F32) {
+        std::memcpy(h.bytes.data() + 4 * i, &v[i], 4);
+      } else {
+        const uint16_t b = t == GgmlType::BF16 ? f32_to_bf16(v[i]) : f32_to_f16(v[i]);
+        std::memcpy(h.bytes.data() + 2 * i, &b, 2);
+      }
+    }
+  } else {
+    for (uint8_t& b : h.bytes) b = uint8_t(rng() & 0xff);
+    std::uniform_real_distribution<float> s(-0.02f, 0.02f);
+    for (int64_t at = 0; at < int64_t(h.bytes.size()); at += info.block_bytes)
+      for (int off : scale_fields(t)) {
+        const uint16_t f = f32_to_f16(s(rng));
+        std::memcpy(h.bytes.data() + at + off, &f, 2);
+      }
+  }
+  h.v = {h.bytes.data(), t, rows, cols, row_bytes};
+  return h;
+}
+
+std::vector<float> run_ggml(const GgmlWeightView& w, const std::vector<float>& x, int64_t n,
+                            const WeightView* bias, int threads) {
+  std::vector<float> out(size_t(n * w.rows), -1.0f);
+  cpu::matmul_ggml(x.data(), n, w, bias, out.data(), {threads, false});
+  return out;
+}
+
+std::vector<float> reference(const GgmlWeightView& w, const std::vector<float>& x, int64_t n,
+                             const WeightView* bias) {
+  std::vector<float> out(size_t(n * w.rows), -2.0f);
+  cpu::matmul_ggml_reference(x.data(), n, w, bias, out.data());
+  return out;
+}
+
+std::string type_name(GgmlType t) {
+  return std::string(ggml_type_info(uint32_t(t))->name);
+}
+
+TEST(MatmulGgml, EveryTypeMatchesTheReferenceOverShapes) {
+  std::mt19937 rng(35);
+  for (GgmlType t : kTypes) {
+    const int64_t be = ggml_type_info(uint32_t(t))->block_elems;
+    const int64_t cols = be == 256 ? 3 * 256 : be == 32 ? 7 * 32 : 300;
+    for (int64_t rows : {1, 2, 7, 33, 64})
+      for (int64_t n : {1, 3, 8, 17, 40}) {
+        const HostGgml h = random_ggml(t, rows, cols, rng);
+        const std::vector<float> x = random_floats(size_t(n * cols), rng);
+        const std::vector<float> got = run_ggml(h.v, x, n, nullptr, 2);
+        EXPECT_LT(max_rel_err(got, reference(h.v, x, n, nullptr)), 2e-5)
+            << type_name(t) << " rows " << rows << " n " << n;
+      }
+  }
+}
+
+TEST(MatmulGgml, BiasAndAColumnSliceOfWholeBlocks) {
+  std::mt19937 rng(7);
+  for (GgmlType t : kTypes) {
+    const GgmlTypeInfo& info = *ggml_type_info(uint32_t(t));
+    const int64_t be = info.block_elems == 1 ? 32 : info.block_elems;
+    // A TP rank's share of inputs: blocks 1 and 2 of 4, rows as far apart as the full matrix.
+    const HostGgml full = random_ggml(t, 9, 4 * be, rng);
+    GgmlWeightView slice = full.v;
+    slice.data += ggml_bytes(info, be);
+    slice.cols = 2 * be;
+    const std::vector<float> bias_v = random_floats(9, rng);
+    const WeightView bias{bias_v.data(), DType::F32, 1, 9, nullptr};
+    const std::vector<float> x = random_floats(size_t(5 * slice.cols), rng);
+    const std::vector<float> got = run_ggml(slice, x, 5, &bias, 1);
+    EXPECT_LT(max_rel_err(got, reference(slice, x, 5, &bias)), 2e-5) << type_name(t);
+    // The slice is the full matrix times x padded with zeros outside it.
+    std::vector<float> padded(size_t(5 * full.v.cols), 0.0f);
+    for (int i = 0; i < 5; ++i)
+      std::memcpy(&padded[size_t(i * full.v.cols + be)], &x[size_t(i * slice.cols)],
+                  size_t(slice.cols) * 4);
+    EXPECT_LT(max_rel_err(got, reference(full.v, padded, 5, &bias)), 2e-5) << type_name(t);
+  }
+}
+
+TEST(MatmulGgml, ThroughTheCpuBackend) {
+  std::mt19937 rng(3);
+  const HostGgml h = random_ggml(GgmlType::Q4_K, 5, 512, rng);
+  const std::vector<float> x = random_floats(2 * 512, rng);
+  CpuBackend be({2, false});
+  std::vector<float> out(10);
+  be.matmul_ggml(x.data(), 2, h.v, nullptr, out.data());
+  EXPECT_LT(max_rel_err(out, reference(h.v, x, 2, nullptr)), 2e-5);
+}
+
+TEST(MatmulGgml, RefusesTypesWithoutKernelsAndPartialBlocks) {
+  std::vector<uint8_t> bytes(4096);
+  std::vector<float> x(256), out(4);
+  GgmlWeightView w{bytes.data(), GgmlType::IQ2_XXS, 1, 256, 66};
+  EXPECT_THROW(cpu::matmul_ggml(x.data(), 1, w, nullptr, out.data(), {}), Error);
+  w = {bytes.data(), GgmlType::Q4_K, 1, 128, 144};  // half a super-block
+  EXPECT_THROW(cpu::matmul_ggml(x.data(), 1, w, nullptr, out.data(), {}), Error);
+  w = {bytes.data(), GgmlType::Q8_0, 2, 64, 34};  // rows closer than their two blocks
+  EXPECT_THROW(cpu::matmul_ggml(x.data(), 1, w, nullptr, out.data(), {}), Error);
+  const WeightView bias{x.data(), DType::F32, 1, 3, nullptr};
+  w = {bytes.data(), GgmlType::Q8_0, 2, 64, 68};
+  EXPECT_THROW(cpu::matmul_ggml(x.data(), 1, w, &bias, out.data(), {}), Error);
+}
+
+}  // namespace
+}  // namespace qmpi
