@@ -4,6 +4,7 @@
 #include "kernels/cpu/matmul_ggml.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
@@ -23,7 +24,10 @@ void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const Weigh
                  float* out, const MatmulOptions& opt) {
   check_ggml_matmul(w, bias);
   if (n <= 0 || w.rows == 0) return;
-  matmul_ggml_plain(x, n, w, bias, out, opt);
+  if (n <= kGemvMaxRows)
+    matmul_ggml_gemv(x, n, w, bias, out, opt);
+  else
+    matmul_ggml_blocked(x, n, w, bias, out, opt);
 }
 
 void matmul_ggml_plain(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
@@ -44,9 +48,12 @@ void matmul_ggml_plain(const float* x, int64_t n, const GgmlWeightView& w, const
       dequantize_ggml_row(w.type, row + c / be * bb, buf, len);
       for (int64_t i = 0; i < n; ++i) {
         const float* xi = x + i * w.cols + c;
-        float s = 0.0f;
-        for (int64_t k = 0; k < len; ++k) s += buf[k] * xi[k];
-        out[i * w.rows + r] += s;
+        // 16 partial sums: a shape the compiler turns into one vector FMA chain.
+        float s[16] = {};
+        for (int64_t k = 0; k < len; ++k) s[k % 16] += buf[k] * xi[k];
+        float sum = 0.0f;
+        for (float p : s) sum += p;
+        out[i * w.rows + r] += sum;
       }
     }
   }
@@ -57,16 +64,17 @@ void matmul_ggml_reference(const float* x, int64_t n, const GgmlWeightView& w,
   const GgmlTypeInfo& t = *ggml_type_info(uint32_t(w.type));
   const AlignedArray<float> b = widen(bias);
   float buf[kGgmlMaxBlockElems];
-  for (int64_t r = 0; r < w.rows; ++r)
-    for (int64_t i = 0; i < n; ++i) {
-      double s = 0.0;
-      for (int64_t blk = 0; blk < w.cols / t.block_elems; ++blk) {
-        dequantize_ggml_block(w.type, w.data + r * w.row_bytes + blk * t.block_bytes, buf);
+  std::vector<double> s(static_cast<size_t>(n));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    std::fill(s.begin(), s.end(), 0.0);
+    for (int64_t blk = 0; blk < w.cols / t.block_elems; ++blk) {
+      dequantize_ggml_block(w.type, w.data + r * w.row_bytes + blk * t.block_bytes, buf);
+      for (int64_t i = 0; i < n; ++i)
         for (int64_t k = 0; k < t.block_elems; ++k)
-          s += double(buf[k]) * double(x[i * w.cols + blk * t.block_elems + k]);
-      }
-      out[i * w.rows + r] = float(s + (b ? b[r] : 0.0f));
+          s[size_t(i)] += double(buf[k]) * double(x[i * w.cols + blk * t.block_elems + k]);
     }
+    for (int64_t i = 0; i < n; ++i) out[i * w.rows + r] = float(s[size_t(i)] + (b ? b[r] : 0.0f));
+  }
 }
 
 }  // namespace qmpi::cpu

@@ -1,8 +1,11 @@
 // out[n, rows] = x[n, cols] . W^T (+ bias) for a GGUF weight (GgmlWeightView, core/ggml_types.h)
 // of any weight type, x and out float32, accumulated in float32.
 //
-// The weight is decoded one block at a time into a small buffer that the rows of x then use, so
-// no projection is ever dequantized whole. A float64 reference sits beside it for the tests.
+// Three paths, none of which ever dequantizes a projection whole: for decode (n <= kGemvMaxRows)
+// a GEMV that decodes Q8_0, Q4_0, Q4_K, Q5_K and Q6_K blocks 16 weights at a time in registers
+// (ggml_simd.h); for prefill the float panel GEMM (panel_times_x.h) over panels decoded one block
+// column at a time; and a plain path for the other types' decode, which decodes one block into a
+// stack buffer that every row of x then uses. A float64 reference sits beside them for the tests.
 #pragma once
 #include <cstdint>
 
@@ -16,8 +19,12 @@ namespace qmpi::cpu {
 void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
                  float* out, const MatmulOptions& opt);
 
-// The plain path (every type): one weight block decoded to float32, then used by every row of x.
-// Assumes matmul_ggml()'s checks passed.
+// The paths, for tests and benchmarks; all assume matmul_ggml()'s checks passed and take every
+// weight type (the GEMV runs the plain path for types without a register decoder).
+void matmul_ggml_gemv(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
+                      float* out, const MatmulOptions& opt);
+void matmul_ggml_blocked(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
+                         float* out, const MatmulOptions& opt);
 void matmul_ggml_plain(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
                        float* out, const MatmulOptions& opt);
 

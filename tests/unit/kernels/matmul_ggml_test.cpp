@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/errors.h"
@@ -74,10 +75,13 @@ HostGgml random_ggml(GgmlType t, int64_t rows, int64_t cols, std::mt19937& rng) 
   return h;
 }
 
+using Path = void (*)(const float*, int64_t, const GgmlWeightView&, const WeightView*, float*,
+                      const cpu::MatmulOptions&);
+
 std::vector<float> run_ggml(const GgmlWeightView& w, const std::vector<float>& x, int64_t n,
-                            const WeightView* bias, int threads) {
+                            const WeightView* bias, int threads, Path path = cpu::matmul_ggml) {
   std::vector<float> out(size_t(n * w.rows), -1.0f);
-  cpu::matmul_ggml(x.data(), n, w, bias, out.data(), {threads, false});
+  path(x.data(), n, w, bias, out.data(), {threads, false});
   return out;
 }
 
@@ -92,18 +96,26 @@ std::string type_name(GgmlType t) {
   return std::string(ggml_type_info(uint32_t(t))->name);
 }
 
-TEST(MatmulGgml, EveryTypeMatchesTheReferenceOverShapes) {
+// matmul_ggml picks the GEMV up to kGemvMaxRows rows of x and the blocked path above; each path
+// also runs on its own across the line (the GEMV takes tokens 8 at a time, the panel GEMM 12).
+TEST(MatmulGgml, EveryPathAndTypeMatchesTheReferenceOverShapes) {
   std::mt19937 rng(35);
+  const std::pair<const char*, Path> paths[] = {{"matmul_ggml", cpu::matmul_ggml},
+                                                {"gemv", cpu::matmul_ggml_gemv},
+                                                {"blocked", cpu::matmul_ggml_blocked},
+                                                {"plain", cpu::matmul_ggml_plain}};
   for (GgmlType t : kTypes) {
     const int64_t be = ggml_type_info(uint32_t(t))->block_elems;
-    const int64_t cols = be == 256 ? 3 * 256 : be == 32 ? 7 * 32 : 300;
+    // Several blocks per row; 9 x 32 puts a partial kColumn (256) panel after a whole one.
+    const int64_t cols = be == 256 ? 3 * 256 : be == 32 ? 9 * 32 : 300;
     for (int64_t rows : {1, 2, 7, 33, 64})
-      for (int64_t n : {1, 3, 8, 17, 40}) {
+      for (int64_t n : {1, 3, 8, 9, 17, 40}) {
         const HostGgml h = random_ggml(t, rows, cols, rng);
         const std::vector<float> x = random_floats(size_t(n * cols), rng);
-        const std::vector<float> got = run_ggml(h.v, x, n, nullptr, 2);
-        EXPECT_LT(max_rel_err(got, reference(h.v, x, n, nullptr)), 2e-5)
-            << type_name(t) << " rows " << rows << " n " << n;
+        const std::vector<float> want = reference(h.v, x, n, nullptr);
+        for (const auto& [name, path] : paths)
+          EXPECT_LT(max_rel_err(run_ggml(h.v, x, n, nullptr, 2, path), want), 2e-5)
+              << type_name(t) << " " << name << " rows " << rows << " n " << n;
       }
   }
 }
@@ -123,6 +135,10 @@ TEST(MatmulGgml, BiasAndAColumnSliceOfWholeBlocks) {
     const std::vector<float> x = random_floats(size_t(5 * slice.cols), rng);
     const std::vector<float> got = run_ggml(slice, x, 5, &bias, 1);
     EXPECT_LT(max_rel_err(got, reference(slice, x, 5, &bias)), 2e-5) << type_name(t);
+    EXPECT_LT(max_rel_err(run_ggml(slice, x, 5, &bias, 2, cpu::matmul_ggml_blocked),
+                          reference(slice, x, 5, &bias)),
+              2e-5)
+        << type_name(t) << " blocked";
     // The slice is the full matrix times x padded with zeros outside it.
     std::vector<float> padded(size_t(5 * full.v.cols), 0.0f);
     for (int i = 0; i < 5; ++i)
