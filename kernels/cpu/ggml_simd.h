@@ -1,9 +1,11 @@
-// AVX-512 decoders of the common GGUF block types (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), for the kernels
-// that decode weights inside their register tiles (matmul_ggml_gemv.cpp) or into a float panel
-// (matmul_ggml_blocked.cpp). Each decoder hands its block to `use(c, w)` as 16-weight chunks:
+// AVX-512 decoders of the GGUF block types but Q2_K and Q3_K, for the kernels that decode
+// weights inside their register tiles (matmul_ggml_gemv.cpp) or into a float panel
+// (matmul_ggml_blocked.cpp). The 32-element types matter as much as the k-quants: llama-quantize
+// stores a Q4_K/Q5_K/Q6_K matrix whose rows are not whole 256-blocks (qwen2.5-0.5b's 896-wide
+// ones) as Q5_0/Q5_1/Q8_0. Each decoder hands its block to `use(c, w)` as 16-weight chunks:
 // chunk c is elements [16 c, 16 c + 16) of the block, already scaled (and less the min), in
 // float32. The bit layouts are ggml_dequant.cpp's; the arithmetic differs only in that the
-// scale and min meet the quant in one fused multiply-subtract.
+// scale and min meet the quant in one fused multiply-add.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -62,6 +64,30 @@ struct Q4_0 {
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
     use(0, _mm512_fmsub_ps(bytes_to_ps(low_nibbles(q)), vd, v8d));
     use(1, _mm512_fmsub_ps(bytes_to_ps(high_nibbles(q)), vd, v8d));
+  }
+};
+
+// Q4_1, Q5_0 and Q5_1 (Q4_0's nibbles; Q5's fifth bit of element i is bit i of qh): q d + m, or
+// (q - 16) d as q d - 16 d.
+template <bool kFive, bool kMin>
+struct Q45_01 {
+  static constexpr int kElems = 32, kBytes = 18 + (kFive ? 4 : 0) + (kMin ? 2 : 0);
+  template <class Use>
+  static void block(const uint8_t* b, Use&& use) {
+    const float d = f16_at(b);
+    const __m512 vd = _mm512_set1_ps(d);
+    const __m512 vm = _mm512_set1_ps(kMin ? f16_at(b + 2) : -16.0f * d);
+    const uint8_t* p = b + (kMin ? 4 : 2);
+    uint32_t qh = 0;
+    if constexpr (kFive) std::memcpy(&qh, p, 4);
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + (kFive ? 4 : 0)));
+    __m128i q[2] = {low_nibbles(raw), high_nibbles(raw)};
+#pragma GCC unroll 2
+    for (int c = 0; c < 2; ++c) {
+      if constexpr (kFive)
+        q[c] = _mm_mask_add_epi8(q[c], __mmask16(qh >> (16 * c)), q[c], _mm_set1_epi8(16));
+      use(c, _mm512_fmadd_ps(bytes_to_ps(q[c]), vd, vm));
+    }
   }
 };
 
@@ -138,6 +164,15 @@ bool with_decoder(GgmlType type, F&& f) {
       return true;
     case GgmlType::Q4_0:
       f(Q4_0{});
+      return true;
+    case GgmlType::Q4_1:
+      f(Q45_01<false, true>{});
+      return true;
+    case GgmlType::Q5_0:
+      f(Q45_01<true, false>{});
+      return true;
+    case GgmlType::Q5_1:
+      f(Q45_01<true, true>{});
       return true;
     case GgmlType::Q4_K:
       f(Q45_K<false>{});

@@ -2,8 +2,8 @@
 // of any weight type, x and out float32, accumulated in float32.
 //
 // Three paths, none of which ever dequantizes a projection whole: for decode (n <= kGemvMaxRows)
-// a GEMV that decodes Q8_0, Q4_0, Q4_K, Q5_K and Q6_K blocks 16 weights at a time in registers
-// (ggml_simd.h); for prefill the float panel GEMM (panel_times_x.h) over panels decoded one block
+// a GEMV that decodes blocks 16 weights at a time in registers (ggml_simd.h: every type but Q2_K
+// and Q3_K); for prefill the float panel GEMM (panel_times_x.h) over panels decoded one block
 // column at a time; and a plain path for the other types' decode, which decodes one block into a
 // stack buffer that every row of x then uses. A float64 reference sits beside them for the tests.
 #pragma once
