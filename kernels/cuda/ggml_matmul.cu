@@ -1,6 +1,8 @@
-// The GGUF matmul on the GPU: every weight decoded from its block (the layouts of
-// kernels/cpu/ggml_dequant.cpp, one element per thread) as bf16, for the cuBLAS GEMM every dense
-// weight goes through (cuda_backend.cpp).
+// The GGUF matmul on the GPU, each weight decoded from its block (the layouts of
+// kernels/cpu/ggml_dequant.cpp): for decode (up to kGgmlGemvMaxRows rows of x) a GEMV that
+// decodes in registers, one warp per output row, its 32 lanes on 32 consecutive weights, in
+// float32; for prefill the whole weight as bf16, one element per thread, for the cuBLAS GEMM
+// every dense weight goes through (cuda_backend.cpp).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -69,8 +71,10 @@ __device__ float q6_k(const uint8_t* b, int e) {
   return f16_at(b + 208) * float(sc) * float((lo | hi << 4) - 32);
 }
 
-// Element e of the block at b.
-__device__ float decode(uint32_t type, const uint8_t* b, int e) {
+constexpr int kWarpsPerBlock = 4;
+
+// Element e of the block at b (a constant `type` folds the switch away).
+__device__ __forceinline__ float decode(uint32_t type, const uint8_t* b, int e) {
   switch (GgmlType(type)) {
     case GgmlType::F32:
       return *reinterpret_cast<const float*>(b);
@@ -112,7 +116,89 @@ __global__ void dequant_kernel(GgmlDevice w, __nv_bfloat16* dst) {
   }
 }
 
+template <uint32_t kType>
+__global__ void gemv_kernel(const float* x, int n, GgmlDevice w, float* out) {
+  const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= w.rows) return;
+  float acc[kGgmlGemvMaxRows];
+#pragma unroll
+  for (int i = 0; i < kGgmlGemvMaxRows; ++i) acc[i] = 0.0f;
+  const uint8_t* q = w.data + row * w.row_bytes;
+  for (int64_t c = lane; c < w.cols; c += kWarp) {
+    const float wt = decode(kType, q + c / w.block_elems * w.block_bytes, int(c % w.block_elems));
+#pragma unroll
+    for (int i = 0; i < kGgmlGemvMaxRows; ++i)
+      if (i < n) acc[i] += wt * x[int64_t(i) * w.cols + c];
+  }
+#pragma unroll
+  for (int i = 0; i < kGgmlGemvMaxRows; ++i) {
+    if (i >= n) break;
+    const float sum = warp_sum(acc[i]);
+    if (lane == 0) out[int64_t(i) * w.rows + row] = sum;
+  }
+}
+
+template <uint32_t kType>
+void launch_gemv(const float* x, int64_t n, const GgmlDevice& w, float* out, uint32_t blocks,
+                 cudaStream_t stream) {
+  gemv_kernel<kType><<<blocks, kWarpsPerBlock * kWarp, 0, stream>>>(x, int(n), w, out);
+}
+
 }  // namespace
+
+cudaError_t launch_ggml_gemv(const float* x, int64_t n, const GgmlDevice& w, float* out,
+                             cudaStream_t stream) {
+  if (n <= 0 || w.rows <= 0) return cudaSuccess;
+  if (n > kGgmlGemvMaxRows) return cudaErrorInvalidValue;
+  const int64_t blocks = ceil_div(w.rows, int64_t(kWarpsPerBlock));
+  if (blocks > kMaxGridX) return cudaErrorInvalidValue;
+  const auto b = uint32_t(blocks);
+  switch (GgmlType(w.type)) {
+    case GgmlType::F32:
+      launch_gemv<uint32_t(GgmlType::F32)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::F16:
+      launch_gemv<uint32_t(GgmlType::F16)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::BF16:
+      launch_gemv<uint32_t(GgmlType::BF16)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::Q4_0:
+      launch_gemv<uint32_t(GgmlType::Q4_0)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::Q4_1:
+      launch_gemv<uint32_t(GgmlType::Q4_1)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::Q5_0:
+      launch_gemv<uint32_t(GgmlType::Q5_0)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::Q5_1:
+      launch_gemv<uint32_t(GgmlType::Q5_1)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::Q8_0:
+      launch_gemv<uint32_t(GgmlType::Q8_0)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::Q2_K:
+      launch_gemv<uint32_t(GgmlType::Q2_K)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::Q3_K:
+      launch_gemv<uint32_t(GgmlType::Q3_K)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::Q4_K:
+      launch_gemv<uint32_t(GgmlType::Q4_K)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::Q5_K:
+      launch_gemv<uint32_t(GgmlType::Q5_K)>(x, n, w, out, b, stream);
+      break;
+    case GgmlType::Q6_K:
+      launch_gemv<uint32_t(GgmlType::Q6_K)>(x, n, w, out, b, stream);
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t launch_ggml_dequant_bf16(const GgmlDevice& w, void* dst, cudaStream_t stream) {
   const LaunchShape s = elementwise_shape(w.rows * w.cols);

@@ -259,14 +259,20 @@ void CudaBackend::matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w
   if (n <= 0 || w.rows == 0) return;
   note_device_write();
   if (refreshing()) return;
-  // The weight as bf16 once per call, then the GEMM path every bf16 weight takes.
-  void* wb = ggml_w_.reserve(size_t(w.rows * w.cols) * 2);
   const cuda::GgmlDevice d{w.data,      uint32_t(w.type), w.rows,       w.cols,
                            w.row_bytes, t.block_elems,    t.block_bytes};
-  check_cuda(cuda::launch_ggml_dequant_bf16(d, wb, stream_.get()), "gguf dequantize kernel");
-  const WeightView wv{wb, DType::BF16, w.rows, w.cols, nullptr};
-  gemm_.run(x, n, wv, out);
-  add_bias(out, n, wv, bias);
+  if (n <= cuda::kGgmlGemvMaxRows) {
+    // Decode: each weight decoded in registers as the GEMV reads it.
+    check_cuda(cuda::launch_ggml_gemv(x, n, d, out, stream_.get()), "gguf gemv kernel");
+  } else {
+    // Prefill: the weight as bf16 once per call, then the GEMM path every bf16 weight takes.
+    void* wb = ggml_w_.reserve(size_t(w.rows * w.cols) * 2);
+    check_cuda(cuda::launch_ggml_dequant_bf16(d, wb, stream_.get()), "gguf dequantize kernel");
+    gemm_.run(x, n, WeightView{wb, DType::BF16, w.rows, w.cols, nullptr}, out);
+  }
+  if (bias)  // its length checked above
+    check_cuda(launch_add_bias(out, n, w.rows, bias->data, bias->dtype, stream_.get()),
+               "add_bias kernel");
 }
 
 void CudaBackend::rope(float* x, int64_t n, int32_t heads, const int32_t* positions,
