@@ -65,15 +65,6 @@ void q2_k(const uint8_t* b, float* y) {
   }
 }
 
-// Q3_K's sixteen 6-bit scales (stored +32): the low nibbles of sub-blocks 0..7 and 8..15 are the
-// low and high nibbles of bytes 0..7; the top two bits of sub-block j are bits 2 (j / 4) of byte
-// 8 + j % 4.
-int q3_k_scale(const uint8_t* s, int j) {
-  const int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
-  const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-  return (lo | hi << 4) - 32;
-}
-
 // A 3-bit quant is Q2_K's 2-bit plane plus bit (4 h + j) of hmask[l]; a clear bit means 4 less.
 void q3_k(const uint8_t* b, float* y) {
   const uint8_t* hmask = b;

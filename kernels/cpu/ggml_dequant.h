@@ -32,4 +32,13 @@ inline void k_quant_scale_min(const uint8_t* s, int j, uint8_t& scale, uint8_t& 
   }
 }
 
+// Q3_K's 6-bit scale of sub-block j (0..15), stored + 32 in 12 bytes: the low nibbles of
+// sub-blocks 0..7 and 8..15 are the low and high nibbles of bytes 0..7; the top two bits of
+// sub-block j are bits 2 (j / 4) of byte 8 + j % 4.
+inline int q3_k_scale(const uint8_t* s, int j) {
+  const int lo = j < 8 ? s[j] & 0x0f : s[j - 8] >> 4;
+  const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return (lo | hi << 4) - 32;
+}
+
 }  // namespace qmpi::cpu

@@ -1,4 +1,4 @@
-// AVX-512 decoders of the GGUF block types but Q2_K and Q3_K, for the kernels that decode
+// AVX-512 decoders of every quantized GGUF weight type, for the kernels that decode
 // weights inside their register tiles (matmul_ggml_gemv.cpp) or into a float panel
 // (matmul_ggml_blocked.cpp). The 32-element types matter as much as the k-quants: llama-quantize
 // stores a Q4_K/Q5_K/Q6_K matrix whose rows are not whole 256-blocks (qwen2.5-0.5b's 896-wide
@@ -124,6 +124,44 @@ struct Q45_K {
   }
 };
 
+// Q2_K and Q3_K: chunk c = 8 h + 2 j + hh holds elements 128 h + 32 j + 16 hh + [0, 16), bits
+// 2j..2j+1 of qs[32 h + 16 hh ...] with one scale (and Q2_K's min) per chunk. Q2_K: d (sc & 15) q
+// - dmin (sc >> 4); Q3_K adds 4 where bit 4 h + j of hmask[16 hh ...] is set: (q - 4) s.
+template <bool kThree>
+struct Q23_K {
+  static constexpr int kElems = 256, kBytes = kThree ? 110 : 84;
+  template <class Use>
+  static void block(const uint8_t* b, Use&& use) {
+    const uint8_t* qs = b + (kThree ? 32 : 16);
+    const float d = f16_at(b + (kThree ? 108 : 80)), dmin = kThree ? 0.0f : f16_at(b + 82);
+#pragma GCC unroll 2
+    for (int hh = 0; hh < 2; ++hh) {
+      const __m128i hmask = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 16 * hh));
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m128i raw =
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 32 * h + 16 * hh));
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; ++j) {
+          const int c = 8 * h + 2 * j + hh;
+          __m128i q = _mm_and_si128(_mm_srli_epi16(raw, 2 * j), _mm_set1_epi8(3));
+          __m512 s, m;
+          if constexpr (kThree) {
+            const __mmask16 high = _mm_test_epi8_mask(hmask, _mm_set1_epi8(char(1 << (4 * h + j))));
+            q = _mm_mask_add_epi8(q, high, q, _mm_set1_epi8(4));
+            const float sc = d * float(q3_k_scale(b + 96, c));
+            s = _mm512_set1_ps(sc), m = _mm512_set1_ps(4.0f * sc);
+          } else {
+            const uint8_t sc = b[c];
+            s = _mm512_set1_ps(d * float(sc & 15)), m = _mm512_set1_ps(dmin * float(sc >> 4));
+          }
+          use(c, _mm512_fmsub_ps(bytes_to_ps(q), s, m));
+        }
+      }
+    }
+  }
+};
+
 // Q6_K: chunk c = 8 h + 2 k + hh holds elements 128 h + 32 k + 16 hh + [0, 16): low nibbles from
 // ql[64 h + 32 (k % 2) + 16 hh ...] (high half for k >= 2), top two bits at bits 2k of
 // qh[32 h + 16 hh ...], one int8 scale; (q - 32) s as q s - 32 s.
@@ -173,6 +211,12 @@ bool with_decoder(GgmlType type, F&& f) {
       return true;
     case GgmlType::Q5_1:
       f(Q45_01<true, true>{});
+      return true;
+    case GgmlType::Q2_K:
+      f(Q23_K<false>{});
+      return true;
+    case GgmlType::Q3_K:
+      f(Q23_K<true>{});
       return true;
     case GgmlType::Q4_K:
       f(Q45_K<false>{});

@@ -2,10 +2,10 @@
 // of any weight type, x and out float32, accumulated in float32.
 //
 // Three paths, none of which ever dequantizes a projection whole: for decode (n <= kGemvMaxRows)
-// a GEMV that decodes blocks 16 weights at a time in registers (ggml_simd.h: every type but Q2_K
-// and Q3_K); for prefill the float panel GEMM (panel_times_x.h) over panels decoded one block
-// column at a time; and a plain path for the other types' decode, which decodes one block into a
-// stack buffer that every row of x then uses. A float64 reference sits beside them for the tests.
+// a GEMV that decodes blocks 16 weights at a time in registers (ggml_simd.h, AVX-512); for
+// prefill the float panel GEMM (panel_times_x.h) over panels decoded one block column at a time;
+// and a plain path (plain floats, and builds without AVX-512) that decodes one block into a
+// stack buffer that every row of x then uses. A float64 reference sits beside them for tests.
 #pragma once
 #include <cstdint>
 
