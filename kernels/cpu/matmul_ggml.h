@@ -4,8 +4,9 @@
 // Three paths, none of which ever dequantizes a projection whole: for decode (n <= kGemvMaxRows)
 // a GEMV that decodes blocks 16 weights at a time in registers (ggml_simd.h, AVX-512); for
 // prefill the float panel GEMM (panel_times_x.h) over panels decoded one block column at a time;
-// and a plain path (plain floats, and builds without AVX-512) that decodes one block into a
-// stack buffer that every row of x then uses. A float64 reference sits beside them for tests.
+// and a plain path (builds without AVX-512, slices of plain floats) that decodes one block into a
+// stack buffer that every row of x then uses. F32/F16/BF16 weights in whole rows go to the dense
+// float kernels (matmul.h). A float64 reference sits beside them for tests.
 #pragma once
 #include <cstdint>
 
