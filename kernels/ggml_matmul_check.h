@@ -1,6 +1,8 @@
-// The checks every backend's GGUF matmul makes before it reads a block: a weight type with a
-// kernel, whole blocks per row, a bias as long as the output.
+// The checks every backend's GGUF matmul makes before it reads a block (a weight type with a
+// kernel, whole blocks per row, a bias as long as the output), and the plain-float case both
+// hand to their dense kernels.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "core/errors.h"
@@ -29,6 +31,16 @@ inline const GgmlTypeInfo& check_ggml_matmul(const GgmlWeightView& w, const Weig
           "gguf matmul bias has " + std::to_string(bias->rows * bias->cols) +
               " elements for a weight with " + std::to_string(w.rows) + " output rows");
   return *t;
+}
+
+// The dense weight a plain-float GGUF weight in whole rows is (F32/F16/BF16, rows packed), for
+// the float kernels to serve; nullopt for blocks and for column slices.
+inline std::optional<WeightView> ggml_as_dense(const GgmlWeightView& w, const GgmlTypeInfo& t) {
+  if (t.block_elems != 1 || w.row_bytes != ggml_bytes(t, w.cols)) return std::nullopt;
+  const DType d = w.type == GgmlType::F32   ? DType::F32
+                  : w.type == GgmlType::F16 ? DType::F16
+                                            : DType::BF16;
+  return WeightView{w.data, d, w.rows, w.cols, nullptr};
 }
 
 }  // namespace qmpi

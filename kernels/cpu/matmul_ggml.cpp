@@ -4,6 +4,7 @@
 #include "kernels/cpu/matmul_ggml.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "kernels/cpu/aligned.h"
@@ -25,11 +26,8 @@ void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const Weigh
   const GgmlTypeInfo& t = check_ggml_matmul(w, bias);
   if (n <= 0 || w.rows == 0) return;
   // Plain floats in whole rows are a dense weight: the float kernels serve them.
-  const DType dense = w.type == GgmlType::F32   ? DType::F32
-                      : w.type == GgmlType::F16 ? DType::F16
-                                                : DType::BF16;
-  if (t.block_elems == 1 && w.row_bytes == ggml_bytes(t, w.cols))
-    return matmul(x, n, WeightView{w.data, dense, w.rows, w.cols, nullptr}, bias, out, opt);
+  if (const std::optional<WeightView> dense = ggml_as_dense(w, t))
+    return matmul(x, n, *dense, bias, out, opt);
   if (n <= kGemvMaxRows)
     matmul_ggml_gemv(x, n, w, bias, out, opt);
   else

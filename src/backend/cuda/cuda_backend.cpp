@@ -257,6 +257,9 @@ void CudaBackend::matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w
                               const WeightView* bias, float* out) {
   const GgmlTypeInfo& t = check_ggml_matmul(w, bias);
   if (n <= 0 || w.rows == 0) return;
+  // Plain floats in whole rows are a dense weight: the cuBLAS path serves them as they are.
+  if (const std::optional<WeightView> dense = ggml_as_dense(w, t))
+    return matmul(x, n, *dense, bias, out);
   note_device_write();
   if (refreshing()) return;
   const cuda::GgmlDevice d{w.data,      uint32_t(w.type), w.rows,       w.cols,
