@@ -13,7 +13,9 @@
 //
 // Usage: qmpi_kernel_bench [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32]
 //                          [--bf16-activations] [--fused] [--int4 awq|gptq-act-order]
-// --int4 times the int4 projections instead, next to their bf16 form (kernel_bench_int4.h).
+//                          [--ggml Q4_K|Q8_0|...]
+// --int4 times the int4 projections instead, next to their bf16 form (kernel_bench_int4.h);
+// --ggml the projections as GGUF blocks of a type (kernel_bench_ggml.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -27,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/kernel_bench_ggml.h"
 #include "bench/kernel_bench_int4.h"
 #include "core/dtype.h"
 #include "kernels/cpu/aligned.h"
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {
   bool bf16_act = false, fused = false;
   DType dt = DType::BF16;
   std::vector<int64_t> ns{1, 16};
-  std::string int4;
+  std::string int4, ggml;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : "";
@@ -97,6 +100,8 @@ int main(int argc, char** argv) {
       fused = true;
     else if (a == "--int4")
       int4 = v, ++i;
+    else if (a == "--ggml")
+      ggml = v, ++i;
     else if (a == "--rows") {
       ns.clear();
       for (const char* p = v; *p;) {
@@ -107,13 +112,17 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32] "
-                   "[--bf16-activations] [--fused] [--int4 awq|gptq-act-order]\n",
+                   "[--bf16-activations] [--fused] [--int4 awq|gptq-act-order] "
+                   "[--ggml Q4_K|Q8_0|...]\n",
                    argv[0]);
       return 2;
     }
   }
   if (!int4.empty())
     return bench::int4_bench(int4, threads, reps, ns,
+                             [](const std::function<void()>& f) { return timed(f); });
+  if (!ggml.empty())
+    return bench::ggml_bench(ggml, threads, reps, ns,
                              [](const std::function<void()>& f) { return timed(f); });
   const int64_t h = 896, kv = 128, im = 4864, vocab = 151936, layers = 24;
   std::vector<std::vector<Mat>> groups;  // the matrices of one matmul call each

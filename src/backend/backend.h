@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
+#include "core/ggml_types.h"
 #include "kernels/kernel_types.h"
 
 namespace qmpi {
@@ -116,6 +117,10 @@ class Backend {
   // Fp8WeightView), accumulated in float32.
   virtual void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                           float* out) = 0;
+  // out[n, w.rows] = x[n, w.cols] . W^T (+ bias) for a GGUF weight of any weight type (see
+  // GgmlWeightView), decoded block by block, accumulated in float32.
+  virtual void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w,
+                           const WeightView* bias, float* out) = 0;
   // Rotate-half (NeoX) RoPE in place on x[n, heads, f.head_dim] at positions[n] (host), by
   // the frequencies the model computed (f.rows 1 or n).
   virtual void rope(float* x, int64_t n, int32_t heads, const int32_t* positions,

@@ -15,6 +15,7 @@
 #include "kernels/cpu/kv_store.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_fp8.h"
+#include "kernels/cpu/matmul_ggml.h"
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/norm.h"
 
@@ -110,6 +111,11 @@ void CpuBackend::matmul_group(const float* x, int64_t n, std::span<const MatmulT
 void CpuBackend::matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w,
                             const WeightView* bias, float* out) {
   cpu::matmul_fp8(x, n, w, bias, out, {options_.threads, options_.bf16_activations});
+}
+
+void CpuBackend::matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w,
+                             const WeightView* bias, float* out) {
+  cpu::matmul_ggml(x, n, w, bias, out, {options_.threads, options_.bf16_activations});
 }
 
 void CpuBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w,

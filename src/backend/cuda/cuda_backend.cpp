@@ -13,9 +13,11 @@
 #include "backend/cuda/device_writes.h"
 #include "core/errors.h"
 #include "kernels/cuda/fp8_launchers.h"
+#include "kernels/cuda/ggml_launchers.h"
 #include "kernels/cuda/int4_launchers.h"
 #include "kernels/cuda/launch_shapes.h"
 #include "kernels/cuda/launchers.h"
+#include "kernels/ggml_matmul_check.h"
 #include "kernels/kv_dtype.h"
 
 namespace qmpi {
@@ -58,6 +60,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options)
       int4_x_(allocator_, cuda::MemPurpose::Scratch, "int4 matmul inputs"),
       int4_w_(allocator_, cuda::MemPurpose::Scratch, "int4 weights dequantized to bf16"),
       fp8_w_(allocator_, cuda::MemPurpose::Scratch, "fp8 weights dequantized to bf16"),
+      ggml_w_(allocator_, cuda::MemPurpose::Scratch, "gguf weights dequantized to bf16"),
       cuda_graphs_(options.cuda_graphs) {
   // Reserved now, so the profiling step's workspace peak (memory_budget.h) includes it.
   attention_partials_.reserve(size_t(attention_split_workspace_bytes(device_.multiprocessors)));
@@ -248,6 +251,31 @@ void CudaBackend::matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w,
   const WeightView wv{wb, DType::BF16, w.rows, w.cols, nullptr};
   gemm_.run(x, n, wv, out);
   add_bias(out, n, wv, bias);
+}
+
+void CudaBackend::matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w,
+                              const WeightView* bias, float* out) {
+  const GgmlTypeInfo& t = check_ggml_matmul(w, bias);
+  if (n <= 0 || w.rows == 0) return;
+  // Plain floats in whole rows are a dense weight: the cuBLAS path serves them as they are.
+  if (const std::optional<WeightView> dense = ggml_as_dense(w, t))
+    return matmul(x, n, *dense, bias, out);
+  note_device_write();
+  if (refreshing()) return;
+  const cuda::GgmlDevice d{w.data,      uint32_t(w.type), w.rows,       w.cols,
+                           w.row_bytes, t.block_elems,    t.block_bytes};
+  if (n <= cuda::kGgmlGemvMaxRows) {
+    // Decode: each weight decoded in registers as the GEMV reads it.
+    check_cuda(cuda::launch_ggml_gemv(x, n, d, out, stream_.get()), "gguf gemv kernel");
+  } else {
+    // Prefill: the weight as bf16 once per call, then the GEMM path every bf16 weight takes.
+    void* wb = ggml_w_.reserve(size_t(w.rows * w.cols) * 2);
+    check_cuda(cuda::launch_ggml_dequant_bf16(d, wb, stream_.get()), "gguf dequantize kernel");
+    gemm_.run(x, n, WeightView{wb, DType::BF16, w.rows, w.cols, nullptr}, out);
+  }
+  if (bias)  // its length checked above
+    check_cuda(launch_add_bias(out, n, w.rows, bias->data, bias->dtype, stream_.get()),
+               "add_bias kernel");
 }
 
 void CudaBackend::rope(float* x, int64_t n, int32_t heads, const int32_t* positions,

@@ -84,6 +84,8 @@ class CudaBackend final : public Backend {
   void matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) override;
   void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                   float* out) override;
+  void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
+                   float* out) override;
   void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                    float* out) override;
   void rope(float* x, int64_t n, int32_t heads, const int32_t* positions,
@@ -153,6 +155,8 @@ class CudaBackend final : public Backend {
   cuda::DeviceArray int4_x_, int4_w_;
   // fp8 matmul scratch: the weight dequantized to bf16 for cuBLAS.
   cuda::DeviceArray fp8_w_;
+  // gguf matmul scratch: the weight dequantized to bf16 for cuBLAS.
+  cuda::DeviceArray ggml_w_;
   bool cuda_graphs_;
   cuda::GraphBook graph_book_;
   std::map<cuda::GraphKey, cuda::CudaGraph> graphs_;

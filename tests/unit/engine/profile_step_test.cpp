@@ -57,6 +57,10 @@ class CountingBackend final : public Backend {
                   float* out) override {
     cpu_->matmul_fp8(x, n, w, b, out);
   }
+  void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* b,
+                   float* out) override {
+    cpu_->matmul_ggml(x, n, w, b, out);
+  }
   void rope(float* x, int64_t n, int32_t heads, const int32_t* pos, const RopeFreqs& f) override {
     cpu_->rope(x, n, heads, pos, f);
   }

@@ -1,0 +1,36 @@
+// out[n, rows] = x[n, cols] . W^T (+ bias) for a GGUF weight (GgmlWeightView, core/ggml_types.h)
+// of any weight type, x and out float32, accumulated in float32.
+//
+// Three paths, none of which ever dequantizes a projection whole: for decode (n <= kGemvMaxRows)
+// a GEMV that decodes blocks 16 weights at a time in registers (ggml_simd.h, AVX-512); for
+// prefill the float panel GEMM (panel_times_x.h) over panels decoded one block column at a time;
+// and a plain path (builds without AVX-512, slices of plain floats) that decodes one block into a
+// stack buffer that every row of x then uses. F32/F16/BF16 weights in whole rows go to the dense
+// float kernels (matmul.h). A float64 reference sits beside them for tests.
+#pragma once
+#include <cstdint>
+
+#include "core/ggml_types.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/kernel_types.h"
+
+namespace qmpi::cpu {
+
+// Checks the view and bias (raising a qmpi::Error) and runs the path that suits n.
+void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
+                 float* out, const MatmulOptions& opt);
+
+// The paths, for tests and benchmarks; all assume matmul_ggml()'s checks passed and take every
+// weight type (the GEMV runs the plain path for types without a register decoder).
+void matmul_ggml_gemv(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
+                      float* out, const MatmulOptions& opt);
+void matmul_ggml_blocked(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
+                         float* out, const MatmulOptions& opt);
+void matmul_ggml_plain(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
+                       float* out, const MatmulOptions& opt);
+
+// The reference: each weight decoded by dequantize_ggml_block, products summed in float64.
+void matmul_ggml_reference(const float* x, int64_t n, const GgmlWeightView& w,
+                           const WeightView* bias, float* out);
+
+}  // namespace qmpi::cpu

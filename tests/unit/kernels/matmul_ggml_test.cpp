@@ -1,0 +1,124 @@
+// The GGUF matmul against its float64 reference for every weight type: 1 to 64 output rows (odd
+// counts included), several blocks per row, 1 to 40 rows of x, a bias, a TP column slice (rows
+// further apart than their blocks), and the Backend seam; and its refusals.
+#include "kernels/cpu/matmul_ggml.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/errors.h"
+#include "kernel_test_util.h"
+#include "tests/unit/kernels/ggml_test_util.h"
+
+namespace qmpi {
+namespace {
+
+using test::HostGgml;
+using test::kGgmlTypes;
+using test::max_rel_err;
+using test::random_floats;
+using test::random_ggml;
+
+using Path = void (*)(const float*, int64_t, const GgmlWeightView&, const WeightView*, float*,
+                      const cpu::MatmulOptions&);
+
+std::vector<float> run_ggml(const GgmlWeightView& w, const std::vector<float>& x, int64_t n,
+                            const WeightView* bias, int threads, Path path = cpu::matmul_ggml) {
+  std::vector<float> out(size_t(n * w.rows), -1.0f);
+  path(x.data(), n, w, bias, out.data(), {threads, false});
+  return out;
+}
+
+std::vector<float> reference(const GgmlWeightView& w, const std::vector<float>& x, int64_t n,
+                             const WeightView* bias) {
+  std::vector<float> out(size_t(n * w.rows), -2.0f);
+  cpu::matmul_ggml_reference(x.data(), n, w, bias, out.data());
+  return out;
+}
+
+std::string type_name(GgmlType t) {
+  return std::string(ggml_type_info(uint32_t(t))->name);
+}
+
+// matmul_ggml picks the GEMV up to kGemvMaxRows rows of x and the blocked path above; each path
+// also runs on its own across the line (the GEMV takes tokens 8 at a time, the panel GEMM 12).
+TEST(MatmulGgml, EveryPathAndTypeMatchesTheReferenceOverShapes) {
+  std::mt19937 rng(35);
+  const std::pair<const char*, Path> paths[] = {{"matmul_ggml", cpu::matmul_ggml},
+                                                {"gemv", cpu::matmul_ggml_gemv},
+                                                {"blocked", cpu::matmul_ggml_blocked},
+                                                {"plain", cpu::matmul_ggml_plain}};
+  for (GgmlType t : kGgmlTypes) {
+    const int64_t be = ggml_type_info(uint32_t(t))->block_elems;
+    // Several blocks per row; 9 x 32 puts a partial kColumn (256) panel after a whole one.
+    const int64_t cols = be == 256 ? 3 * 256 : be == 32 ? 9 * 32 : 300;
+    for (int64_t rows : {1, 2, 7, 33, 64})
+      for (int64_t n : {1, 3, 8, 9, 17, 40}) {
+        const HostGgml h = random_ggml(t, rows, cols, rng);
+        const std::vector<float> x = random_floats(size_t(n * cols), rng);
+        const std::vector<float> want = reference(h.v, x, n, nullptr);
+        for (const auto& [name, path] : paths)
+          EXPECT_LT(max_rel_err(run_ggml(h.v, x, n, nullptr, 2, path), want), 2e-5)
+              << type_name(t) << " " << name << " rows " << rows << " n " << n;
+      }
+  }
+}
+
+TEST(MatmulGgml, BiasAndAColumnSliceOfWholeBlocks) {
+  std::mt19937 rng(7);
+  for (GgmlType t : kGgmlTypes) {
+    const GgmlTypeInfo& info = *ggml_type_info(uint32_t(t));
+    const int64_t be = info.block_elems == 1 ? 32 : info.block_elems;
+    // A TP rank's share of inputs: blocks 1 and 2 of 4, rows as far apart as the full matrix.
+    const HostGgml full = random_ggml(t, 9, 4 * be, rng);
+    GgmlWeightView slice = full.v;
+    slice.data += ggml_bytes(info, be);
+    slice.cols = 2 * be;
+    const std::vector<float> bias_v = random_floats(9, rng);
+    const WeightView bias{bias_v.data(), DType::F32, 1, 9, nullptr};
+    const std::vector<float> x = random_floats(size_t(5 * slice.cols), rng);
+    const std::vector<float> got = run_ggml(slice, x, 5, &bias, 1);
+    EXPECT_LT(max_rel_err(got, reference(slice, x, 5, &bias)), 2e-5) << type_name(t);
+    EXPECT_LT(max_rel_err(run_ggml(slice, x, 5, &bias, 2, cpu::matmul_ggml_blocked),
+                          reference(slice, x, 5, &bias)),
+              2e-5)
+        << type_name(t) << " blocked";
+    // The slice is the full matrix times x padded with zeros outside it.
+    std::vector<float> padded(size_t(5 * full.v.cols), 0.0f);
+    for (int i = 0; i < 5; ++i)
+      std::memcpy(&padded[size_t(i * full.v.cols + be)], &x[size_t(i * slice.cols)],
+                  size_t(slice.cols) * 4);
+    EXPECT_LT(max_rel_err(got, reference(full.v, padded, 5, &bias)), 2e-5) << type_name(t);
+  }
+}
+
+TEST(MatmulGgml, ThroughTheCpuBackend) {
+  std::mt19937 rng(3);
+  const HostGgml h = random_ggml(GgmlType::Q4_K, 5, 512, rng);
+  const std::vector<float> x = random_floats(2 * 512, rng);
+  CpuBackend be({2, false});
+  std::vector<float> out(10);
+  be.matmul_ggml(x.data(), 2, h.v, nullptr, out.data());
+  EXPECT_LT(max_rel_err(out, reference(h.v, x, 2, nullptr)), 2e-5);
+}
+
+TEST(MatmulGgml, RefusesTypesWithoutKernelsAndPartialBlocks) {
+  std::vector<uint8_t> bytes(4096);
+  std::vector<float> x(256), out(4);
+  GgmlWeightView w{bytes.data(), GgmlType::IQ2_XXS, 1, 256, 66};
+  EXPECT_THROW(cpu::matmul_ggml(x.data(), 1, w, nullptr, out.data(), {}), Error);
+  w = {bytes.data(), GgmlType::Q4_K, 1, 128, 144};  // half a super-block
+  EXPECT_THROW(cpu::matmul_ggml(x.data(), 1, w, nullptr, out.data(), {}), Error);
+  w = {bytes.data(), GgmlType::Q8_0, 2, 64, 34};  // rows closer than their two blocks
+  EXPECT_THROW(cpu::matmul_ggml(x.data(), 1, w, nullptr, out.data(), {}), Error);
+  const WeightView bias{x.data(), DType::F32, 1, 3, nullptr};
+  w = {bytes.data(), GgmlType::Q8_0, 2, 64, 68};
+  EXPECT_THROW(cpu::matmul_ggml(x.data(), 1, w, &bias, out.data(), {}), Error);
+}
+
+}  // namespace
+}  // namespace qmpi
