@@ -11,7 +11,7 @@
 #
 # Usage: bench/llama_cpp/compare.sh [build dir]
 #   QMPI_THREADS (2), ROUNDS (3), PROMPT_LEN (128), GEN_LEN (32), QMPI_PRESET (qwen2.5-0.5b),
-#   QMPI_BENCH_ARGS (extra qmpi bench flags, e.g. --bf16-activations),
+#   QMPI_BENCH_ARGS (extra qmpi bench flags, e.g. --dtype float32),
 #   QMPI_BENCH_OUT (bench/results/llama-cpp-<date>.jsonl).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
