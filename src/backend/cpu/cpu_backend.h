@@ -60,6 +60,7 @@ class CpuBackend final : public Backend {
                    float* dst) override;
   void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
                         int64_t width, float* dst) override;
+  void run_tasks(int64_t count, const std::function<void(int64_t)>& task) override;
 
  protected:
   void release(void* data, size_t bytes) override;
