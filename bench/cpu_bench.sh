@@ -7,6 +7,7 @@
 #   for bf16 weights with --dtype auto (bf16 activations) and float32 (exact), and f32 weights,
 #   with QMPI_THREADS threads (default 2) on one rank;
 #   - bf16 weights, --dtype auto: the B-sequence step over the 1-sequence step for B = 4, 32, 64;
+#   - the qwen3-moe-bench MoE shape (synthetic weights) at batch 1 and 16;
 #   - the matmul kernels alone on a decode step's weights (qmpi_kernel_bench: 1, 16 and 128
 #     rows of x, exact, each matrix alone and with q/k/v and gate/up grouped as the model calls
 #     them; 1 to 128 rows with bf16 activations; int4 AWQ 1 to 64 rows);
@@ -57,6 +58,18 @@ for b in 4 32 64; do
   run "bf16 auto decode b1+b$b p128" "$qmpi" bench --model "$models/$preset-bf16" \
     --threads "$threads" --prompt-len 128 --gen-len 16 --batch "$b" --repeats 2 --no-membw
 done
+# MoE (issue 34): the qwen3-moe-bench shape (Qwen3-30B-A3B's layer, 8 layers, 64 experts, top 8;
+# synthetic weights, 6.4 GB) at batch 1 and 16: a 16-sequence step runs its ~56 active experts
+# per layer side by side over the threads, each read once for all its tokens.
+moe_cfg="$models/qwen3-moe-bench.json"
+/usr/bin/python3 - "$here/tests/fixtures/configs/qwen3-30b-a3b.json" "$moe_cfg" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(num_hidden_layers=8, num_experts=64)
+json.dump(c, open(sys.argv[2], "w"))
+PY
+run "moe bf16 auto decode b1+b16 p32" "$qmpi" bench --synthetic-weights --model-config "$moe_cfg" \
+  --threads "$threads" --prompt-len 32 --gen-len 9 --batch 16 --repeats 2 --no-membw
 stream "stream kernels"
 "$build/qmpi_kernel_bench" --threads "$threads" --rows 1,16,128 --reps 3 | label_json "kernels bf16" | tee -a "$out"
 "$build/qmpi_kernel_bench" --threads "$threads" --rows 1,16,128 --reps 3 --fused |

@@ -14,7 +14,7 @@ top-1 agreement, and at most a quarter of the positions may be left out. `auto` 
 differ from `--dtype float32` on the bf16 models (so the test sees the bf16 path, not the exact
 one) and equal it on the int4 model (whose float tensors are f16: auto changes nothing there).
 
-Greedy continuations of `auto` and `float32` (24 tokens from 8 prompts per model, one `qmpi
+Greedy continuations of `auto` and `float32` (16 tokens from 8 prompts per model, one `qmpi
 batch` each) are compared and their agreement printed (docs/perf.md records it); they are not
 asserted: on random models the top-2 margins are small, so a continuation may leave the float32
 one at any rounding.
@@ -34,11 +34,10 @@ MIN_TOP1 = 62 / 64  # the issue's 96.9%: 62 of HF's 64 positions
 ROUTER_TIE = 1e-2
 PROMPT_LEN = 64
 GREEDY_PROMPTS = 8
-GREEDY_TOKENS = 24
+GREEDY_TOKENS = 16
 
 FLOAT_MODELS = [
     ("qwen2 bf16 tied 3 shards", dict(seed=13, dtype="bf16", shards=3, untied=False)),
-    ("qwen2 bf16 untied", dict(seed=14, dtype="bf16", shards=1, untied=True)),
     ("qwen3 bf16", dict(preset="tiny-qwen3", seed=15, dtype="bf16")),
     ("qwen2-moe bf16", dict(preset="tiny-qwen2-moe", seed=16, dtype="bf16")),
     ("qwen3-moe bf16", dict(preset="tiny-qwen3-moe", seed=17, dtype="bf16")),
