@@ -62,6 +62,12 @@ def body(c: t.Checks) -> None:
         lst = r["listPrompt"]
         c.check(lst["choices"] == 1 and lst["index"] == 0 and lst["sameAsString"],
                 f"completions with a list of one prompt: the same answer as the string ({lst})")
+        sp = r["severalPrompts"]
+        c.check(sp["indexes"] == list(range(6)) and
+                sp["texts"] == [t_ for t_ in sp["aloneTexts"] for _ in range(2)] and
+                sp["promptTokens"] == sp["aloneTokens"] and sp["completionTokens"] == 18,
+                f"completions with 3 prompts and n 2: 6 choices prompt by prompt, each the "
+                f"prompt's own answer, usage summed ({sp})")
         c.check(r["badModel"] == {"status": 404, "code": "model_not_found",
                                   "type": "invalid_request_error", "param": None},
                 f"another model: the SDK's NotFoundError with code model_not_found "
