@@ -7,6 +7,9 @@
 # --help): a 16k point takes seconds instead of the minutes a CPU prefill of 16k tokens takes.
 # QMPI_BASELINE=/path/to/qmpi adds an older build's runs (float32 KV, real prefill of an N-token
 # prompt, N up to QMPI_BASELINE_MAX = 1024), each right after the new build's runs at that N.
+# QMPI_BATCH=16 decodes that many sequences together, each with the context (issue 34: whether
+# attention over 16 x 1k-4k contexts, 0.2-0.8 GB of bf16 K/V per step, keeps pace with the
+# weights); the JSON then carries the B-sequence step beside the 1-sequence one.
 # Usage: bench/context_bench.sh [build dir]; writes bench/results/context-<date>.jsonl
 # (QMPI_BENCH_OUT). On a shared host compare neighbouring rows, not absolute rates.
 set -euo pipefail
@@ -15,6 +18,7 @@ build="${1:-$here/build}"
 threads="${QMPI_THREADS:-2}"
 contexts="${QMPI_CONTEXTS:-128 1024 4096 16384}"
 kv_dtypes="${QMPI_KV_DTYPES:-f32 bf16 fp8}"
+batch="${QMPI_BATCH:-1}"
 baseline="${QMPI_BASELINE:-}"
 baseline_max="${QMPI_BASELINE_MAX:-1024}"
 model="$here/.cache/models/qwen2.5-0.5b-bf16"
@@ -31,11 +35,11 @@ run() {  # label, then the qmpi binary and its bench options
 }
 for n in $contexts; do
   for kv in $kv_dtypes; do
-    run "new" "$build/qmpi" --prompt-len 128 --context "$n" --kv-dtype "$kv"
+    run "new" "$build/qmpi" --prompt-len 128 --context "$n" --kv-dtype "$kv" --batch "$batch"
   done
   if [[ -n "$baseline" && "$n" -le "$baseline_max" ]]; then
     run "main" "$baseline" --prompt-len "$n"
   fi
 done
 /usr/bin/python3 "$here/bench/plot.py" "$out" --out "$plot" \
-  --title "qwen2.5-0.5b bf16, $threads threads, batch 1"
+  --title "qwen2.5-0.5b bf16, $threads threads, batch $batch"

@@ -55,7 +55,7 @@ void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const Weigh
           "int4 matmul bias has " + std::to_string(bias->rows * bias->cols) +
               " elements for a weight with " + std::to_string(w.rows) + " output rows");
   if (n <= 0 || w.rows == 0) return;
-  if (n <= kGemvMaxRows)
+  if (n <= kInt4GemvMaxRows)
     matmul_int4_gemv(x, n, w, bias, out, opt);
   else
     matmul_int4_blocked(x, n, w, bias, out, opt);

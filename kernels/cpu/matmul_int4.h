@@ -13,6 +13,13 @@
 
 namespace qmpi::cpu {
 
+// Up to this many rows of x, matmul_int4() runs the GEMV (each 16-row block's words read once
+// from memory, dequantized in registers for 8 rows of x at a time, the block re-read from cache
+// for the next 8); beyond it the panel GEMM. The GEMV's cost grows by a few ms per row over a
+// decode step's projections where the GEMM's starts ~50% higher at 17 rows
+// (qmpi_kernel_bench --int4 awq, docs/perf.md), so batched decode up to 64 sequences stays on it.
+inline constexpr int64_t kInt4GemvMaxRows = 64;
+
 // Checks the view and bias (raising a qmpi::Error) and runs the path that suits n.
 void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                  float* out, const MatmulOptions& opt);

@@ -190,8 +190,8 @@ inline void tile_at(const TileArgs& a, int64_t r, int64_t i, bool prefetch) {
     tile<XR, false>(a, r, i);
 }
 
-// The block at row r times x rows [0, n), n <= 16, in tiles of 8, 4, 2 and 1 x rows; only the
-// first tile (the one that reads the weights from DRAM) prefetches.
+// The block at row r times x rows [0, n) in tiles of 8, 4, 2 and 1 x rows; only the first tile
+// (the one that reads the weights from DRAM) prefetches.
 inline void block_times_x(const TileArgs& a, int64_t r, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) tile_at<8>(a, r, i, i == 0);

@@ -7,8 +7,10 @@
 
 namespace qmpi::cpu {
 
-// 0 means the OpenMP default (OMP_NUM_THREADS or the core count).
+// 0 means the OpenMP default (OMP_NUM_THREADS or the core count). Inside a parallel region
+// (Backend::run_tasks: each task runs on one thread) a kernel keeps to its own thread.
 inline int resolve_threads(int threads) {
+  if (omp_in_parallel()) return 1;
   return threads > 0 ? threads : omp_get_max_threads();
 }
 

@@ -154,6 +154,14 @@ class Backend {
   virtual void scatter_add_rows(const float* src, const int32_t* rows, const float* scales,
                                 int64_t count, int64_t width, float* dst) = 0;
 
+  // Runs task(0) .. task(count - 1), which touch disjoint outputs: the CPU backend spreads them
+  // over its threads (each task's own ops then run on the thread that runs it), so many small
+  // independent ops (a batched decode's MoE experts) pay one fork/join instead of one each; the
+  // default runs them in order.
+  virtual void run_tasks(int64_t count, const std::function<void(int64_t)>& task) {
+    for (int64_t i = 0; i < count; ++i) task(i);
+  }
+
   // One step's device work, which a backend may record the first times it sees the step's
   // shape and replay afterwards (CUDA graphs, --cuda-graphs). `enqueue` must call only this
   // backend's ops, no comm and nothing that waits for the device, and with the same shape call

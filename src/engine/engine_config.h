@@ -62,15 +62,20 @@ struct CacheConfig {
   double gpu_memory_utilization = 0.9;
 };
 
+// --dtype: the activations' type inside matmuls of bf16 weights. Auto and BFloat16 both round
+// them to bf16 for bf16 dot products (the weights stay in the checkpoint's dtype, so float32,
+// float16, int4 and fp8 weights keep float32 activations either way); Float32 is the exact path.
+enum class ActivationDtype { Auto, BFloat16, Float32 };
+
 // The backend as asked for on the command line, and what the app chose from it
 // (app/commands/backend_choice.cpp, the only place that knows whether CUDA was built).
 struct BackendConfig {
-  std::string name = "cpu";       // cpu or cuda
-  std::string comm = "auto";      // the TP comm: auto, mpi or nccl
-  int threads = 0;                // CPU threads per rank (0: OpenMP's default)
-  bool bf16_activations = false;  // CPU: bf16 dot products in matmuls (off: exact float32)
-  bool cuda_graphs = false;       // CUDA: record decode steps as graphs and replay them
-  bool enforce_eager = false;     // vLLM's switch for no graphs: wins over cuda_graphs
+  std::string name = "cpu";   // cpu or cuda
+  std::string comm = "auto";  // the TP comm: auto, mpi or nccl
+  int threads = 0;            // CPU threads per rank (0: OpenMP's default)
+  ActivationDtype activations = ActivationDtype::Auto;  // --dtype
+  bool cuda_graphs = false;    // CUDA: record decode steps as graphs and replay them
+  bool enforce_eager = false;  // vLLM's switch for no graphs: wins over cuda_graphs
 
   // Chosen: the backend for this rank and, optionally, the TP group's comm (NCCL; null: MPI).
   std::function<std::unique_ptr<Backend>(int device)> make_backend;
@@ -80,6 +85,7 @@ struct BackendConfig {
   DeviceKvSizer size_kv_on_device;
 
   bool graphs() const { return cuda_graphs && !enforce_eager; }
+  bool bf16_activations() const { return activations != ActivationDtype::Float32; }
 };
 
 struct EngineConfig {

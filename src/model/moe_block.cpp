@@ -1,5 +1,6 @@
 #include "model/moe_block.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -38,16 +39,45 @@ void MoeBlock::forward(const MoeWeights& w, const float* x, int64_t T, float* ou
 
   be_.fill_zero(out, size_t(T * h) * sizeof(float));
   const std::vector<ExpertTokens> groups = group_by_expert(routing, plan_.experts);
-  // Sized for an expert that every token picks, so no buffer is reallocated between experts.
-  float* rows = scratch_.get(kRows, size_t(T * h));
-  float* rows_out = scratch_.get(kRowsOut, size_t(T * h));
+  std::vector<int64_t> active, first;  // the experts with tokens, and where their rows start
+  int64_t rows_total = 0, widest = 0;
   for (size_t e = 0; e < groups.size(); ++e) {
-    const ExpertTokens& g = groups[e];
-    const int64_t n = int64_t(g.rows.size());
+    const int64_t n = int64_t(groups[e].rows.size());
     if (n == 0) continue;
-    be_.gather_rows(x, g.rows.data(), n, h, rows);
-    mlp_.forward(w.experts[e], rows, n, rows_out);
-    be_.scatter_add_rows(rows_out, g.rows.data(), g.weights.data(), n, h, out);
+    active.push_back(int64_t(e));
+    first.push_back(rows_total);
+    rows_total += n;
+    widest = std::max(widest, n);
+  }
+  // Decode-sized experts (each GEMM streams its weights for a few rows) run side by side, one
+  // per thread, each with buffers of its own; prefill-sized ones run one after another, each
+  // GEMM split over the threads, reusing buffers sized for the widest.
+  const bool side_by_side = widest <= kSideBySideRows;
+  const int64_t held = side_by_side ? rows_total : widest;
+  const int64_t width = active.empty() ? 0 : w.experts[size_t(active[0])].gate.out_features();
+  float* rows = scratch_.get(kRows, size_t(held * h));
+  float* rows_out = scratch_.get(kRowsOut, size_t(held * h));
+  float* gate = scratch_.get(kGate, size_t(held * width));
+  float* up = scratch_.get(kUp, size_t(held * width));
+  const auto scatter = [&](size_t i, int64_t at) {
+    const ExpertTokens& g = groups[size_t(active[i])];
+    be_.scatter_add_rows(rows_out + at * h, g.rows.data(), g.weights.data(), int64_t(g.rows.size()),
+                         h, out);
+  };
+  const auto expert = [&](int64_t i) {
+    const ExpertTokens& g = groups[size_t(active[size_t(i)])];
+    const int64_t n = int64_t(g.rows.size()), at = side_by_side ? first[size_t(i)] : 0;
+    be_.gather_rows(x, g.rows.data(), n, h, rows + at * h);
+    mlp_.forward(w.experts[size_t(active[size_t(i)])], rows + at * h, n, rows_out + at * h,
+                 gate + at * width, up + at * width);
+    if (!side_by_side) scatter(size_t(i), 0);
+  };
+  if (side_by_side) {
+    // Scattered in expert order after all ran: a token's rows add up in one fixed order.
+    be_.run_tasks(int64_t(active.size()), expert);
+    for (size_t i = 0; i < active.size(); ++i) scatter(i, first[i]);
+  } else {
+    for (size_t i = 0; i < active.size(); ++i) expert(int64_t(i));
   }
 
   if (w.shared_gate) {

@@ -1,6 +1,8 @@
 // The sparse MoE block of Qwen2-MoE / Qwen3-MoE (facts §2c) in place of the dense MLP: the
 // router picks k experts per token (router.h); each of this rank's experts runs once on the
-// rows routed to it (gathered, one SwiGLU, scattered back scaled by the routing weights), and
+// rows routed to it (gathered, one SwiGLU, scattered back scaled by the routing weights; in a
+// decode step the experts run side by side over the threads, so each active expert's weights
+// are read once for all its tokens and the step pays one fork/join for all experts), and
 // Qwen2-MoE adds its shared expert scaled by sigmoid(shared_expert_gate(x)). Experts are split
 // whole over the TP ranks and the shared expert by columns, so the output is a partial sum for
 // the same all-reduce as the dense MLP's.
@@ -40,7 +42,9 @@ class MoeBlock {
                int64_t layer);
 
  private:
-  enum { kLogits, kRows, kRowsOut, kShared, kSlots };
+  // Experts run side by side (Backend::run_tasks) when none has more rows than this.
+  static constexpr int64_t kSideBySideRows = 64;
+  enum { kLogits, kRows, kRowsOut, kGate, kUp, kShared, kSlots };
   const ModelConfig& cfg_;
   const ShardPlan& plan_;
   Backend& be_;

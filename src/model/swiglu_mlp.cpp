@@ -12,8 +12,13 @@ MlpWeights load_mlp(WeightLoader& ld, const std::string& prefix, int64_t width, 
 
 void SwiGluMlp::forward(const MlpWeights& w, const float* x, int64_t n, float* out) {
   const int64_t width = w.gate.out_features();
-  float* gate = scratch_.get(kGate, size_t(n * width));
-  float* up = scratch_.get(kUp, size_t(n * width));
+  forward(w, x, n, out, scratch_.get(kGate, size_t(n * width)),
+          scratch_.get(kUp, size_t(n * width)));
+}
+
+void SwiGluMlp::forward(const MlpWeights& w, const float* x, int64_t n, float* out, float* gate,
+                        float* up) const {
+  const int64_t width = w.gate.out_features();
   const LinearOut gate_up[] = {{&w.gate, gate}, {&w.up, up}};
   forward_group(be_, x, n, gate_up);
   be_.silu_mul(gate, up, n, width, gate);

@@ -27,6 +27,10 @@ class SwiGluMlp {
 
   // out[n, hidden] = down(silu(gate(x)) * up(x)) for x[n, hidden].
   void forward(const MlpWeights& w, const float* x, int64_t n, float* out);
+  // The same with the caller's gate and up buffers ([n, width] each), so that several MLPs may
+  // run at once (Backend::run_tasks).
+  void forward(const MlpWeights& w, const float* x, int64_t n, float* out, float* gate,
+               float* up) const;
 
  private:
   enum { kGate, kUp, kSlots };

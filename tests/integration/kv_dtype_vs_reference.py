@@ -69,7 +69,8 @@ def check_model(c: testlib.Checks, opts: dict) -> None:
 
     if default is not None:
         out = testlib.test_tmp("logits") + f"/kv-default-{opts['seed']}.npy"
-        testlib.qmpi(["logits", "--model", model_dir, "--ids", testlib.ids_arg(ids), "--out", out])
+        testlib.qmpi(["logits", "--model", model_dir, "--ids", testlib.ids_arg(ids), "--out", out]
+                     + testlib.EXACT_MATH)
         c.check(np.array_equal(np.load(out), default), f"{label}: no --kv-dtype == --kv-dtype bf16")
 
     single = c.guard(label, testlib.qmpi_greedy, model_dir, GREEDY_TOKENS, ids=ids[:9],

@@ -28,7 +28,11 @@ FIRST_SPECIAL_ID = 151643
 # float32 K/V: with the engine's bf16 default, the TP all-reduce's last-bit differences can cross
 # a bf16 rounding and move a sampled token or a near-tie on the random tiny models. The KV
 # cache's own rounding has tests of its own (kv_dtype_vs_reference passes bf16 and fp8).
-EXACT_KV = ["--kv-dtype", "f32"]
+# Tests of exact math also keep float32 activations: the engine's default, --dtype auto, rounds
+# them to bf16 in the matmuls of bf16 weights (auto_dtype_vs_reference tests that bound). Every
+# exact comparison goes through EXACT_KV or kv_args, so both switches live here.
+EXACT_MATH = ["--dtype", "float32"]
+EXACT_KV = EXACT_MATH + ["--kv-dtype", "f32"]
 
 
 class TestFailure(Exception):
@@ -183,8 +187,8 @@ def ids_arg(ids) -> str:
 
 
 def kv_args(kv_dtype) -> list:
-    """--kv-dtype kv_dtype, or EXACT_KV when None."""
-    return EXACT_KV if kv_dtype is None else ["--kv-dtype", kv_dtype]
+    """Float32 activations and --kv-dtype kv_dtype, or EXACT_KV when None."""
+    return EXACT_KV if kv_dtype is None else EXACT_MATH + ["--kv-dtype", kv_dtype]
 
 
 def qmpi_logits(model: str, ids=None, text=None, mode=None, chunk=None, tp=1, pp=1, mpi=False,

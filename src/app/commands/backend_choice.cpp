@@ -84,9 +84,15 @@ void choose_backend(EngineConfig& c) {
   if (b.name == "cpu") {
     if (b.comm == "nccl") raise(Err::Usage, "--comm nccl needs --backend cuda");
     if (b.graphs()) raise(Err::Usage, "--cuda-graphs needs --backend cuda");
-    const CpuBackendOptions cpu{b.threads, b.bf16_activations};
+    const CpuBackendOptions cpu{b.threads, b.bf16_activations()};
     b.make_backend = [cpu](int) { return make_cpu_backend(cpu); };
   } else if (b.name == "cuda") {
+    // cuBLAS multiplies bf16 weights by bf16 activations (gemm.h); an exact float32 path would
+    // need the weights widened on the device, which no one has asked for.
+    if (b.activations == ActivationDtype::Float32)
+      raise(Err::Usage, "--dtype float32 needs --backend cpu",
+            "The CUDA backend computes bf16 weights with bf16 activations (--dtype auto, as "
+            "vLLM does); float32 checkpoints run in float32 there either way.");
 #ifdef QMPI_WITH_CUDA
     c.parallel.cuda = true;
     c.parallel.allow_device_sharing = b.comm == "mpi";

@@ -1,5 +1,6 @@
 #include "app/commands/options.h"
 
+#include "app/commands/dtype_option.h"
 #include "app/commands/kv_dtype_option.h"
 #include "app/commands/vllm_flags.h"
 
@@ -125,11 +126,8 @@ po::options_description engine_options(EngineConfig& c) {
       "TP communication: auto (NCCL on cuda, MPI on cpu), nccl, or mpi (stages device buffers "
       "through host memory; lets several ranks share one GPU)")(
       "threads", po::value(&b.threads)->default_value(0),
-      "CPU threads per rank (0: OpenMP default)")(
-      "bf16-activations", po::bool_switch(&b.bf16_activations),
-      "CPU, BF16 weights: round activations to bf16 inside matmuls and use bf16 dot products "
-      "(faster prefill and batched decode; ~1.5e-3 relative error per matmul, beyond the 2e-3 "
-      "end-to-end bound the default float32 path keeps)")(
+      "CPU threads per rank (0: OpenMP default)")("dtype", activation_dtype_value(&b.activations),
+                                                  kActivationDtypeHelp)(
       "cuda-graphs", po::bool_switch(&b.cuda_graphs),
       "CUDA: record each decode batch size's step as a CUDA graph and replay it (fewer kernel "
       "launches per token; TP 1 dense models; off by default, unlike vLLM, whose "

@@ -14,7 +14,7 @@ namespace {
 using U = VllmFlagUse;
 using A = VllmFlagArgs;
 
-// Flags still "Noted" that later work will honour: --dtype and the LoRA options.
+// Flags still "Noted" that later work will honour: the LoRA options.
 // docs/vllm-compat.md lists this table row by row.
 const std::vector<VllmFlag> kFlags = {
     // layout and scheduling: qmpi's options under vLLM's names
@@ -48,9 +48,6 @@ const std::vector<VllmFlag> kFlags = {
     {"--generation-config", U::Default, A::One,
      "generation_config.json beside the weights gives the sampling defaults (vLLM's auto)"},
     // qmpi does something else
-    {"--dtype", U::Noted, A::One,
-     "weights run in the checkpoint's dtype (bf16, fp8 or int4) with float32 accumulation, as "
-     "--dtype auto"},
     {"--quantization", U::Noted, A::One, "the quantization is read from config.json"},
     {"-q", U::Noted, A::One, "the quantization is read from config.json"},
     {"--tokenizer", U::Noted, A::One, "the tokenizer is read from the --model folder"},

@@ -18,6 +18,7 @@
 #include "kernels/cpu/matmul_ggml.h"
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/norm.h"
+#include "kernels/cpu/parallel.h"
 
 namespace qmpi {
 
@@ -157,6 +158,13 @@ void CpuBackend::gather_rows(const float* src, const int32_t* rows, int64_t coun
 void CpuBackend::scatter_add_rows(const float* src, const int32_t* rows, const float* scales,
                                   int64_t count, int64_t width, float* dst) {
   cpu::scatter_add_rows(src, rows, scales, count, width, dst);
+}
+
+void CpuBackend::run_tasks(int64_t count, const std::function<void(int64_t)>& task) {
+  // Dynamic: tasks differ in size (an expert's share of the tokens). The kernels a task calls
+  // open their own parallel regions, which run on the one thread inside this one.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(cpu::resolve_threads(options_.threads))
+  for (int64_t i = 0; i < count; ++i) task(i);
 }
 
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {

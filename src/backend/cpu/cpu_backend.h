@@ -11,11 +11,10 @@ namespace qmpi {
 
 struct CpuBackendOptions {
   int threads = 0;  // OpenMP threads per op; 0 = OMP_NUM_THREADS or the core count
-  // Round activations to bf16 in matmuls with BF16 weights (`--bf16-activations`): VDPBF16PS
-  // prefill (~1.9x faster) and batched decode (a GEMV up to 64 rows, ~1.5x faster at 16).
-  // Off by default: it costs ~1.5e-3 relative error per matmul (measured at K = 896 and 4864
-  // against float64), which the end-to-end bound of 2e-3 on bf16 checkpoints cannot absorb;
-  // the exact float32 path stays within ~2e-6. One-row decode reads the same bytes either way.
+  // Round activations to bf16 in matmuls with BF16 weights (`--dtype auto`, the command line's
+  // default): VDPBF16PS prefill and batched decode, within the bound of Hugging Face's own bf16
+  // run (docs/perf.md). Off (`--dtype float32`, and this struct's default, which the kernel and
+  // model tests rely on) keeps exact float32 activations, within ~2e-6 of float64 per matmul.
   bool bf16_activations = false;
 };
 
@@ -63,6 +62,7 @@ class CpuBackend final : public Backend {
                    float* dst) override;
   void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
                         int64_t width, float* dst) override;
+  void run_tasks(int64_t count, const std::function<void(int64_t)>& task) override;
 
  protected:
   void release(void* data, size_t bytes) override;

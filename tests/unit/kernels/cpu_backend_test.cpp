@@ -87,6 +87,38 @@ TEST(CpuBackend, RopeFollowsFrequencyAttentionAndHeadDimChanges) {
   }
 }
 
+// MoE experts side by side: every task runs once, and a matmul inside a task (on its one
+// thread) gives the same bits as the same matmul split over the threads outside.
+TEST(CpuBackend, RunTasksRunsEachTaskOnceWithKernelsOnItsThread) {
+  std::mt19937 rng(33);
+  const int64_t tasks = 9, N = 67, K = 130;
+  std::vector<test::HostWeight> ws;
+  std::vector<std::vector<float>> xs;
+  for (int64_t i = 0; i < tasks; ++i) {
+    ws.push_back(test::random_weight(DType::BF16, N, K, rng));
+    xs.push_back(test::random_floats(size_t((i + 1) * K), rng));
+  }
+  for (bool bf16 : {false, true}) {
+    CpuBackend be({2, bf16});
+    std::vector<std::vector<float>> alone(static_cast<size_t>(tasks)), side(alone);
+    std::vector<int> runs(size_t(tasks), 0);
+    for (int64_t i = 0; i < tasks; ++i) {
+      alone[size_t(i)].resize(size_t((i + 1) * N));
+      side[size_t(i)].resize(size_t((i + 1) * N));
+      be.matmul(xs[size_t(i)].data(), i + 1, ws[size_t(i)].view(), nullptr,
+                alone[size_t(i)].data());
+    }
+    be.run_tasks(tasks, [&](int64_t i) {
+      ++runs[size_t(i)];
+      be.matmul(xs[size_t(i)].data(), i + 1, ws[size_t(i)].view(), nullptr, side[size_t(i)].data());
+    });
+    for (int64_t i = 0; i < tasks; ++i) {
+      EXPECT_EQ(runs[size_t(i)], 1) << i;
+      EXPECT_EQ(side[size_t(i)], alone[size_t(i)]) << "task " << i << " bf16 " << bf16;
+    }
+  }
+}
+
 TEST(Membw, MeasuresAPositiveReadBandwidth) {
   const double bw = cpu::read_bandwidth({size_t(16) << 20, 2, 2});
   EXPECT_GT(bw, 1e8);  // any machine reads more than 100 MB/s

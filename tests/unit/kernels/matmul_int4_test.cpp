@@ -156,7 +156,7 @@ TEST(MatmulInt4, PathsMatchReference) {
     const std::vector<float> bias_v = random_floats(size_t(c.rows), rng);
     const WeightView bias{bias_v.data(), DType::F32, 1, c.rows, nullptr};
     // Every tail of the 4-row and 8-row x tiles.
-    for (int64_t n : {1, 2, 3, 4, 5, 7, 9, 15, 16, 17, 23, 40, 64}) {
+    for (int64_t n : {1, 2, 3, 4, 5, 7, 9, 15, 16, 17, 23, 33, 40, 47, 63, 64, 65}) {
       const std::vector<float> x = random_floats(size_t(n * h.in_features), rng);
       for (const WeightView* b : {static_cast<const WeightView*>(nullptr), &bias})
         for (int threads : {1, 2}) {
@@ -179,7 +179,8 @@ TEST(MatmulInt4, ModelWidthAndThreadCount) {
   std::mt19937 rng(3);
   // qwen2.5-0.5b's down_proj at group 128: 896 outputs, 4864 inputs.
   const HostInt4 h = random_int4(896, std::vector<int32_t>(38, 16), false, rng);
-  for (int64_t n : {1, 2, 33, 64}) {  // 33 and 64: several token blocks of 24
+  // 33 and 64: the GEMV's 8-row x tiles with a short last one; 65: the panel GEMM's token blocks.
+  for (int64_t n : {1, 2, 33, 64, 65}) {
     const std::vector<float> x = random_floats(size_t(n * h.in_features), rng);
     const std::vector<float> want = reference(h, x, n, nullptr);
     const std::vector<float> one = run(cpu::matmul_int4, h, x, n, nullptr, 1);
