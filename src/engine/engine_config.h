@@ -91,7 +91,7 @@ struct EngineConfig {
   ParallelConfig parallel;
   CacheConfig cache;
   // max_num_seqs and max_batched_tokens also size the engine; max_batched_tokens 0 (run,
-  // logits, bench) is a whole max_model_len prompt in one step. max_model_len is the engine's.
+  // logits) is a whole max_model_len prompt in one step. max_model_len is the engine's.
   SchedulerConfig scheduler = single_sequence_scheduler();
   BackendConfig backend;
   int64_t default_max_tokens = 0;  // batch, serve: max_tokens of requests that do not say

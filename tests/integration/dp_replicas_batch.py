@@ -91,7 +91,7 @@ def body(c: t.Checks) -> None:
     make_input(inp)
     proc = subprocess.run([t.qmpi_binary(), "run", "--model", model, "--dp", "2", "--prompt", "x"],
                           capture_output=True, text=True, timeout=60)
-    c.check(proc.returncode == 2 and "QM100" in proc.stderr and "--dp is for batch and serve"
+    c.check(proc.returncode == 2 and "QM100" in proc.stderr and "--dp is for batch, serve and bench"
             in proc.stderr, f"qmpi run --dp 2 is refused: {proc.stderr.strip()[:160]!r}")
     ref, _ = run_batch(model, inp, "1x1", [], 1)
     c.check(len(ref) == 48, f"1x1: {len(ref)} results")
