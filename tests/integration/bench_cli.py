@@ -66,6 +66,12 @@ def body(c: t.Checks) -> None:
         c.check(dp.get("dp") == 2 and [r["batch"] for r in dp["batches"]] == [1, 4],
                 "--dp 2 under mpirun: serve's replicas take the requests")
 
+    p = subprocess.run([t.mpirun_binary(), "--oversubscribe", "-np", "2", t.qmpi_binary(), "bench",
+                        "--model", model, "--dp", "2", "--speculative-config",
+                        '{"method": "ngram", "num_speculative_tokens": 2}'] + COMMON,
+                       capture_output=True, text=True, timeout=120)
+    c.check(p.returncode == 2 and "QM100" in p.stderr and "--dp" in p.stderr,
+            f"--speculative-config with --dp 2: a usage error (exit {p.returncode})")
     for bad in ["0", "1,x", ""]:
         p = subprocess.run([t.qmpi_binary(), "bench", "--model", model, "--batch", bad] + COMMON,
                            capture_output=True, text=True, timeout=60)

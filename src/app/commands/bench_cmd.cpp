@@ -86,6 +86,11 @@ void check_bench_options(BenchOptions& o, EngineConfig& config) {
     raise(Err::Usage, "--context " + std::to_string(o.context) + " is shorter than --prompt-len " +
                           std::to_string(o.prompt_len));
   SchedulerConfig& s = config.scheduler;
+  // Verification steps run on replica 0's own scheduler, which would leave the other replicas
+  // without a step (or a keep-alive) for as long as they take.
+  if (s.speculative.enabled() && config.parallel.layout.dp > 1)
+    raise(Err::Usage, "--speculative-config times verification steps on one mesh, not with --dp",
+          "Drop --dp (launch --tp x --pp ranks) to time speculation.");
   const int64_t largest = o.batches.back();
   s.max_num_seqs = std::max(s.max_num_seqs, largest);
   const int64_t budget = s.max_batched_tokens > 0 ? s.max_batched_tokens : o.context;
