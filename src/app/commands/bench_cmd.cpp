@@ -294,8 +294,9 @@ void print_text(const Engine& engine, const BenchOptions& o, const BenchResults&
         100.0 * f.decode_bw / r.membw.median);
 }
 
-// What the pipeline needs of the model, with the tokenizer when the model has one (so outputs
-// are detokenized as serve's are); prompt ids are drawn below the vocabulary both know.
+// Rank 0: the measurements and the report. The pipeline gets the model's tokenizer when it has
+// one (outputs are detokenized as serve's are); prompt ids are drawn below the vocabulary both
+// the embedding and the tokenizer know.
 int run_bench(Engine& engine, const EngineConfig& config, const BenchOptions& o) {
   BenchResults res;
   // Memory bandwidth first, alone on the machine (the other ranks wait in a broadcast).
