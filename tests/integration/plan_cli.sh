@@ -190,6 +190,18 @@ run usage plan --model-config "$M72" --gpus 6 --gpu-mem 24Q
 expect_rc 2 "--gpu-mem 24Q"
 expect usage.err "has an unknown unit"
 
+# The picture: the same run draws docs/img/plan-72b-6x80gb.svg byte for byte (the docs show the
+# binary's current output, not an old one), and a path that cannot be written is QM601.
+run svg plan --model-config "$M72" --gpus 6 --gpu-mem 80GiB --max-model-len 8192 --svg "$TMP/plan.svg"
+expect_rc 0 "plan --svg"
+cmp -s "$TMP/plan.svg" "$QMPI_SOURCE_DIR/docs/img/plan-72b-6x80gb.svg" ||
+  fail "docs/img/plan-72b-6x80gb.svg is not what plan --svg draws now (regenerate it with the command above)"
+python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$TMP/plan.svg" ||
+  fail "plan --svg wrote XML that does not parse"
+run svg_bad plan --model-config "$M72" --gpus 6 --gpu-mem 80GiB --svg /nonexistent/dir/p.svg
+expect_rc 2 "plan --svg into a missing folder (a user error)"
+expect svg_bad.err "QM601"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed; outputs in $TMP"
   exit 1
