@@ -29,7 +29,8 @@ TensorDump tensor_dump_from_env(int rank) {
 
 ModelConfig load_config(const ModelSource& m) {
   if (m.synthetic_weights) {
-    if (!m.config_path.empty()) return ModelConfig::load(m.config_path, m.overrides);  // file or folder
+    if (!m.config_path.empty())
+      return ModelConfig::load(m.config_path, m.overrides);  // file or folder
     if (m.path.empty())
       raise(Err::Usage, "--synthetic-weights needs --model-config FILE or --model DIR");
     return ModelConfig::load(m.path, m.overrides);

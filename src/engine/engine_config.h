@@ -37,7 +37,7 @@ struct ModelSource {
   bool synthetic_weights = false;  // random weights from the config alone (per-rank slices)
   std::string config_path;         // --model-config: config.json for synthetic weights
   uint64_t synthetic_seed = 0;
-  std::string chat_template;  // --chat-template: a Jinja file instead of the model's
+  std::string chat_template;         // --chat-template: a Jinja file instead of the model's
   std::string chat_template_limits;  // --chat-template-limits: jinja::parse_limits' text
   ConfigOverrides overrides;         // --hf-overrides, --rope-scaling: merged into config.json
 

@@ -17,7 +17,6 @@ namespace qmpi {
 
 namespace po = boost::program_options;
 
-
 // An option's value with `def` as its default, shown in --help as decimal_text writes it
 // (Boost would print 0.9 as 0.90000000000000002).
 po::typed_value<double>* decimal_value(double* target, double def);
