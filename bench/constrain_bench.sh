@@ -7,15 +7,9 @@
 # generate the same number of tokens). Writes bench/results/constrain-<date>.txt.
 # Usage: bench/constrain_bench.sh [build dir]
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${1:-$here/build}"
-qmpi="$build/qmpi"
-model="$here/.cache/models/qwen2.5-0.5b-bf16"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-out="$here/bench/results/constrain-$(date +%Y%m%d).txt"
-mkdir -p "$(dirname "$out")"
-[[ -f "$model/config.json" ]] || "$qmpi" make-model --preset qwen2.5-0.5b --dtype bf16 --out "$model" >/dev/null
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_setup constrain "${1:-}"
 
 { echo "host load: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
   "$build/qmpi_constrain_bench" "$here/.cache/qwen-tokenizer" 16 200; } | tee "$out"

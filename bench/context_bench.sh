@@ -3,8 +3,9 @@
 # --kv-dtype D` at batch 1 for N in QMPI_CONTEXTS (128 1024 4096 16384) and D in QMPI_KV_DTYPES
 # (f32 bf16 fp8), on the qwen2.5-0.5b preset (bf16 random weights) with QMPI_THREADS threads (2);
 # then bench/plot.py draws docs/img/decode-context.png (QMPI_PLOT) from the JSON lines.
-# --context fills the cache the fast way (zeroed K/V attended as a cached prefix, see qmpi bench
-# --help): a 16k point takes seconds instead of the minutes a CPU prefill of 16k tokens takes.
+# --context puts N - 128 shared tokens before every prompt: prefilled once per run, then read from
+# the prefix cache by every timed request (see qmpi bench --help); on a CPU the 16k point's one
+# prefill takes minutes.
 # QMPI_BASELINE=/path/to/qmpi adds an older build's runs (float32 KV, real prefill of an N-token
 # prompt, N up to QMPI_BASELINE_MAX = 1024), each right after the new build's runs at that N.
 # QMPI_BATCH=16 decodes that many sequences together, each with the context (issue 34: whether

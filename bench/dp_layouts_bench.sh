@@ -8,16 +8,11 @@
 # Writes bench/results/dp-layouts-<date>.txt.
 # Usage: bench/dp_layouts_bench.sh [build dir]
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-qmpi="${1:-$here/build}/qmpi"
-model="$here/.cache/models/qwen2.5-0.5b-bf16"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-out="$here/bench/results/dp-layouts-$(date +%Y%m%d).txt"
-mkdir -p "$(dirname "$out")"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_setup dp-layouts "${1:-}"
 : >"$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
-[[ -f "$model/config.json" ]] || "$qmpi" make-model --preset qwen2.5-0.5b --dtype bf16 --out "$model" >/dev/null
 mpi=(mpirun --oversubscribe -x OMP_NUM_THREADS)
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$out"

@@ -10,15 +10,10 @@
 # Writes bench/results/spec-decode-<date>.txt.
 # Usage: bench/spec_decode_bench.sh [build dir] [requests (8)]
 set -euo pipefail
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-qmpi="${1:-$here/build}/qmpi"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_setup spec-decode "${1:-}"
 n="${2:-8}"
-model="$here/.cache/models/qwen2.5-0.5b-bf16"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-out="$here/bench/results/spec-decode-$(date +%Y%m%d).txt"
-mkdir -p "$(dirname "$out")"
-[[ -f "$model/config.json" ]] || "$qmpi" make-model --preset qwen2.5-0.5b --dtype bf16 --out "$model" >/dev/null
 spec='{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}'
 
 : > "$out"

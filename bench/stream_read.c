@@ -33,9 +33,10 @@ int main(int argc, char** argv) {
     gbs[r] = (double)(n * sizeof(double)) / t / 1e9;
   }
   qsort(gbs, (size_t)reps, sizeof(double), cmp);
-  printf("{\"stream_read_mib\": %zu, \"threads\": %d, \"best_gb_s\": %.2f, \"median_gb_s\": %.2f, "
-         "\"check\": %.0f}\n",
-         mib, omp_get_max_threads(), gbs[reps - 1], gbs[reps / 2], total / reps);
+  printf(
+      "{\"stream_read_mib\": %zu, \"threads\": %d, \"best_gb_s\": %.2f, \"median_gb_s\": %.2f, "
+      "\"check\": %.0f}\n",
+      mib, omp_get_max_threads(), gbs[reps - 1], gbs[reps / 2], total / reps);
   free(gbs);
   free(a);
   return 0;

@@ -20,8 +20,9 @@ packages=(
   python3 python3-numpy python3-h5py python3-zmq python3-jinja2 python3-matplotlib curl iproute2
 )
 # Only the tests use these: mmdebstrap builds the brand-new Debian root of tests/install;
-# python3-jsonschema checks structured output (tests/integration/structured_output.py).
-test_packages=(mmdebstrap python3-jsonschema)
+# python3-jsonschema checks structured output (tests/integration/structured_output.py);
+# clang-format is CI's format gate (scripts/check_format.sh).
+test_packages=(mmdebstrap python3-jsonschema clang-format)
 ((with_tests)) && packages+=("${test_packages[@]}")
 
 missing=()

@@ -101,6 +101,155 @@ class DeviceMemory : public TestMemory {
   std::vector<void*> blocks_;
 };
 
+// One line per device; the devices, with their NVML handles where NVML knows them.
+std::vector<Device> list_devices(int device_count, Nvml* nvml, std::vector<Finding>& out) {
+  std::vector<Device> devices;
+  for (int i = 0; i < device_count; ++i) {
+    const std::optional<cuda::CudaDeviceInfo> info = cuda::read_cuda_device(i);
+    if (!info) continue;
+    Device d;
+    static_cast<cuda::CudaDeviceInfo&>(d) = *info;
+    if (nvml && !d.pci.empty()) d.nvml = nvml->device_by_pci(d.pci);
+    devices.push_back(d);
+    out.push_back(ok(kSection, d.label() + ": " + d.name + ", " + format_bytes(d.total_bytes) +
+                                   ", compute " + std::to_string(d.major) + "." +
+                                   std::to_string(d.minor) + ", PCI " + d.pci));
+  }
+  return devices;
+}
+
+// CUDA_VISIBLE_DEVICES, and the host's ranks against its GPUs (one rank per GPU).
+void visibility_findings(const GpuHostInput& in, int count, const Nvml* nvml,
+                         std::vector<Finding>& out) {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  const auto problems = check_visible_devices(visible, count, nvml ? nvml->device_count() : -1);
+  for (const auto& p : problems)
+    out.push_back(fail(kSection, Err::VisibleDevices, p.message, p.fix));
+  if (problems.empty())
+    out.push_back(ok(kSection, visible ? std::string("CUDA_VISIBLE_DEVICES=\"") + visible +
+                                             "\": " + std::to_string(count) + " device(s) visible"
+                                       : "CUDA_VISIBLE_DEVICES is unset: all " +
+                                             std::to_string(count) + " device(s) visible"));
+
+  if (in.local_size > count && !in.share_devices)
+    out.push_back(fail(kSection, Err::VisibleDevices,
+                       std::to_string(in.local_size) + " ranks on this host but " +
+                           std::to_string(count) + " GPU(s) visible: qmpi runs one rank per GPU",
+                       "Launch at most " + std::to_string(count) +
+                           " ranks per host, or let ranks share GPUs with --comm mpi."));
+  else
+    out.push_back(ok(kSection, std::to_string(in.local_size) + " rank(s) on this host, " +
+                                   std::to_string(count) + " GPU(s) visible" +
+                                   (in.local_size > count ? " (shared: --comm mpi)" : "")));
+}
+
+// Memory other processes already hold on each device.
+void memory_in_use_findings(const std::vector<Device>& devices, Nvml* nvml,
+                            std::vector<Finding>& out) {
+  std::string in_use;
+  for (const Device& d : devices) {
+    uint64_t used = 0;
+    if (d.nvml) {
+      if (auto m = nvml->memory(d.nvml)) used = m->used;
+    } else {
+      // Without NVML: cudaMemGetInfo, which creates a context here (counted in `used`).
+      size_t free_b = 0, total_b = 0;
+      if (cudaSetDevice(d.index) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
+        used = total_b - free_b;
+    }
+    if (used > kGpuMemoryInUseWarn)
+      out.push_back(warn(kSection, Err::GpuMemoryInUse,
+                         d.label() + " (" + d.name + "): " + format_bytes(used) + " of " +
+                             format_bytes(d.total_bytes) +
+                             " is already in use by other processes"));
+    else
+      in_use += (in_use.empty() ? "" : ", ") + d.label() + " " + format_bytes(used);
+  }
+  if (!in_use.empty()) out.push_back(ok(kSection, "memory already in use: " + in_use));
+}
+
+// The device pairs of TP peers on this host (the device of local rank r as the engine picks it).
+std::vector<std::pair<int, int> > tp_peer_devices(const GpuHostInput& in, int count) {
+  auto device_of = [&](int local_rank) { return count > 0 ? local_rank % count : 0; };
+  std::vector<std::pair<int, int> > peers;
+  for (const auto& group : in.tp_groups)
+    for (size_t a = 0; a < group.size(); ++a)
+      for (size_t b = a + 1; b < group.size(); ++b) {
+        const int da = device_of(group[a]), db = device_of(group[b]);
+        if (da != db &&
+            std::find(peers.begin(), peers.end(), std::make_pair(da, db)) == peers.end())
+          peers.emplace_back(da, db);
+      }
+  return peers;
+}
+
+// The NVML link matrix, and a warning for TP peers on a slow link.
+void link_findings(const std::vector<Device>& devices,
+                   const std::vector<std::pair<int, int> >& peers, Nvml* nvml,
+                   const std::string& why_no_nvml, std::vector<Finding>& out) {
+  if (!nvml) {
+    out.push_back(ok(kSection, "GPU link matrix: NVML not available (" + why_no_nvml + ")"));
+    return;
+  }
+  if (devices.size() < 2) {
+    out.push_back(ok(kSection, "GPU link matrix: one GPU, no links to check"));
+    return;
+  }
+  std::string matrix = "GPU link matrix (NVML):\n" + cell("");
+  for (const Device& d : devices) matrix += cell(d.label());
+  for (const Device& a : devices) {
+    matrix += "\n" + cell(a.label());
+    for (const Device& b : devices) {
+      int links = 0;
+      const LinkLevel l =
+          a.nvml && b.nvml ? nvml->link(a.nvml, b.nvml, &links) : LinkLevel::Unknown;
+      matrix += cell(link_name(l, links));
+    }
+  }
+  out.push_back(ok(kSection, matrix));
+  for (const auto& [da, db] : peers) {
+    int links = 0;
+    const Device &a = devices[size_t(da)], &b = devices[size_t(db)];
+    if (!a.nvml || !b.nvml) continue;
+    const LinkLevel l = nvml->link(a.nvml, b.nvml, &links);
+    if (link_is_slow_for_tp(l))
+      out.push_back(warn(kSection, Err::TpSlowLink,
+                         "TP peers on " + a.label() + " and " + b.label() + " are joined by " +
+                             link_name(l, links) + " (across CPU sockets)"));
+  }
+}
+
+void peer_access_findings(const std::vector<std::pair<int, int> >& peers,
+                          std::vector<Finding>& out) {
+  for (const auto& [da, db] : peers) {
+    int can = 0;
+    if (cudaDeviceCanAccessPeer(&can, da, db) == cudaSuccess && !can)
+      out.push_back(warn(kSection, Err::TpSlowLink,
+                         "TP peers on cuda:" + std::to_string(da) +
+                             " and cuda:" + std::to_string(db) +
+                             " have no peer access: their all-reduces go "
+                             "through host memory"));
+  }
+  if (!peers.empty())
+    out.push_back(ok(kSection, "peer access checked for " + std::to_string(peers.size()) +
+                                   " pair(s) of TP peers' GPUs"));
+}
+
+// The layout's memory plan against the smallest GPU of this host.
+void device_memory_findings(const GpuHostInput& in, const std::vector<Device>& devices,
+                            std::vector<Finding>& out) {
+  if (!in.cfg || devices.empty()) return;
+  PlanInputs plan = in.plan;
+  plan.backend = BackendKind::Cuda;
+  plan.gpu_mem = UINT64_MAX;
+  for (const Device& d : devices) plan.gpu_mem = std::min(plan.gpu_mem, d.total_bytes);
+  auto mem =
+      memory_findings(kSection, *in.cfg, in.layout, plan,
+                      "--gpu-memory-utilization " + std::to_string(plan.gpu_util).substr(0, 4) +
+                          " of " + format_bytes(plan.gpu_mem));
+  out.insert(out.end(), mem.begin(), mem.end());
+}
+
 }  // namespace
 
 bool cuda_built() {
@@ -131,128 +280,14 @@ std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
   out.push_back(ok(kSection, built + "; driver supports CUDA " +
                                  cuda::cuda_version_text(probe.driver_version) +
                                  (nvml ? " (driver " + nvml->driver_version() + ")" : "")));
-
-  std::vector<Device> devices;
-  for (int i = 0; i < probe.device_count; ++i) {
-    const std::optional<cuda::CudaDeviceInfo> info = cuda::read_cuda_device(i);
-    if (!info) continue;
-    Device d;
-    static_cast<cuda::CudaDeviceInfo&>(d) = *info;
-    if (nvml && !d.pci.empty()) d.nvml = nvml->device_by_pci(d.pci);
-    devices.push_back(d);
-    out.push_back(ok(kSection, d.label() + ": " + d.name + ", " + format_bytes(d.total_bytes) +
-                                   ", compute " + std::to_string(d.major) + "." +
-                                   std::to_string(d.minor) + ", PCI " + d.pci));
-  }
+  const std::vector<Device> devices = list_devices(probe.device_count, nvml.get(), out);
   const int count = int(devices.size());
-
-  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-  const auto problems = check_visible_devices(visible, count, nvml ? nvml->device_count() : -1);
-  for (const auto& p : problems)
-    out.push_back(fail(kSection, Err::VisibleDevices, p.message, p.fix));
-  if (problems.empty())
-    out.push_back(ok(kSection, visible ? std::string("CUDA_VISIBLE_DEVICES=\"") + visible +
-                                             "\": " + std::to_string(count) + " device(s) visible"
-                                       : "CUDA_VISIBLE_DEVICES is unset: all " +
-                                             std::to_string(count) + " device(s) visible"));
-
-  if (in.local_size > count && !in.share_devices)
-    out.push_back(fail(kSection, Err::VisibleDevices,
-                       std::to_string(in.local_size) + " ranks on this host but " +
-                           std::to_string(count) + " GPU(s) visible: qmpi runs one rank per GPU",
-                       "Launch at most " + std::to_string(count) +
-                           " ranks per host, or let ranks share GPUs with --comm mpi."));
-  else
-    out.push_back(ok(kSection, std::to_string(in.local_size) + " rank(s) on this host, " +
-                                   std::to_string(count) + " GPU(s) visible" +
-                                   (in.local_size > count ? " (shared: --comm mpi)" : "")));
-
-  std::string in_use;
-  for (const Device& d : devices) {
-    uint64_t used = 0;
-    if (d.nvml) {
-      if (auto m = nvml->memory(d.nvml)) used = m->used;
-    } else {
-      // Without NVML: cudaMemGetInfo, which creates a context here (counted in `used`).
-      size_t free_b = 0, total_b = 0;
-      if (cudaSetDevice(d.index) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-        used = total_b - free_b;
-    }
-    if (used > kGpuMemoryInUseWarn)
-      out.push_back(warn(kSection, Err::GpuMemoryInUse,
-                         d.label() + " (" + d.name + "): " + format_bytes(used) + " of " +
-                             format_bytes(d.total_bytes) +
-                             " is already in use by other processes"));
-    else
-      in_use += (in_use.empty() ? "" : ", ") + d.label() + " " + format_bytes(used);
-  }
-  if (!in_use.empty()) out.push_back(ok(kSection, "memory already in use: " + in_use));
-
-  // The device of local rank r, as the engine picks it.
-  auto device_of = [&](int local_rank) { return count > 0 ? local_rank % count : 0; };
-  std::vector<std::pair<int, int> > peers;  // device pairs of TP peers
-  for (const auto& group : in.tp_groups)
-    for (size_t a = 0; a < group.size(); ++a)
-      for (size_t b = a + 1; b < group.size(); ++b) {
-        const int da = device_of(group[a]), db = device_of(group[b]);
-        if (da != db &&
-            std::find(peers.begin(), peers.end(), std::make_pair(da, db)) == peers.end())
-          peers.emplace_back(da, db);
-      }
-
-  if (!nvml) {
-    out.push_back(ok(kSection, "GPU link matrix: NVML not available (" + why_no_nvml + ")"));
-  } else if (count > 1) {
-    std::string matrix = "GPU link matrix (NVML):\n" + cell("");
-    for (const Device& d : devices) matrix += cell(d.label());
-    for (const Device& a : devices) {
-      matrix += "\n" + cell(a.label());
-      for (const Device& b : devices) {
-        int links = 0;
-        const LinkLevel l =
-            a.nvml && b.nvml ? nvml->link(a.nvml, b.nvml, &links) : LinkLevel::Unknown;
-        matrix += cell(link_name(l, links));
-      }
-    }
-    out.push_back(ok(kSection, matrix));
-    for (const auto& [da, db] : peers) {
-      int links = 0;
-      const Device &a = devices[size_t(da)], &b = devices[size_t(db)];
-      if (!a.nvml || !b.nvml) continue;
-      const LinkLevel l = nvml->link(a.nvml, b.nvml, &links);
-      if (link_is_slow_for_tp(l))
-        out.push_back(warn(kSection, Err::TpSlowLink,
-                           "TP peers on " + a.label() + " and " + b.label() + " are joined by " +
-                               link_name(l, links) + " (across CPU sockets)"));
-    }
-  } else {
-    out.push_back(ok(kSection, "GPU link matrix: one GPU, no links to check"));
-  }
-
-  for (const auto& [da, db] : peers) {
-    int can = 0;
-    if (cudaDeviceCanAccessPeer(&can, da, db) == cudaSuccess && !can)
-      out.push_back(warn(kSection, Err::TpSlowLink,
-                         "TP peers on cuda:" + std::to_string(da) +
-                             " and cuda:" + std::to_string(db) +
-                             " have no peer access: their all-reduces go "
-                             "through host memory"));
-  }
-  if (!peers.empty())
-    out.push_back(ok(kSection, "peer access checked for " + std::to_string(peers.size()) +
-                                   " pair(s) of TP peers' GPUs"));
-
-  if (in.cfg && count > 0) {
-    PlanInputs plan = in.plan;
-    plan.backend = BackendKind::Cuda;
-    plan.gpu_mem = UINT64_MAX;
-    for (const Device& d : devices) plan.gpu_mem = std::min(plan.gpu_mem, d.total_bytes);
-    auto mem =
-        memory_findings(kSection, *in.cfg, in.layout, plan,
-                        "--gpu-memory-utilization " + std::to_string(plan.gpu_util).substr(0, 4) +
-                            " of " + format_bytes(plan.gpu_mem));
-    out.insert(out.end(), mem.begin(), mem.end());
-  }
+  visibility_findings(in, count, nvml.get(), out);
+  memory_in_use_findings(devices, nvml.get(), out);
+  const std::vector<std::pair<int, int> > peers = tp_peer_devices(in, count);
+  link_findings(devices, peers, nvml.get(), why_no_nvml, out);
+  peer_access_findings(peers, out);
+  device_memory_findings(in, devices, out);
   return out;
 }
 

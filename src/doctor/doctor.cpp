@@ -139,9 +139,20 @@ std::vector<Finding> verify_manifest(const DoctorOptions& o, const Job& job) {
   return out;
 }
 
-}  // namespace
+// What the phases of run_doctor share: the job, what is known of the model, the decision, and
+// this rank's findings so far.
+struct Context {
+  const DoctorOptions& o;
+  Job job;
+  std::string here;  // "host NAME": where this host's findings happened
+  std::optional<ModelConfig> cfg;
+  std::map<std::string, DType> dtypes;
+  Decision d;
+  std::vector<Finding> mine;
+  const ModelConfig* config() const { return cfg ? &*cfg : nullptr; }
+};
 
-DoctorReport run_doctor(const DoctorOptions& o) {
+Job discover_job() {
   Job job;
   MPI_Comm_rank(MPI_COMM_WORLD, &job.rank);
   MPI_Comm_size(MPI_COMM_WORLD, &job.world);
@@ -149,122 +160,127 @@ DoctorReport run_doctor(const DoctorOptions& o) {
   std::set<int> host_ids;
   for (const HostSlot& s : job.slots) host_ids.insert(s.host_index);
   job.hosts = int(host_ids.size());
-  const std::string here = job.host_tag();
-  std::vector<Finding> mine;
+  return job;
+}
 
-  // The model: one rank per host checks the folder as that host sees it; every rank needs the
-  // config for the layout.
-  std::optional<ModelConfig> cfg;
-  std::map<std::string, DType> dtypes;
+// The model: one rank per host checks the folder as that host sees it; every rank needs the
+// config for the layout.
+void model_phase(Context& c) {
+  const DoctorOptions& o = c.o;
   if (!o.model.empty()) {
-    if (job.host_leader()) {
+    if (c.job.host_leader()) {
       ModelCheck m = check_model(o.model, o.overrides);
-      cfg = m.config;
-      dtypes = std::move(m.tensor_dtypes);
-      append(mine, std::move(m.findings), here);
+      c.cfg = m.config;
+      c.dtypes = std::move(m.tensor_dtypes);
+      append(c.mine, std::move(m.findings), c.here);
     } else {
       try {
-        cfg = ModelConfig::load(o.model, o.overrides);
+        c.cfg = ModelConfig::load(o.model, o.overrides);
       } catch (const Error&) {
       }
     }
   } else if (!o.model_config.empty()) {
     try {
-      cfg = ModelConfig::load(o.model_config, o.overrides);
-      if (job.rank == 0)
-        mine.push_back(ok("model", "--model-config " + o.model_config + ": " + cfg->architecture +
-                                       " (layout and memory checks only; give --model DIR to "
-                                       "check the files)"));
+      c.cfg = ModelConfig::load(o.model_config, o.overrides);
+      if (c.job.rank == 0)
+        c.mine.push_back(ok("model", "--model-config " + o.model_config + ": " +
+                                         c.cfg->architecture +
+                                         " (layout and memory checks only; give --model DIR to "
+                                         "check the files)"));
     } catch (const Error& e) {
-      if (job.rank == 0) mine.push_back(fail("model", e));
+      if (c.job.rank == 0) c.mine.push_back(fail("model", e));
     }
   }
-  const ModelConfig* config = cfg ? &*cfg : nullptr;
-  const Decision d = decide(o, job, config);
-  const Layout& layout = d.layout;
+}
 
-  if (job.rank == 0) {
-    append(mine, mpi_findings(mpi_library_version(), job.slots), "");
-    append(mine, layout_findings(layout, d.by_default, job.slots, config), "");
-  }
+// One rank per host: its GPUs, its limits, and (on CPU) the layout's memory against MemAvailable.
+void host_phase(Context& c, const PlanInputs& plan) {
+  if (!c.job.host_leader()) return;
+  const ModelConfig* config = c.config();
+  GpuHostInput gpu;
+  gpu.host = c.job.me().host;
+  gpu.local_size = c.job.me().local_size;
+  gpu.tp_groups = tp_groups_on_host(c.job, c.d.layout);
+  gpu.required = c.o.backend == "cuda";
+  gpu.share_devices = c.o.share_devices;
+  gpu.cfg = c.d.cuda ? config : nullptr;
+  gpu.layout = c.d.layout;
+  gpu.plan = plan;
+  append(c.mine, check_cuda_host(gpu), c.here);
 
-  const PlanInputs plan = plan_inputs(o, job, d, dtypes);
-  if (job.host_leader()) {
-    GpuHostInput gpu;
-    gpu.host = job.me().host;
-    gpu.local_size = job.me().local_size;
-    gpu.tp_groups = tp_groups_on_host(job, layout);
-    gpu.required = o.backend == "cuda";
-    gpu.share_devices = o.share_devices;
-    gpu.cfg = d.cuda ? config : nullptr;
-    gpu.layout = layout;
-    gpu.plan = plan;
-    append(mine, check_cuda_host(gpu), here);
-
-    const HostLimits limits = read_host_limits();
-    append(mine, host_limit_findings(limits), here);
-    if (config && !d.cuda) {
-      PlanInputs in = plan;
-      in.host_mem = limits.mem_available;
-      const int sharing = in.gpus / in.nodes;
-      append(mine,
-             memory_findings("host", *config, layout, in,
-                             "MemAvailable " + format_bytes(limits.mem_available) + " shared by " +
-                                 std::to_string(sharing) + " rank(s) on this host"),
-             here);
-    } else if (!d.cuda) {
-      mine.push_back(ok("host", "MemAvailable: " + format_bytes(limits.mem_available) +
+  const HostLimits limits = read_host_limits();
+  append(c.mine, host_limit_findings(limits), c.here);
+  if (c.d.cuda) return;
+  if (config) {
+    PlanInputs in = plan;
+    in.host_mem = limits.mem_available;
+    const int sharing = in.gpus / in.nodes;
+    append(c.mine,
+           memory_findings("host", *config, c.d.layout, in,
+                           "MemAvailable " + format_bytes(limits.mem_available) + " shared by " +
+                               std::to_string(sharing) + " rank(s) on this host"),
+           c.here);
+  } else {
+    c.mine.push_back(ok("host", "MemAvailable: " + format_bytes(limits.mem_available) +
                                     " (give --model or --model-config to check a layout's "
                                     "memory against it)"));
-      mine.back().where = here;
-    }
+    c.mine.back().where = c.here;
   }
-  // The self-test runs on the GPUs only when every rank has one (a collective decision: a rank
-  // without a device would otherwise stop the whole job before the report).
+}
+
+// Whether every rank has a usable GPU: the self-test runs on the GPUs only then (a collective
+// decision: a rank without a device would otherwise stop the whole job before the report).
+bool device_phase(Context& c) {
   int on_device = 0;
-  if (d.cuda) {
-    auto choice =
-        check_cuda_rank(job.me().local_rank, job.me().local_size, o.share_devices, job.me().host);
+  if (c.d.cuda) {
+    const HostSlot& me = c.job.me();
+    auto choice = check_cuda_rank(me.local_rank, me.local_size, c.o.share_devices, me.host);
     on_device = choice.empty() && cuda_usable() ? 1 : 0;
-    append(mine, std::move(choice), "rank " + std::to_string(job.rank));
+    append(c.mine, std::move(choice), "rank " + std::to_string(c.job.rank));
   }
   MPI_Allreduce(MPI_IN_PLACE, &on_device, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!o.sha256_manifest.empty()) append(mine, verify_manifest(o, job), here);
+  return on_device != 0;
+}
 
-  // The self-test over the layout's groups, or the whole world as one group when the layout
-  // does not match the world (that mismatch is already a FAIL above).
-  std::vector<CommMeasurement> measured;
-  if (job.world > 1 && !o.comm_sizes.empty()) {
-    SelfTestSetup s;
-    // Replicas' TP groups are consecutive ranks too: they are tested as more stages (the
-    // sends between the last stage of one replica and the next one are extra, and harmless).
-    const bool matches = job.world == layout.world_ranks();
-    s.tp = matches ? layout.tp : job.world;
-    s.pp = matches ? layout.dp * layout.pp : 1;
-    s.sizes = o.comm_sizes;
-    s.timeout_s = o.comm_timeout_s;
-    for (const HostSlot& slot : job.slots) s.host_of_rank.push_back(slot.host);
-    if (on_device)
-      use_cuda_for_selftest(s, job.me().local_rank, job.me().local_size, o.share_devices);
-    else if (d.cuda && job.rank == 0)
-      mine.push_back(ok("comm",
+// The self-test over the layout's groups, or the whole world as one group when the layout
+// does not match the world (that mismatch is already a FAIL above).
+std::vector<CommMeasurement> comm_phase(Context& c, bool on_device) {
+  const Job& job = c.job;
+  const Layout& layout = c.d.layout;
+  if (job.world == 1 || c.o.comm_sizes.empty()) {
+    if (job.rank == 0)
+      c.mine.push_back(ok("comm", job.world == 1
+                                      ? "single rank: no communication to test (run under mpirun "
+                                        "with the job's rank count for the self-test)"
+                                      : "self-test skipped (--comm-sizes none)"));
+    return {};
+  }
+  SelfTestSetup s;
+  // Replicas' TP groups are consecutive ranks too: they are tested as more stages (the
+  // sends between the last stage of one replica and the next one are extra, and harmless).
+  const bool matches = job.world == layout.world_ranks();
+  s.tp = matches ? layout.tp : job.world;
+  s.pp = matches ? layout.dp * layout.pp : 1;
+  s.sizes = c.o.comm_sizes;
+  s.timeout_s = c.o.comm_timeout_s;
+  for (const HostSlot& slot : job.slots) s.host_of_rank.push_back(slot.host);
+  if (on_device)
+    use_cuda_for_selftest(s, job.me().local_rank, job.me().local_size, c.o.share_devices);
+  else if (c.d.cuda && job.rank == 0)
+    c.mine.push_back(ok("comm",
                         "the self-test uses host memory and MPI: not every rank has a "
                         "usable GPU (see the cuda section)"));
-    if (!matches && job.rank == 0)
-      mine.push_back(ok("comm", "the self-test treats all " + std::to_string(job.world) +
+  if (!matches && job.rank == 0)
+    c.mine.push_back(ok("comm", "the self-test treats all " + std::to_string(job.world) +
                                     " ranks as one TP group, since the layout does not match "
                                     "the world"));
-    measured = run_comm_selftest(s);
-  } else if (job.rank == 0) {
-    mine.push_back(ok("comm", job.world == 1
-                                  ? "single rank: no communication to test (run under mpirun "
-                                    "with the job's rank count for the self-test)"
-                                  : "self-test skipped (--comm-sizes none)"));
-  }
+  return run_comm_selftest(s);
+}
 
-  // Everything to every rank.
+// Everything to every rank, merged into one report.
+DoctorReport gather_report(const Context& c, const std::vector<CommMeasurement>& measured) {
   nlohmann::json pack = {{"findings", nlohmann::json::array()}, {"comm", nlohmann::json::array()}};
-  for (const Finding& f : mine) pack["findings"].push_back(to_json(f));
+  for (const Finding& f : c.mine) pack["findings"].push_back(to_json(f));
   for (const CommMeasurement& m : measured) pack["comm"].push_back(to_json(m));
   std::vector<Finding> all;
   DoctorReport r;
@@ -278,13 +294,30 @@ DoctorReport run_doctor(const DoctorOptions& o) {
   });
   std::vector<Finding> comm = comm_findings(r.comm);
   all.insert(all.end(), comm.begin(), comm.end());
-  r.ranks = job.world;
-  r.hosts = job.hosts;
-  r.layout = layout;
-  r.backend = d.cuda ? "cuda" : "cpu";
+  r.ranks = c.job.world;
+  r.hosts = c.job.hosts;
+  r.layout = c.d.layout;
+  r.backend = c.d.cuda ? "cuda" : "cpu";
   r.findings = merge_findings(all);
   r.exit_code = exit_code_of(r.findings);
   return r;
+}
+
+}  // namespace
+
+DoctorReport run_doctor(const DoctorOptions& o) {
+  Context c{o, discover_job(), {}, {}, {}, {}, {}};
+  c.here = c.job.host_tag();
+  model_phase(c);
+  c.d = decide(o, c.job, c.config());
+  if (c.job.rank == 0) {
+    append(c.mine, mpi_findings(mpi_library_version(), c.job.slots), "");
+    append(c.mine, layout_findings(c.d.layout, c.d.by_default, c.job.slots, c.config()), "");
+  }
+  host_phase(c, plan_inputs(o, c.job, c.d, c.dtypes));
+  const bool on_device = device_phase(c);
+  if (!o.sha256_manifest.empty()) append(c.mine, verify_manifest(o, c.job), c.here);
+  return gather_report(c, comm_phase(c, on_device));
 }
 
 }  // namespace qmpi::doctor

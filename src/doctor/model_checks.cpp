@@ -197,6 +197,99 @@ Tokenizer load_tokenizer(const std::string& model_path, bool h5) {
                               model_path + ":/meta/tokenizer.json");
 }
 
+// Every tensor config.json implies against the checkpoint's: present, shaped and typed as the
+// model reads it; tensors the model does not use are named.
+void tensor_findings(const ModelConfig& config, const Inventory& inv, std::vector<Finding>& out) {
+  const auto& weight_map = inv.weight_map;
+  const auto& found = inv.found;
+  const bool indexed = inv.indexed;
+  Problems problems(out);
+  std::set<std::string> expected;
+  std::map<DType, size_t> dtypes;
+  for (const CheckpointTensorSpec& spec : checkpoint_tensors(config)) {
+    expected.insert(spec.name);
+    if (!weight_map.count(spec.name)) {
+      problems.add(fail(kSection, Err::TensorMissing,
+                        "tensor '" + spec.name + "' " + shape_string(spec.shape) +
+                            ", which config.json implies, is not in the checkpoint" +
+                            (indexed ? " index" : "")));
+      continue;
+    }
+    auto it = found.find(spec.name);
+    if (it == found.end()) continue;  // its shard failed above
+    const TensorInfo& t = it->second;
+    const std::string file = fs::path(t.file).filename().string();
+    if (t.shape != spec.shape)
+      problems.add(fail(kSection, spec.dtype ? Err::QuantTensorInvalid : Err::TensorShapeMismatch,
+                        "tensor '" + spec.name + "' in " + file + " has shape " +
+                            shape_string(t.shape) + " but config.json implies " +
+                            shape_string(spec.shape)));
+    if (spec.dtype && t.dtype != *spec.dtype)  // a quantized part (quantization_config)
+      problems.add(fail(kSection, Err::QuantTensorInvalid,
+                        "tensor '" + spec.name + "' in " + file + " is " +
+                            std::string(dtype_name(t.dtype)) + " but the quantized format stores " +
+                            std::string(dtype_name(*spec.dtype))));
+    if (!spec.dtype && !is_float_weight(t.dtype))
+      problems.add(fail(kSection, Err::DTypeUnsupported,
+                        "tensor '" + spec.name + "' in " + file + " is " +
+                            std::string(dtype_name(t.dtype)) +
+                            "; qmpi computes with F32, F16 or BF16 weights"));
+    ++dtypes[t.dtype];
+  }
+  std::vector<std::string> extra;
+  for (const auto& [name, file] : weight_map)
+    if (!expected.count(name) && !is_rotary_buffer(name)) extra.push_back(name);
+  extra.insert(extra.end(), inv.unlisted.begin(), inv.unlisted.end());
+  if (!extra.empty()) {
+    std::string list;
+    for (size_t i = 0; i < extra.size() && i < 4; ++i) list += (i ? ", '" : "'") + extra[i] + "'";
+    if (extra.size() > 4) list += ", ...";
+    problems.add(warn(kSection, Err::TensorUnexpected,
+                      std::to_string(extra.size()) +
+                          " tensor(s) in the checkpoint are not part of the model config.json "
+                          "describes, and qmpi ignores them: " +
+                          list));
+  }
+  if (!problems.any(Err::TensorMissing) && !problems.any(Err::TensorShapeMismatch) &&
+      !problems.any(Err::DTypeUnsupported) && !problems.any(Err::QuantTensorInvalid)) {
+    std::string kinds;
+    size_t checked = 0;
+    for (const auto& [dt, n] : dtypes) {
+      kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(dtype_name(dt));
+      checked += n;
+    }
+    out.push_back(ok(kSection, checked == expected.size()
+                                   ? "tensors: all " + std::to_string(expected.size()) +
+                                         " tensors config.json implies are present with "
+                                         "matching shapes (" +
+                                         kinds + ")"
+                                   : "tensors: the " + std::to_string(checked) + " of " +
+                                         std::to_string(expected.size()) +
+                                         " tensors in shards that open have the shapes "
+                                         "config.json implies (" +
+                                         kinds + ")"));
+  }
+}
+
+// tokenizer.json loads and fits the embedding.
+void tokenizer_findings(const std::string& model_dir, bool h5, const ModelConfig* config,
+                        std::vector<Finding>& out) {
+  try {
+    const Tokenizer tok = load_tokenizer(model_dir, h5);
+    if (config && tok.vocab_size() > config->vocab_size)
+      out.push_back(fail(kSection, Err::TokenizerInvalid,
+                         "tokenizer.json has ids up to " + std::to_string(tok.vocab_size() - 1) +
+                             " but the embedding has only " + std::to_string(config->vocab_size) +
+                             " rows (config.json)",
+                         "Use the tokenizer.json that shipped with these weights."));
+    else
+      out.push_back(
+          ok(kSection, "tokenizer.json: " + std::to_string(tok.vocab_size()) + " tokens, loads"));
+  } catch (const Error& e) {
+    out.push_back(fail(kSection, e));
+  }
+}
+
 }  // namespace
 
 ModelCheck check_model(const std::string& model_dir, const ConfigOverrides& overrides) {
@@ -218,96 +311,10 @@ ModelCheck check_model(const std::string& model_dir, const ConfigOverrides& over
     out.push_back(fail(kSection, e));
   }
 
-  Inventory inv = h5 ? h5_inventory(model_dir, out) : safetensors_inventory(model_dir, out);
-  const auto& weight_map = inv.weight_map;
-  const auto& found = inv.found;
-  const bool indexed = inv.indexed;
-  for (const auto& [name, info] : found) r.tensor_dtypes[name] = info.dtype;
-
-  if (r.config && !weight_map.empty()) {
-    Problems problems(out);
-    std::set<std::string> expected;
-    std::map<DType, size_t> dtypes;
-    for (const CheckpointTensorSpec& spec : checkpoint_tensors(*r.config)) {
-      expected.insert(spec.name);
-      if (!weight_map.count(spec.name)) {
-        problems.add(fail(kSection, Err::TensorMissing,
-                          "tensor '" + spec.name + "' " + shape_string(spec.shape) +
-                              ", which config.json implies, is not in the checkpoint" +
-                              (indexed ? " index" : "")));
-        continue;
-      }
-      auto it = found.find(spec.name);
-      if (it == found.end()) continue;  // its shard failed above
-      const TensorInfo& t = it->second;
-      const std::string file = fs::path(t.file).filename().string();
-      if (t.shape != spec.shape)
-        problems.add(fail(kSection, spec.dtype ? Err::QuantTensorInvalid : Err::TensorShapeMismatch,
-                          "tensor '" + spec.name + "' in " + file + " has shape " +
-                              shape_string(t.shape) + " but config.json implies " +
-                              shape_string(spec.shape)));
-      if (spec.dtype && t.dtype != *spec.dtype)  // a quantized part (quantization_config)
-        problems.add(fail(
-            kSection, Err::QuantTensorInvalid,
-            "tensor '" + spec.name + "' in " + file + " is " + std::string(dtype_name(t.dtype)) +
-                " but the quantized format stores " + std::string(dtype_name(*spec.dtype))));
-      if (!spec.dtype && !is_float_weight(t.dtype))
-        problems.add(fail(kSection, Err::DTypeUnsupported,
-                          "tensor '" + spec.name + "' in " + file + " is " +
-                              std::string(dtype_name(t.dtype)) +
-                              "; qmpi computes with F32, F16 or BF16 weights"));
-      ++dtypes[t.dtype];
-    }
-    std::vector<std::string> extra;
-    for (const auto& [name, file] : weight_map)
-      if (!expected.count(name) && !is_rotary_buffer(name)) extra.push_back(name);
-    extra.insert(extra.end(), inv.unlisted.begin(), inv.unlisted.end());
-    if (!extra.empty()) {
-      std::string list;
-      for (size_t i = 0; i < extra.size() && i < 4; ++i) list += (i ? ", '" : "'") + extra[i] + "'";
-      if (extra.size() > 4) list += ", ...";
-      problems.add(warn(kSection, Err::TensorUnexpected,
-                        std::to_string(extra.size()) +
-                            " tensor(s) in the checkpoint are not part of the model config.json "
-                            "describes, and qmpi ignores them: " +
-                            list));
-    }
-    if (!problems.any(Err::TensorMissing) && !problems.any(Err::TensorShapeMismatch) &&
-        !problems.any(Err::DTypeUnsupported) && !problems.any(Err::QuantTensorInvalid)) {
-      std::string kinds;
-      size_t checked = 0;
-      for (const auto& [dt, n] : dtypes) {
-        kinds +=
-            (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(dtype_name(dt));
-        checked += n;
-      }
-      out.push_back(ok(kSection, checked == expected.size()
-                                     ? "tensors: all " + std::to_string(expected.size()) +
-                                           " tensors config.json implies are present with "
-                                           "matching shapes (" +
-                                           kinds + ")"
-                                     : "tensors: the " + std::to_string(checked) + " of " +
-                                           std::to_string(expected.size()) +
-                                           " tensors in shards that open have the shapes "
-                                           "config.json implies (" +
-                                           kinds + ")"));
-    }
-  }
-
-  try {
-    const Tokenizer tok = load_tokenizer(model_dir, h5);
-    if (r.config && tok.vocab_size() > r.config->vocab_size)
-      out.push_back(fail(kSection, Err::TokenizerInvalid,
-                         "tokenizer.json has ids up to " + std::to_string(tok.vocab_size() - 1) +
-                             " but the embedding has only " + std::to_string(r.config->vocab_size) +
-                             " rows (config.json)",
-                         "Use the tokenizer.json that shipped with these weights."));
-    else
-      out.push_back(
-          ok(kSection, "tokenizer.json: " + std::to_string(tok.vocab_size()) + " tokens, loads"));
-  } catch (const Error& e) {
-    out.push_back(fail(kSection, e));
-  }
+  const Inventory inv = h5 ? h5_inventory(model_dir, out) : safetensors_inventory(model_dir, out);
+  for (const auto& [name, info] : inv.found) r.tensor_dtypes[name] = info.dtype;
+  if (r.config && !inv.weight_map.empty()) tensor_findings(*r.config, inv, out);
+  tokenizer_findings(model_dir, h5, r.config ? &*r.config : nullptr, out);
   return r;
 }
 

@@ -68,6 +68,40 @@ std::vector<Finding> mpi_findings(const std::string& library, const std::vector<
                         std::to_string(hosts.size()) + " host(s): " + ranks_per_host(slots))};
 }
 
+// How `layout` splits the model: heads and MLP columns per TP rank (a range when uneven), the
+// KV-head copies, the layers per stage; or why it cannot.
+Finding split_finding(const ModelConfig& cfg, const Layout& layout, const std::string& lt) {
+  try {
+    check_layout(cfg, layout);
+    // An uneven split gives ranks different counts; name the range and the KV-head copies.
+    int64_t q_min = cfg.num_heads, q_max = 0, kv_min = cfg.num_kv_heads, kv_max = 0;
+    int64_t im_min = cfg.intermediate_size, im_max = 0, kv_copies = 0;
+    for (int r = 0; r < layout.tp; ++r) {
+      const ShardPlan p = make_shard_plan(cfg, layout, r);
+      q_min = std::min(q_min, p.q_heads.size());
+      q_max = std::max(q_max, p.q_heads.size());
+      kv_min = std::min(kv_min, p.kv_heads.size());
+      kv_max = std::max(kv_max, p.kv_heads.size());
+      im_min = std::min(im_min, p.intermediate.size());
+      im_max = std::max(im_max, p.intermediate.size());
+      kv_copies += p.kv_heads.size();
+    }
+    auto span = [](int64_t lo, int64_t hi) {
+      return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
+    };
+    std::string stages;
+    for (int n : split_layers(int(cfg.num_layers), layout.pp, layout.pp_layers))
+      stages += (stages.empty() ? "" : ",") + std::to_string(n);
+    return ok("mpi", lt + " can split the model: " + span(q_min, q_max) + " query and " +
+                         span(kv_min, kv_max) + " KV heads, " + span(im_min, im_max) +
+                         " MLP columns per TP rank (" + std::to_string(kv_copies) +
+                         " KV-head copies of " + std::to_string(cfg.num_kv_heads) +
+                         "); layers per stage " + stages);
+  } catch (const Error& e) {
+    return fail("mpi", e);
+  }
+}
+
 std::vector<Finding> layout_findings(const Layout& layout, bool chosen_by_default,
                                      const std::vector<HostSlot>& slots, const ModelConfig* cfg) {
   std::vector<Finding> out;
@@ -95,37 +129,7 @@ std::vector<Finding> layout_findings(const Layout& layout, bool chosen_by_defaul
       out.push_back(fail("mpi", e));
     }
   }
-  if (cfg) {
-    try {
-      check_layout(*cfg, layout);
-      // An uneven split gives ranks different counts; name the range and the KV-head copies.
-      int64_t q_min = cfg->num_heads, q_max = 0, kv_min = cfg->num_kv_heads, kv_max = 0;
-      int64_t im_min = cfg->intermediate_size, im_max = 0, kv_copies = 0;
-      for (int r = 0; r < layout.tp; ++r) {
-        const ShardPlan p = make_shard_plan(*cfg, layout, r);
-        q_min = std::min(q_min, p.q_heads.size());
-        q_max = std::max(q_max, p.q_heads.size());
-        kv_min = std::min(kv_min, p.kv_heads.size());
-        kv_max = std::max(kv_max, p.kv_heads.size());
-        im_min = std::min(im_min, p.intermediate.size());
-        im_max = std::max(im_max, p.intermediate.size());
-        kv_copies += p.kv_heads.size();
-      }
-      auto span = [](int64_t lo, int64_t hi) {
-        return lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi);
-      };
-      std::string stages;
-      for (int n : split_layers(int(cfg->num_layers), layout.pp, layout.pp_layers))
-        stages += (stages.empty() ? "" : ",") + std::to_string(n);
-      out.push_back(ok("mpi", lt + " can split the model: " + span(q_min, q_max) + " query and " +
-                                  span(kv_min, kv_max) + " KV heads, " + span(im_min, im_max) +
-                                  " MLP columns per TP rank (" + std::to_string(kv_copies) +
-                                  " KV-head copies of " + std::to_string(cfg->num_kv_heads) +
-                                  "); layers per stage " + stages));
-    } catch (const Error& e) {
-      out.push_back(fail("mpi", e));
-    }
-  }
+  if (cfg) out.push_back(split_finding(*cfg, layout, lt));
   if (world > 1 && world == ranks) {
     std::vector<std::string> spanning;
     for (int s = 0; s < layout.dp * layout.pp; ++s) {  // replica * pp + stage

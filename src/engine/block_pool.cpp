@@ -24,6 +24,10 @@ BlockPool::BlockPool(BlockManager& blocks, bool prefix_caching)
       content_(size_t(blocks.num_blocks())),
       lru_tick_(size_t(blocks.num_blocks()), 0) {}
 
+BlockPool::~BlockPool() {
+  while (!lru_.empty()) evict_one();
+}
+
 uint64_t BlockPool::chain_hash(uint64_t parent, std::span<const int32_t> tokens) {
   uint64_t h = mix(parent ^ 0x51ed270b27a4c1d3ull);
   for (int32_t t : tokens) h = mix(h ^ uint64_t(uint32_t(t)));

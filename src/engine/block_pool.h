@@ -19,6 +19,11 @@ namespace qmpi {
 class BlockPool {
  public:
   BlockPool(BlockManager& blocks, bool prefix_caching);
+  // Gives the cached blocks nobody uses back to the BlockManager, so that a later pool (another
+  // scheduler over the same cache, as qmpi bench makes) finds them free.
+  ~BlockPool();
+  BlockPool(const BlockPool&) = delete;
+  BlockPool& operator=(const BlockPool&) = delete;
 
   // The key of a full block of `tokens` following a block with key `parent` (0 for the first).
   static uint64_t chain_hash(uint64_t parent, std::span<const int32_t> tokens);

@@ -37,7 +37,7 @@ struct ModelSource {
   bool synthetic_weights = false;  // random weights from the config alone (per-rank slices)
   std::string config_path;         // --model-config: config.json for synthetic weights
   uint64_t synthetic_seed = 0;
-  std::string chat_template;  // --chat-template: a Jinja file instead of the model's
+  std::string chat_template;         // --chat-template: a Jinja file instead of the model's
   std::string chat_template_limits;  // --chat-template-limits: jinja::parse_limits' text
   ConfigOverrides overrides;         // --hf-overrides, --rope-scaling: merged into config.json
 
@@ -97,7 +97,7 @@ struct EngineConfig {
   ParallelConfig parallel;
   CacheConfig cache;
   // max_num_seqs and max_batched_tokens also size the engine; max_batched_tokens 0 (run,
-  // logits, bench) is a whole max_model_len prompt in one step. max_model_len is the engine's.
+  // logits) is a whole max_model_len prompt in one step. max_model_len is the engine's.
   SchedulerConfig scheduler = single_sequence_scheduler();
   BackendConfig backend;
   int64_t default_max_tokens = 0;  // batch, serve: max_tokens of requests that do not say

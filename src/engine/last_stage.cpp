@@ -37,9 +37,9 @@ StepResult LastStage::finish_step(const StepPlan& plan, std::span<float> logits,
       for (int32_t i = 0; i <= s.draft; ++i) {
         std::span<float> row_logits(logits.data() + (row + size_t(i)) * V, size_t(V));
         // A mask (structured output) comes only with steps that carry no guesses.
-        const Sampled sm = sample_token(row_logits, valid, s.sampling, s.sample_index + uint32_t(i),
-                                        hist, i == 0 ? std::span<const uint64_t>(s.allowed)
-                                                     : std::span<const uint64_t>());
+        const Sampled sm = sample_token(
+            row_logits, valid, s.sampling, s.sample_index + uint32_t(i), hist,
+            i == 0 ? std::span<const uint64_t>(s.allowed) : std::span<const uint64_t>());
         ++count;
         r.tokens.push_back(sm.token);
         r.logprobs.push_back(sm.logprob);

@@ -14,8 +14,9 @@ namespace qmpi {
 // catalogue's name in snake_case ("request_field").
 std::string openai_error_code(Err code);
 
-// The message with the fix in brackets and the catalogue code at the end ("[QM501]"); "type" invalid_request_error for a `user` error (the
-// request's fault), server_error otherwise; "param" the request field at fault, or null.
+// The message with the fix in brackets and the catalogue code at the end ("[QM501]"); "type"
+// invalid_request_error for a `user` error (the request's fault), server_error otherwise; "param"
+// the request field at fault, or null.
 nlohmann::ordered_json openai_error_object(const Error& e, bool user);
 
 }  // namespace qmpi

@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/sampling_params.h"
 #include "core/edit_distance.h"
+#include "engine/sampling_params.h"
 
 namespace qmpi {
 namespace {

@@ -44,7 +44,7 @@ struct EngineSnapshot {
   int64_t kv_blocks_total = 0;
   int64_t steps = 0;
   int64_t preemptions = 0;
-  int64_t max_model_len = 0;          // 0 until the engine is up
+  int64_t max_model_len = 0;  // 0 until the engine is up
   SpecDecodeStats spec;
   std::vector<ReplicaLoad> replicas;  // per data-parallel replica, in replica order
 };

@@ -82,25 +82,41 @@ Value strip(const Value& v, const Value* chars, bool left, bool right) {
   return derived_string(encode(std::u32string_view(s).substr(b, e - b)), {&v});
 }
 
-Value split(const Value& v, const Value* sep, const Value* maxsplit) {
+// Fails once a list being built holds more items than the render has steps left (Args).
+void check_items(size_t n, int64_t steps_left, const char* what) {
+  if (int64_t(n) > steps_left)
+    fail(string(what) + ": more than " + std::to_string(steps_left) +
+         " items, past the template's step budget (--chat-template-limits steps=N raises the "
+         "limit)");
+}
+
+Value split(const Value& v, const Value* sep, const Value* maxsplit, int64_t steps_left) {
   const string& s = need_string(v, "split");
   int64_t left = maxsplit ? need_int(*maxsplit, "split's maxsplit") : -1;
   Json parts = Json::array();
   if (!sep || sep->json.is_null()) {
-    const std::u32string u = decode(s);
+    // Python's split(): runs of whitespace separate, none at either end. Scanned in place (a
+    // decoded copy would be four times the string).
+    size_t next = 0;
+    const auto space = [&](size_t at) {
+      next = at;
+      return py_space(utf8::decode(s, next));
+    };
     size_t i = 0;
     while (true) {
-      while (i < u.size() && py_space(u[i])) ++i;
-      if (i == u.size()) break;
+      while (i < s.size() && space(i)) i = next;
+      if (i == s.size()) break;
+      check_items(parts.size() + 1, steps_left, "split");
       if (left == 0) {
-        size_t e = u.size();
-        while (e > i && py_space(u[e - 1])) --e;
-        parts.push_back(encode(std::u32string_view(u).substr(i, e - i)));
+        size_t end = i;  // the rest, without its trailing whitespace
+        for (size_t k = i; k < s.size(); k = next)
+          if (!space(k)) end = next;
+        parts.push_back(s.substr(i, end - i));
         break;
       }
       size_t j = i;
-      while (j < u.size() && !py_space(u[j])) ++j;
-      parts.push_back(encode(std::u32string_view(u).substr(i, j - i)));
+      while (j < s.size() && !space(j)) j = next;
+      parts.push_back(s.substr(i, j - i));
       i = j;
       --left;
     }
@@ -109,9 +125,11 @@ Value split(const Value& v, const Value* sep, const Value* maxsplit) {
     if (d.empty()) fail("split: empty separator");
     size_t from = 0;
     for (size_t at; left != 0 && (at = s.find(d, from)) != string::npos; --left) {
+      check_items(parts.size() + 1, steps_left, "split");
       parts.push_back(s.substr(from, at - from));
       from = at + d.size();
     }
+    check_items(parts.size() + 1, steps_left, "split");
     parts.push_back(s.substr(from));
   }
   return derived(std::move(parts), {&v});
@@ -194,7 +212,12 @@ const Value* Args::get(size_t i, const char* name) const {
 }
 
 size_t length(const Value& v) {
-  if (v.is_string()) return decode(v.str()).size();
+  if (v.is_string()) {  // characters, counted without a decoded copy
+    const string& s = v.str();
+    size_t n = 0;
+    for (size_t i = 0; i < s.size(); ++n) utf8::decode(s, i);
+    return n;
+  }
   if (!v.undefined && (v.json.is_array() || v.json.is_object())) return v.json.size();
   if (v.undefined) return 0;
   fail("object of type " + type_name(v) + " has no length");
@@ -367,6 +390,8 @@ Value apply_filter(const string& name, const Value& v, const Args& a) {
     return derived(std::move(out), {&v});
   }
   if (name == "list") {
+    const bool sized = v.is_string() || (!v.undefined && v.json.is_structured());
+    if (sized) check_items(length(v), a.steps_left, "list");
     Json out = Json::array();
     for (const Value& x : iterate(v)) out.push_back(x.json);
     return derived(std::move(out), {&v});
@@ -494,7 +519,7 @@ std::optional<Value> call_method(const Value& obj, const string& name, const Arg
     if (name == "strip") return strip(obj, a.get(0, "chars"), true, true);
     if (name == "lstrip") return strip(obj, a.get(0, "chars"), true, false);
     if (name == "rstrip") return strip(obj, a.get(0, "chars"), false, true);
-    if (name == "split") return split(obj, a.get(0, "sep"), a.get(1, "maxsplit"));
+    if (name == "split") return split(obj, a.get(0, "sep"), a.get(1, "maxsplit"), a.steps_left);
     if (name == "startswith" || name == "endswith") {
       if (!a.get(0, "prefix")) fail(name + " needs an argument");
       return Value::literal(Json(affix(obj, *a.get(0, "prefix"), name == "startswith")));

@@ -3,6 +3,7 @@
 // what Hugging Face chat templates use, with Python's semantics (strip() strips Unicode
 // whitespace, split() without a separator splits on runs of it, lengths count characters).
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,10 @@ struct EvalError : std::runtime_error {
 struct Args {
   std::vector<Value> pos;
   std::vector<std::pair<std::string, Value>> kw;
+  // The render's steps left. Every item of a builtin's list result costs a step once it is
+  // returned, so a builtin that builds one item at a time (split, list) fails as soon as it
+  // passes this, before a 64 MiB string has become tens of millions of items in memory.
+  int64_t steps_left = INT64_MAX;
   // Positional `i` or keyword `name`, or nullptr when neither was given.
   const Value* get(size_t i, const char* name) const;
 };

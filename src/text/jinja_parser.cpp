@@ -8,6 +8,13 @@
 namespace qmpi::jinja {
 namespace {
 
+std::unique_ptr<Stmt> new_stmt(Stmt::Kind kind, int line) {
+  auto s = std::make_unique<Stmt>();
+  s->kind = kind;
+  s->line = line;
+  return s;
+}
+
 class Parser {
  public:
   Parser(const std::vector<Token>& tokens, const std::string& name, const Limits& limits)
@@ -102,7 +109,7 @@ class Parser {
         return body;
       }
       if (tok.kind == Token::Text) {
-        auto s = std::make_unique<Stmt>(Stmt{Stmt::Text, tok.line});
+        auto s = new_stmt(Stmt::Text, tok.line);
         s->text = tok.value;
         body.push_back(std::move(s));
         ++pos_;
@@ -110,7 +117,7 @@ class Parser {
       }
       if (tok.kind == Token::VarBegin) {
         ++pos_;
-        auto s = std::make_unique<Stmt>(Stmt{Stmt::Output, tok.line});
+        auto s = new_stmt(Stmt::Output, tok.line);
         s->expr = parse_expr();
         expect(Token::VarEnd, "}}");
         body.push_back(std::move(s));
@@ -138,7 +145,7 @@ class Parser {
     if (kw == "set") return parse_set(line);
     if (kw == "break" || kw == "continue") {
       expect(Token::BlockEnd, "%}");
-      return std::make_unique<Stmt>(Stmt{kw == "break" ? Stmt::Break : Stmt::Continue, line});
+      return new_stmt(kw == "break" ? Stmt::Break : Stmt::Continue, line);
     }
     fail("unsupported statement '" + kw +
          "' (qmpi's template engine knows if, for, set, "
@@ -146,7 +153,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_if(int line) {
-    auto s = std::make_unique<Stmt>(Stmt{Stmt::If, line});
+    auto s = new_stmt(Stmt::If, line);
     ExprPtr cond = parse_expr();
     while (true) {
       expect(Token::BlockEnd, "%}");
@@ -167,7 +174,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_for(int line) {
-    auto s = std::make_unique<Stmt>(Stmt{Stmt::For, line});
+    auto s = new_stmt(Stmt::For, line);
     s->targets.push_back(expect_name());
     while (accept_op(",")) s->targets.push_back(expect_name());
     if (!accept_name("in")) fail("expected 'in' in the for statement");
@@ -186,7 +193,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_set(int line) {
-    auto s = std::make_unique<Stmt>(Stmt{Stmt::Set, line});
+    auto s = new_stmt(Stmt::Set, line);
     s->targets.push_back(expect_name());
     if (accept_op(".")) s->attr = expect_name();
     if (!is_op("=")) fail("expected '=' in the set statement (block set is not supported)");

@@ -219,6 +219,7 @@ class Renderer {
     Args a;
     for (size_t i = first; i < e.items.size(); ++i) a.pos.push_back(eval(*e.items[i]));
     for (const auto& [k, x] : e.kwargs) a.kw.emplace_back(k, eval(*x));
+    a.steps_left = limits_.steps - steps_;
     return a;
   }
 

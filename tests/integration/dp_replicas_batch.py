@@ -45,44 +45,9 @@ def make_input(path: str) -> None:
             f.write(json.dumps(line) + "\n")
 
 
-def run_batch(model: str, inp: str, label: str, layout: list, ranks: int) -> tuple:
+def run_batch(model: str, inp: str, label: str, extra: list, ranks: int) -> tuple:
     out = os.path.join(t.test_tmp("dp_batch"), f"{label}.jsonl")
-    args = [t.qmpi_binary(), "batch", "--model", model, "--input", inp, "--output", out,
-            "--overwrite", "--token-ids", "--max-model-len", str(MAX_MODEL_LEN)] + t.EXACT_KV
-    if ranks > 1:
-        cmd = [t.mpirun_binary(), "--oversubscribe", "-np", str(ranks), "-x",
-               "OMP_NUM_THREADS"] + args + layout
-    else:
-        cmd = args
-    proc = t.run(cmd, timeout=150, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    results = {}
-    with open(out) as f:
-        for line in f:
-            j = json.loads(line)
-            if j["error"] is not None:
-                raise t.TestFailure(f"{label}: {j['custom_id']} failed: {j['error']}")
-            body = j["response"]["body"]
-            results[j["custom_id"]] = {"choices": body["choices"], "usage": body["usage"]}
-    return results, proc.stdout + proc.stderr
-
-
-def split_logprobs(x, found: list):
-    """x with every float logprob taken out (into `found`, in order): what must match exactly."""
-    if isinstance(x, dict):
-        return {k: (found.append(v) or None) if k == "logprob" else split_logprobs(v, found)
-                for k, v in x.items()}
-    if isinstance(x, list):
-        return [split_logprobs(v, found) for v in x]
-    return x
-
-
-def same(a: dict, b: dict) -> bool:
-    """Equal tokens, text, finish reasons, usage and top-logprob tokens; logprobs within 1e-3
-    (another layout or batch adds the same numbers in another order)."""
-    fa, fb = [], []
-    if split_logprobs(a, fa) != split_logprobs(b, fb) or len(fa) != len(fb):
-        return False
-    return all(abs(x - y) <= LOGPROB_TOLERANCE for x, y in zip(fa, fb))
+    return t.run_batch_job(model, inp, out, extra, ranks, MAX_MODEL_LEN, timeout=150)
 
 
 def body(c: t.Checks) -> None:
@@ -91,7 +56,7 @@ def body(c: t.Checks) -> None:
     make_input(inp)
     proc = subprocess.run([t.qmpi_binary(), "run", "--model", model, "--dp", "2", "--prompt", "x"],
                           capture_output=True, text=True, timeout=60)
-    c.check(proc.returncode == 2 and "QM100" in proc.stderr and "--dp is for batch and serve"
+    c.check(proc.returncode == 2 and "QM100" in proc.stderr and "--dp is for batch, serve and bench"
             in proc.stderr, f"qmpi run --dp 2 is refused: {proc.stderr.strip()[:160]!r}")
     ref, _ = run_batch(model, inp, "1x1", [], 1)
     c.check(len(ref) == 48, f"1x1: {len(ref)} results")
@@ -102,7 +67,7 @@ def body(c: t.Checks) -> None:
         if got is None:
             continue
         results, log = got
-        differ = [rid for rid in ref if rid not in results or not same(results[rid], ref[rid])]
+        differ = [rid for rid in ref if rid not in results or not t.same_results(results[rid], ref[rid], LOGPROB_TOLERANCE)]
         c.check(not differ and len(results) == len(ref),
                 f"{label}: {len(results) - len(differ)}/{len(ref)} results equal 1x1's "
                 f"(tokens, text, usage; logprobs within {LOGPROB_TOLERANCE:g})" +

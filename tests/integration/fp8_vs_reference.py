@@ -36,20 +36,8 @@ MPI_TIMEOUT = 240
 
 def make_fp8(name: str, preset: str, shards: int = 1) -> tuple:
     """(fp8 folder, float twin folder), made once per qmpi binary."""
-    root = testlib.test_tmp("models")
-    dest, twin = os.path.join(root, name), os.path.join(root, name + "-float")
-    stamp = os.path.join(dest, ".made-by")
-    st = os.stat(testlib.qmpi_binary())
-    identity = f"{st.st_size}:{st.st_mtime_ns}"
-    if os.path.exists(stamp) and open(stamp).read() == identity and os.path.isdir(twin):
-        return dest, twin
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.rmtree(twin, ignore_errors=True)
-    testlib.qmpi(["make-model", "--out", dest, "--float-out", twin, "--preset", preset,
-                  "--seed", "23", "--quant", "fp8", "--shards", str(shards)], timeout=300)
-    with open(stamp, "w") as f:
-        f.write(identity)
-    return dest, twin
+    return testlib.make_model_pair(name, ["--preset", preset, "--seed", "23", "--quant", "fp8",
+                                          "--shards", str(shards)])
 
 
 def check_decoding(c, label, model_dir, twin_dir) -> None:

@@ -12,7 +12,6 @@ the int4 bounds (2e-3 of the largest |logit|) at 1x1, TP 2 (experts split whole)
 
 import json
 import os
-import shutil
 
 import numpy as np
 
@@ -33,21 +32,8 @@ MPI_TIMEOUT = 240
 
 def make(label: str, preset: str, args) -> tuple:
     """(int4 folder, float twin folder), made once per qmpi binary."""
-    key = label.replace(" ", "-")
-    root = testlib.test_tmp("models")
-    dest, twin = os.path.join(root, "int4-" + key), os.path.join(root, "int4-" + key + "-float")
-    stamp = os.path.join(dest, ".made-by")
-    st = os.stat(testlib.qmpi_binary())
-    identity = f"{st.st_size}:{st.st_mtime_ns}"
-    if os.path.exists(stamp) and open(stamp).read() == identity and os.path.isdir(twin):
-        return dest, twin
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.rmtree(twin, ignore_errors=True)
-    testlib.qmpi(["make-model", "--out", dest, "--float-out", twin, "--preset", preset,
-                  "--seed", "27"] + args, timeout=300)
-    with open(stamp, "w") as f:
-        f.write(identity)
-    return dest, twin
+    return testlib.make_model_pair("int4-" + label.replace(" ", "-"),
+                                   ["--preset", preset, "--seed", "27"] + args)
 
 
 def body(c: testlib.Checks) -> None:

@@ -13,7 +13,6 @@ at 2x3 answers 32 concurrent ZeroMQ and HTTP requests with `qmpi batch` 1x1's to
 
 import json
 import os
-import shutil
 import threading
 
 import numpy as np
@@ -42,21 +41,8 @@ MPI_TIMEOUT = 240
 
 def make_int4(label: str, args) -> tuple:
     """(int4 folder, float twin folder), made once per qmpi binary."""
-    key = key_of(label)
-    root = testlib.test_tmp("models")
-    dest, twin = os.path.join(root, "int4-" + key), os.path.join(root, "int4-" + key + "-float")
-    stamp = os.path.join(dest, ".made-by")
-    st = os.stat(testlib.qmpi_binary())
-    identity = f"{st.st_size}:{st.st_mtime_ns}"
-    if os.path.exists(stamp) and open(stamp).read() == identity and os.path.isdir(twin):
-        return dest, twin
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.rmtree(twin, ignore_errors=True)
-    testlib.qmpi(["make-model", "--out", dest, "--float-out", twin, "--preset", "tiny",
-                  "--seed", "21"] + args, timeout=300)
-    with open(stamp, "w") as f:
-        f.write(identity)
-    return dest, twin
+    return testlib.make_model_pair("int4-" + key_of(label),
+                                   ["--preset", "tiny", "--seed", "21"] + args)
 
 
 def check_unpacking(c, label, model_dir, twin_dir) -> None:

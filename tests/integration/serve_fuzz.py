@@ -23,10 +23,7 @@ import zmq
 import servelib as sz
 import testlib as t
 
-KEY = "fuzz-secret"
-AUTH = {"Authorization": f"Bearer {KEY}"}
-VALID = {"v": 1, "type": "generate", "id": "ok", "api_key": KEY,
-         "prompt": "the quick brown fox", "max_tokens": 4, "temperature": 0}
+KEY, AUTH, VALID = sz.API_KEY, sz.AUTH, sz.VALID_GENERATE
 
 
 def zmq_cases() -> list:
@@ -273,17 +270,6 @@ def http_round(c: t.Checks, server, label: str) -> None:
 
 
 
-def served(c: t.Checks, server, label: str) -> None:
-    r = server.call(dict(VALID, id="after"), timeout=60)[-1]
-    c.check(r["type"] == "final" and r["usage"]["completion_tokens"] == 4,
-            f"{label}: a valid ZeroMQ request is served ({r.get('type')})")
-    status, _, text = sz.http_request(server.http_port, "POST", "/v1/chat/completions",
-                                      {"messages": [{"role": "user", "content": "hi"}],
-                                       "max_tokens": 3}, AUTH)
-    ok = status == 200 and json.loads(text)["usage"]["completion_tokens"] == 3
-    c.check(ok, f"{label}: a valid HTTP request with the API key is served (HTTP {status})")
-
-
 def client_key(c: t.Checks, server) -> None:
     """`qmpi client` reads the key as `qmpi serve` does (--api-key, --api-key-file,
     QMPI_API_KEY) and sends it over ZeroMQ; without it the server refuses the request."""
@@ -345,7 +331,7 @@ def slow_reader(c: t.Checks, model: str) -> None:
                 dropped["kv_blocks_used"] == 0,
                 f"its 8 requests were cancelled ({dropped['requests']['cancelled']}), "
                 f"{dropped['running']} running, {dropped['kv_blocks_used']} KV blocks in use")
-        served(c, server, "after a dropped slow client")
+        sz.served(c, server, "after a dropped slow client")
         c.check("dropped a client" in server.log_text(), "the server logged the drop")
     finally:
         server.kill()
@@ -438,7 +424,7 @@ def body(c: t.Checks) -> None:
                                                  "--max-num-seqs", "2"])
     try:
         server.wait_ready()
-        served(c, server, "before")
+        sz.served(c, server, "before")
         client_key(c, server)
         numbers_and_metrics(c, server)
         pid = server.rank0_pid()
@@ -452,11 +438,11 @@ def body(c: t.Checks) -> None:
         huge.send(b"x" * (17 << 20))
         time.sleep(0.5)
         huge.close()
-        served(c, server, "after round 1 and a 17 MiB frame")
+        sz.served(c, server, "after round 1 and a 17 MiB frame")
         one_kib = sz.rss_kib(pid)
         zmq_round(c, server, "round 2")
         http_round(c, server, "round 2")
-        served(c, server, "after round 2")
+        sz.served(c, server, "after round 2")
         two_kib = sz.rss_kib(pid)
         grew = (two_kib - one_kib) / 1024
         c.check(grew < 16, f"rank 0's memory stayed bounded: {start_kib / 1024:.0f} MiB before, "

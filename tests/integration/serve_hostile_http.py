@@ -19,7 +19,6 @@ import re
 import socket
 import time
 
-import serve_fuzz as sf
 import servelib as sz
 import testlib as t
 
@@ -99,9 +98,9 @@ def healthy(server, wrong: list, after: str) -> None:
 
 
 def head_and_absolute_form(c: t.Checks, server) -> None:
-    _, headers, body = sz.http_request(server.http_port, "GET", "/v1/models", headers=sf.AUTH)
+    _, headers, body = sz.http_request(server.http_port, "GET", "/v1/models", headers=sz.AUTH)
     reply, _ = exchange(server.http_port, b"HEAD /v1/models HTTP/1.1\r\nHost: x\r\n"
-                        b"Authorization: Bearer " + sf.KEY.encode() + b"\r\n"
+                        b"Authorization: Bearer " + sz.API_KEY.encode() + b"\r\n"
                         b"Connection: close\r\n\r\n")
     head, _, rest = reply.partition(b"\r\n\r\n")
     length = b"Content-Length: %d" % len(body.encode())
@@ -147,7 +146,7 @@ def body_round(c: t.Checks, server, label: str) -> None:
     for name, data, status, code in body_cases():
         start = time.monotonic()
         got, _, text = sz.http_request(server.http_port, "POST", "/v1/chat/completions", data,
-                                       sf.AUTH, timeout=60)
+                                       sz.AUTH, timeout=60)
         took.append(f"{name} {(time.monotonic() - start) * 1000:.0f} ms")
         try:
             err = json.loads(text).get("error") or {}
@@ -166,12 +165,12 @@ def developer_role(c: t.Checks, server) -> None:
         server.http_port, "POST", "/v1/chat/completions",
         {"messages": [{"role": "developer", "content": "Be brief."},
                       {"role": "user", "content": "hi"}], "max_tokens": 2,
-         "return_token_ids": True}, sf.AUTH)
+         "return_token_ids": True}, sz.AUTH)
     as_system = sz.http_request(
         server.http_port, "POST", "/v1/chat/completions",
         {"messages": [{"role": "system", "content": "Be brief."},
                       {"role": "user", "content": "hi"}], "max_tokens": 2,
-         "return_token_ids": True}, sf.AUTH)[2]
+         "return_token_ids": True}, sz.AUTH)[2]
     same = got == 200 and (json.loads(text)["prompt_token_ids"] ==
                            json.loads(as_system)["prompt_token_ids"])
     c.check(same, f"a developer message is the same prompt as a system one (HTTP {got})")
@@ -179,20 +178,20 @@ def developer_role(c: t.Checks, server) -> None:
 
 def body(c: t.Checks) -> None:
     model = t.make_model()
-    server = sz.Server(model, tp=1, pp=1, extra=["--api-key", sf.KEY])
+    server = sz.Server(model, tp=1, pp=1, extra=["--api-key", sz.API_KEY])
     try:
         server.wait_ready()
-        sf.served(c, server, "before")
+        sz.served(c, server, "before")
         head_and_absolute_form(c, server)
         developer_role(c, server)
         pid = server.rank0_pid()
         framing_round(c, server, "round 1")
         body_round(c, server, "round 1")
-        sf.served(c, server, "after round 1")
+        sz.served(c, server, "after round 1")
         one_kib = sz.rss_kib(pid)
         framing_round(c, server, "round 2")
         body_round(c, server, "round 2")
-        sf.served(c, server, "after round 2")
+        sz.served(c, server, "after round 2")
         two_kib = sz.rss_kib(pid)
         grew = (two_kib - one_kib) / 1024
         c.check(grew < 16, f"rank 0's memory stayed bounded: {one_kib / 1024:.0f} MiB after round "

@@ -22,6 +22,13 @@ WORDS = ("the quick brown fox jumps over a lazy dog while seven red birds sing a
          "and mountains near old stone bridges").split()
 
 
+# The API key of the servers the hostile-input tests start, its HTTP header, and a valid ZeroMQ
+# generate request carrying it.
+API_KEY = "fuzz-secret"
+AUTH = {"Authorization": f"Bearer {API_KEY}"}
+VALID_GENERATE = {"v": 1, "type": "generate", "id": "ok", "api_key": API_KEY,
+                  "prompt": "the quick brown fox", "max_tokens": 4, "temperature": 0}
+
 # The npm clients the serve tests drive, pinned; scripts/setup.sh --tests installs the same list
 # into .cache/npm-tests (keep the two in step).
 NPM_CLIENTS = ("openai@4.104.0", "ai@6.0.326", "@ai-sdk/openai-compatible@2.0.92",
@@ -368,3 +375,16 @@ def rss_kib(pid: int) -> int:
     except FileNotFoundError:
         pass
     return -1
+
+
+def served(c: t.Checks, server: Server, label: str) -> None:
+    """A server started with --api-key API_KEY still serves a valid ZeroMQ request and a valid
+    HTTP request (after hostile ones)."""
+    r = server.call(dict(VALID_GENERATE, id="after"), timeout=60)[-1]
+    c.check(r["type"] == "final" and r["usage"]["completion_tokens"] == 4,
+            f"{label}: a valid ZeroMQ request is served ({r.get('type')})")
+    status, _, text = http_request(server.http_port, "POST", "/v1/chat/completions",
+                                   {"messages": [{"role": "user", "content": "hi"}],
+                                    "max_tokens": 3}, AUTH)
+    ok = status == 200 and json.loads(text)["usage"]["completion_tokens"] == 3
+    c.check(ok, f"{label}: a valid HTTP request with the API key is served (HTTP {status})")

@@ -41,43 +41,7 @@ def make_input(path: str) -> None:
 
 def run_batch(model: str, inp: str, label: str, extra: list, ranks: int) -> tuple:
     out = os.path.join(t.test_tmp("spec_batch"), f"{label}.jsonl")
-    args = [t.qmpi_binary(), "batch", "--model", model, "--input", inp, "--output", out,
-            "--overwrite", "--token-ids", "--max-model-len", str(MAX_MODEL_LEN)] + t.EXACT_KV
-    cmd = args + extra
-    if ranks > 1:
-        cmd = [t.mpirun_binary(), "--oversubscribe", "-np", str(ranks), "-x",
-               "OMP_NUM_THREADS"] + cmd
-    proc = t.run(cmd, timeout=180, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    results = {}
-    with open(out) as f:
-        for line in f:
-            j = json.loads(line)
-            if j["error"] is not None:
-                raise t.TestFailure(f"{label}: {j['custom_id']} failed: {j['error']}")
-            body = j["response"]["body"]
-            results[j["custom_id"]] = {"choices": body["choices"], "usage": body["usage"]}
-    return results, proc.stdout + proc.stderr
-
-
-def split_logprobs(x, found: list):
-    """x with every float logprob taken out (into `found`, in order): what must match exactly."""
-    if isinstance(x, dict):
-        return {k: (found.append(v) or None) if k in ("logprob", "token_logprobs") and
-                not isinstance(v, (dict, list)) else split_logprobs(v, found)
-                for k, v in x.items()}
-    if isinstance(x, list):
-        return [split_logprobs(v, found) for v in x]
-    if isinstance(x, float):
-        found.append(x)
-        return None
-    return x
-
-
-def same(a: dict, b: dict) -> bool:
-    fa, fb = [], []
-    if split_logprobs(a, fa) != split_logprobs(b, fb) or len(fa) != len(fb):
-        return False
-    return all(abs(x - y) <= LOGPROB_TOLERANCE for x, y in zip(fa, fb))
+    return t.run_batch_job(model, inp, out, extra, ranks, MAX_MODEL_LEN, timeout=180)
 
 
 def body(c: t.Checks) -> None:
@@ -94,7 +58,7 @@ def body(c: t.Checks) -> None:
         if got is None:
             continue
         results, log = got
-        differ = [rid for rid in ref if rid not in results or not same(results[rid], ref[rid])]
+        differ = [rid for rid in ref if rid not in results or not t.same_results(results[rid], ref[rid], LOGPROB_TOLERANCE)]
         c.check(not differ and len(results) == len(ref),
                 f"ngram {label}: {len(results) - len(differ)}/{len(ref)} results equal plain "
                 f"1x1's (tokens, text, usage; logprobs within {LOGPROB_TOLERANCE:g})" +

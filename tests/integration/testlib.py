@@ -256,6 +256,68 @@ def rel_err(x: np.ndarray, ref: np.ndarray) -> float:
     return float(np.max(np.abs(x.astype(np.float64) - ref)) / np.max(np.abs(ref)))
 
 
+def make_model_pair(key: str, args) -> tuple:
+    """(quantized folder, float twin folder) of `qmpi make-model ARGS --out ... --float-out ...`
+    (ARGS name --quant, the preset, the seed), under tests/tmp/models/KEY and KEY-float, made
+    once per qmpi binary as make_model's models are."""
+    root = test_tmp("models")
+    dest, twin = os.path.join(root, key), os.path.join(root, key + "-float")
+    stamp = os.path.join(dest, ".made-by")
+    identity = _binary_identity()
+    if os.path.exists(stamp) and open(stamp).read() == identity and os.path.isdir(twin):
+        return dest, twin
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.rmtree(twin, ignore_errors=True)
+    qmpi(["make-model", "--out", dest, "--float-out", twin] + [str(a) for a in args], timeout=300)
+    with open(stamp, "w") as f:
+        f.write(identity)
+    return dest, twin
+
+
+def run_batch_job(model: str, inp: str, out: str, extra, ranks: int = 1,
+                  max_model_len: int = 256, timeout: float = 180) -> tuple:
+    """`qmpi batch` of `inp` into `out` with token ids and the exact KV cache, under mpirun with
+    `ranks` ranks (one OpenMP thread each) when more than one. Returns ({custom_id: {"choices",
+    "usage"}}, the job's log); a line that failed raises TestFailure."""
+    args = [qmpi_binary(), "batch", "--model", model, "--input", inp, "--output", out,
+            "--overwrite", "--token-ids", "--max-model-len", str(max_model_len)] + EXACT_KV
+    cmd = args + [str(a) for a in extra]
+    if ranks > 1:
+        cmd = [mpirun_binary(), "--oversubscribe", "-np", str(ranks), "-x", "OMP_NUM_THREADS"] + cmd
+    proc = run(cmd, timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    results = {}
+    with open(out) as f:
+        for line in f:
+            j = json.loads(line)
+            if j["error"] is not None:
+                raise TestFailure(f"{out}: {j['custom_id']} failed: {j['error']}")
+            body = j["response"]["body"]
+            results[j["custom_id"]] = {"choices": body["choices"], "usage": body["usage"]}
+    return results, proc.stdout + proc.stderr
+
+
+def _split_floats(x, found: list):
+    """x with every float in it (the logprobs) taken out into `found`, in order."""
+    if isinstance(x, dict):
+        return {k: _split_floats(v, found) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_split_floats(v, found) for v in x]
+    if isinstance(x, float):
+        found.append(x)
+        return None
+    return x
+
+
+def same_results(a, b, tolerance: float) -> bool:
+    """Two batch results (run_batch_job's values) equal in tokens, text, finish reasons, usage and
+    top-logprob tokens, their floats (the logprobs) within `tolerance`: another layout or batch
+    adds the same numbers in another order."""
+    fa, fb = [], []
+    if _split_floats(a, fa) != _split_floats(b, fb) or len(fa) != len(fb):
+        return False
+    return all(abs(x - y) <= tolerance for x, y in zip(fa, fb))
+
+
 class Checks:
     """Collects pass/fail lines so a test prints every measurement before it fails."""
 

@@ -51,14 +51,15 @@ void check_engine_limits(const EngineConfig& c) {
   };
   const Layout& l = c.parallel.layout;
   if (l.tp < 1 || l.pp < 1 || l.dp < 1) raise(Err::Usage, "--tp, --pp and --dp must be at least 1");
-  // run, logits and bench drive one sequence on one mesh: other replicas would only wait, and
-  // time out waiting, for a step that never comes.
-  const bool scheduled = c.command == Command::Batch || c.command == Command::Serve;
+  // run and logits drive one sequence on one mesh: other replicas would only wait, and time out
+  // waiting, for a step that never comes.
+  const bool scheduled =
+      c.command == Command::Batch || c.command == Command::Serve || c.command == Command::Bench;
   if (l.dp > 1 && !scheduled)
     raise(Err::Usage,
-          "--dp is for batch and serve; `qmpi " + std::string(command_name(c.command)) +
+          "--dp is for batch, serve and bench; `qmpi " + std::string(command_name(c.command)) +
               "` runs on one mesh",
-          "Drop --dp (and launch --tp x --pp ranks), or use qmpi batch or qmpi serve.");
+          "Drop --dp (and launch --tp x --pp ranks), or use qmpi batch, serve or bench.");
   if (c.cache.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
   at_least("max-num-seqs", c.scheduler.max_num_seqs, 1);
   at_least("max-model-len", c.cache.max_model_len, 0);  // 0: from the model

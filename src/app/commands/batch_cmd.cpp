@@ -38,15 +38,10 @@ std::string resume_command(const Args& args) {
   return line + " --resume";
 }
 
-}  // namespace
-
-int cmd_batch(const Args& args) {
-  EngineConfig config = engine_config_for(Command::Batch);
-  BatchJobOptions job;
-  std::string max_line;
-  std::vector<std::string> served_names;
-  std::string progress;
-  po::options_description desc = engine_options(config);
+// The batch options, bound to `job` and the values cmd_batch checks before filling it in.
+po::options_description batch_options(BatchJobOptions& job, std::string& max_line,
+                                      std::vector<std::string>& served_names,
+                                      std::string& progress) {
   po::options_description b("batch");
   b.add_options()(
       "input", po::value(&job.input)->required(),
@@ -66,9 +61,9 @@ int cmd_batch(const Args& args) {
       "error line (model-not-found); the first is \"model\" in responses of requests that name "
       "none (default: the model folder's name, and --model as written)")(
       "fsync-interval", decimal_value(&job.fsync_interval_s, 2.0),
-      "seconds between fsyncs of the results")(
-      "progress-interval", decimal_value(&job.progress_interval_s, 5.0),
-      "seconds between progress lines")(
+      "seconds between fsyncs of the results")("progress-interval",
+                                               decimal_value(&job.progress_interval_s, 5.0),
+                                               "seconds between progress lines")(
       "progress", po::value(&progress)->default_value("auto"),
       "bar (redrawn in place), lines (one every --progress-interval), off (the summary only), "
       "or auto: a bar on a terminal, else lines (under mpirun rank 0's stderr is no terminal: "
@@ -76,6 +71,19 @@ int cmd_batch(const Args& args) {
       "max-line-bytes", po::value(&max_line)->default_value("16MiB"),
       "longest input line (a size: 16MiB, 65536); a longer line is read past, not held, and "
       "answered with a QM506 error record");
+  return b;
+}
+
+}  // namespace
+
+int cmd_batch(const Args& args) {
+  EngineConfig config = engine_config_for(Command::Batch);
+  BatchJobOptions job;
+  std::string max_line;
+  std::vector<std::string> served_names;
+  std::string progress;
+  po::options_description desc = engine_options(config);
+  po::options_description b = batch_options(job, max_line, served_names, progress);
   std::string reasoning_parser;
   add_reasoning_parser_option(b, reasoning_parser);
   desc.add(b);

@@ -69,10 +69,7 @@ json request_of(const ClientCli& c) {
   return j;
 }
 
-}  // namespace
-
-int cmd_client(const Args& args) {
-  ClientCli c;
+po::options_description client_options(ClientCli& c) {
   po::options_description desc("client");
   desc.add_options()("connect", po::value(&c.connect)->default_value(c.connect),
                      "the server's --zmq endpoint")(
@@ -96,56 +93,51 @@ int cmd_client(const Args& args) {
       "api-key", po::value(&c.key_sources.option),
       "the server's API key (visible in `ps`: prefer --api-key-file or QMPI_API_KEY)")(
       "api-key-file", po::value(&c.key_sources.file), "file holding the server's API key");
-  po::variables_map vm;
-  if (!parse_options(args, desc, vm,
-                     "qmpi client --connect tcp://HOST:5555 --prompt TEXT [--chat] [--stream]"))
-    return 0;
-  if (!c.health && !c.stats && c.prompt.empty())
-    raise(Err::Usage, "give --prompt TEXT (or --health / --stats)");
-  if (c.timeout_s <= 0) raise(Err::Usage, "--timeout must be positive");
-  if (c.connect_timeout_s <= 0) raise(Err::Usage, "--connect-timeout must be positive");
-  c.key_sources.env = std::getenv("QMPI_API_KEY");
-  c.api_key = resolve_api_key(c.key_sources);
+  return desc;
+}
 
-  zmq::context_t ctx(1);
-  zmq::socket_t sock(ctx, zmq::socket_type::dealer);
-  sock.set(zmq::sockopt::linger, 0);
+// The wait for a server at all: never longer than --timeout.
+std::chrono::milliseconds connect_wait(const ClientCli& c) {
+  return std::chrono::milliseconds(int64_t(std::min(c.connect_timeout_s, c.timeout_s) * 1000));
+}
+
+[[noreturn]] void no_server(const ClientCli& c) {
+  raise(Err::NoReply,
+        fmt::format("nothing answered at {} within {:g} s", c.connect,
+                    std::min(c.connect_timeout_s, c.timeout_s)),
+        "Check that `qmpi serve` runs and that --connect is its --zmq endpoint (default "
+        "tcp://127.0.0.1:5555); a server that is there answers within --connect-timeout "
+        "(default 5 s), even while it loads.");
+}
+
+// Connects `sock` to --connect. ZeroMQ connects lazily and never says that nothing listens: a
+// health probe answered within --connect-timeout tells a server that is there (loading or not)
+// from none. --health and --stats are such a probe themselves.
+void connect_to_server(zmq::socket_t& sock, const ClientCli& c) {
   try {
     sock.connect(c.connect);
   } catch (const zmq::error_t& e) {
     raise(Err::Usage, "cannot connect to " + c.connect + ": " + e.what(),
           "Give the server's endpoint, e.g. --connect tcp://127.0.0.1:5555.");
   }
-  // ZeroMQ connects lazily and never says that nothing listens: a health probe answered
-  // within --connect-timeout tells a server that is there (loading or not) from none.
-  // (Never longer than --timeout.)
-  const double probe_s = std::min(c.connect_timeout_s, c.timeout_s);
-  const auto connect_wait = std::chrono::milliseconds(int64_t(probe_s * 1000));
-  const auto no_server = [&] {
-    raise(Err::NoReply, fmt::format("nothing answered at {} within {:g} s", c.connect, probe_s),
-          "Check that `qmpi serve` runs and that --connect is its --zmq endpoint (default "
-          "tcp://127.0.0.1:5555); a server that is there answers within --connect-timeout "
-          "(default 5 s), even while it loads.");
-  };
-  if (!c.health && !c.stats) {
-    sock.send(zmq::buffer(json{{"v", 1}, {"type", "health"}, {"id", "qmpi-client-probe"}}.dump()),
-              zmq::send_flags::none);
-    zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, connect_wait) == 0) no_server();
-    zmq::message_t probe;
-    (void)sock.recv(probe, zmq::recv_flags::none);
-  }
-  const json req = c.health  ? json{{"v", 1}, {"type", "health"}}
-                   : c.stats ? json{{"v", 1}, {"type", "stats"}}
-                             : request_of(c);
-  sock.send(zmq::buffer(req.dump()), zmq::send_flags::none);
+  if (c.health || c.stats) return;
+  sock.send(zmq::buffer(json{{"v", 1}, {"type", "health"}, {"id", "qmpi-client-probe"}}.dump()),
+            zmq::send_flags::none);
+  zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, connect_wait(c)) == 0) no_server(c);
+  zmq::message_t probe;
+  (void)sock.recv(probe, zmq::recv_flags::none);
+}
 
+// Prints the replies to the request sent until its last one; returns the exit status.
+int print_replies(zmq::socket_t& sock, const ClientCli& c) {
+  const bool probe = c.health || c.stats;
   const auto wait =
-      (c.health || c.stats) ? connect_wait : std::chrono::milliseconds(int64_t(c.timeout_s * 1000));
+      probe ? connect_wait(c) : std::chrono::milliseconds(int64_t(c.timeout_s * 1000));
   for (;;) {
     zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
     if (zmq::poll(&item, 1, wait) == 0) {
-      if (c.health || c.stats) no_server();
+      if (probe) no_server(c);
       raise(Err::NoReply, fmt::format("no reply from {} in {:g} s", c.connect, c.timeout_s));
     }
     zmq::message_t msg;
@@ -175,6 +167,33 @@ int cmd_client(const Args& args) {
       return 0;
     }
   }
+}
+
+}  // namespace
+
+int cmd_client(const Args& args) {
+  ClientCli c;
+  const po::options_description desc = client_options(c);
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm,
+                     "qmpi client --connect tcp://HOST:5555 --prompt TEXT [--chat] [--stream]"))
+    return 0;
+  if (!c.health && !c.stats && c.prompt.empty())
+    raise(Err::Usage, "give --prompt TEXT (or --health / --stats)");
+  if (c.timeout_s <= 0) raise(Err::Usage, "--timeout must be positive");
+  if (c.connect_timeout_s <= 0) raise(Err::Usage, "--connect-timeout must be positive");
+  c.key_sources.env = std::getenv("QMPI_API_KEY");
+  c.api_key = resolve_api_key(c.key_sources);
+
+  zmq::context_t ctx(1);
+  zmq::socket_t sock(ctx, zmq::socket_type::dealer);
+  sock.set(zmq::sockopt::linger, 0);
+  connect_to_server(sock, c);
+  const json req = c.health  ? json{{"v", 1}, {"type", "health"}}
+                   : c.stats ? json{{"v", 1}, {"type", "stats"}}
+                             : request_of(c);
+  sock.send(zmq::buffer(req.dump()), zmq::send_flags::none);
+  return print_replies(sock, c);
 }
 
 }  // namespace qmpi

@@ -5,7 +5,7 @@
 #include "app/commands/prompt_input.h"
 #include "engine/context_limit.h"
 #include "io/npy.h"
-#include "requests/generate.h"
+#include "requests/prompt_logits.h"
 
 namespace qmpi {
 

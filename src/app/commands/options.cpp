@@ -42,7 +42,6 @@ std::vector<int> parse_layer_counts(const std::string& s) {
 
 }  // namespace
 
-
 po::typed_value<double>* decimal_value(double* target, double def) {
   return po::value(target)->default_value(def, decimal_text(def));
 }
@@ -86,7 +85,8 @@ bool parse_options(const Args& raw_args, const po::options_description& desc, po
 EngineConfig engine_config_for(Command command) {
   EngineConfig c;
   c.command = command;
-  if (command == Command::Batch || command == Command::Serve) c.scheduler = SchedulerConfig{};
+  if (command == Command::Batch || command == Command::Serve || command == Command::Bench)
+    c.scheduler = SchedulerConfig{};
   return c;
 }
 

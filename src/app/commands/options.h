@@ -17,7 +17,6 @@ namespace qmpi {
 
 namespace po = boost::program_options;
 
-
 // An option's value with `def` as its default, shown in --help as decimal_text writes it
 // (Boost would print 0.9 as 0.90000000000000002).
 po::typed_value<double>* decimal_value(double* target, double def);
@@ -28,7 +27,7 @@ bool parse_options(const Args& args, const po::options_description& desc, po::va
                    const std::string& usage_line);
 
 // The defaults of `command`'s configuration: one sequence, a whole prompt per step, no prefix
-// caching (run, logits, bench), or the scheduler's defaults (batch, serve).
+// caching (run, logits), or the scheduler's defaults (batch, serve, bench).
 EngineConfig engine_config_for(Command command);
 // The options every engine command takes, bound to `c`, whose values on entry are the defaults
 // --help shows. Adding one: a member in the sub-config of engine/engine_config.h, a line here.

@@ -87,8 +87,9 @@ TEST(FamilyConfig, Qwen2MoeSharedExpertAndDenseLayers) {
   EXPECT_TRUE(n.count("model.layers.3.mlp.shared_expert.up_proj.weight"));
   EXPECT_TRUE(n.count("model.layers.3.mlp.shared_expert_gate.weight"));
   for (const auto& t : expected_tensors(c))
-    if (t.name == "model.layers.3.mlp.shared_expert_gate.weight")
+    if (t.name == "model.layers.3.mlp.shared_expert_gate.weight") {
       EXPECT_EQ(t.shape, (std::vector<int64_t>{1, 192}));
+    }
 }
 
 TEST(FamilyConfig, SparseStepPicksLayers) {

@@ -24,7 +24,9 @@ TEST(ShardPlanMoe, ExpertsSplitWholeAndUnevenOverTp3) {
       const auto s = p.slice_for(
           c, layer(int(p.layers.begin), "mlp.experts." + std::to_string(e) + ".down_proj.weight"));
       EXPECT_EQ(s.has_value(), e >= p.experts.begin && e < p.experts.end) << r << " " << e;
-      if (s) EXPECT_EQ(s->length, -1);  // whole
+      if (s) {
+        EXPECT_EQ(s->length, -1);  // whole
+      }
     }
     EXPECT_TRUE(p.slice_for(c, layer(int(p.layers.begin), "mlp.gate.weight")));
     EXPECT_TRUE(p.slice_for(c, layer(int(p.layers.begin), "mlp.shared_expert_gate.weight")));
@@ -50,12 +52,13 @@ TEST(ShardPlanMoe, EveryTensorElementHasOneOwnerPerStage) {
             held += s->length < 0 ? extent : s->length;
           }
         ASSERT_GT(holders, 0) << preset << " " << t.name;
-        if (replicated)
+        if (replicated) {
           EXPECT_EQ(holders, l.tp) << preset << " " << t.name;
-        else if (t.name.find(".experts.") != std::string::npos)
+        } else if (t.name.find(".experts.") != std::string::npos) {
           EXPECT_EQ(holders, 1) << preset << " tp " << l.tp << " " << t.name;
-        else if (t.name.find(".mlp.") != std::string::npos)
+        } else if (t.name.find(".mlp.") != std::string::npos) {
           EXPECT_EQ(held, extent) << preset << " tp " << l.tp << " " << t.name;
+        }
       }
     }
   }

@@ -84,7 +84,9 @@ TEST(PlanReport, JsonCarriesVerdictsAndNumbers) {
   // Why not TP 6, 3 x 2, 1 x 6 or the five replica layouts of 6 GPUs: one sentence each.
   EXPECT_EQ(j["recommended"]["why"].size(), 8u) << j["recommended"].dump();
   for (const auto& l : j["layouts"])
-    if (l["tp"] == 6) EXPECT_EQ(l["kv_head_copies"], 13);
+    if (l["tp"] == 6) {
+      EXPECT_EQ(l["kv_head_copies"], 13);
+    }
   EXPECT_EQ(j["layouts"].size(), 19u);
   const nlohmann::json one = layout_json(cfg, evaluate_layout(cfg, {2, 3, {}}, in), in);
   ASSERT_EQ(one["layout"]["ranks"].size(), 6u);

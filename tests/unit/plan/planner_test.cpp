@@ -53,7 +53,9 @@ TEST(Planner, EnumeratesEveryLayoutUpToTheGpuCount) {
   EXPECT_EQ(r.layouts.size(), 19u);
   for (const auto& v : r.layouts) {
     EXPECT_LE(v.gpus(), 6);
-    if (v.layout.dp > 1) EXPECT_EQ(v.gpus(), 6) << layout_flags(v.layout);
+    if (v.layout.dp > 1) {
+      EXPECT_EQ(v.gpus(), 6) << layout_flags(v.layout);
+    }
   }
 }
 

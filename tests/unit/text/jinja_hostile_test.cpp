@@ -9,6 +9,8 @@
 
 #include <fstream>
 
+#include <sys/resource.h>
+
 #include "../temp_dir.h"
 #include "core/errors.h"
 #include "text/chat_template.h"
@@ -166,6 +168,37 @@ TEST(JinjaHostileRender, DoublingStringsAndListsHitTheSizeBudget) {
   small.output_bytes = 100;
   expect_failed("{% for i in range(200) %}x{% endfor %}", "output", small);
   EXPECT_EQ(render("{% for i in range(100) %}x{% endfor %}", small).size(), 100u);
+}
+
+// The peak resident memory of this process so far, in bytes.
+size_t peak_rss() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return size_t(u.ru_maxrss) * 1024;
+}
+
+TEST(JinjaHostileRender, SplittingAHugeStringStopsAtTheStepBudgetNotInMemory) {
+  // 60 MB of "ab " (under the 64 MiB string limit) would split into 20 million parts and list
+  // into 60 million characters, gigabytes as values, before the step budget saw them; now the
+  // builders stop at the steps left, so the peak grows by about the string and its parts so far.
+  const std::string big = "{% set s = 'ab ' * 20000000 %}";
+  const size_t before = peak_rss();
+  expect_failed(big + "{{ s.split()|length }}", "split: more than");
+  expect_failed(big + "{{ s.split(' ')|length }}", "split: more than");
+  expect_failed(big + "{{ s|list|length }}", "list: more than");
+  expect_failed(big + "{{ s.split(' ', 3000000)|length }}", "step budget");
+  const size_t grew = peak_rss() - before;
+  EXPECT_LT(grew, size_t(400) << 20) << "peak RSS grew by " << (grew >> 20) << " MiB";
+  // Within the budget the same calls give Python's results.
+  EXPECT_EQ(render("{{ ' a  b\tc '.split() }}"), "['a', 'b', 'c']");
+  EXPECT_EQ(render("{{ ' a  b\tc '.split(none, 1) }}"), "['a', 'b\\tc']");
+  EXPECT_EQ(render("{{ 'a,b,,c'.split(',') }}"), "['a', 'b', '', 'c']");
+  EXPECT_EQ(render("{{ 'h\u00e9\u00a0x'.split() }}"), "['hé', 'x']");
+  EXPECT_EQ(render("{{ 'h\u00e9'|list }}"), "['h', 'é']");
+  Limits few;
+  few.steps = 1000;
+  expect_failed("{{ ('x ' * 2000).split()|length }}", "step budget", few);
+  EXPECT_EQ(render("{{ ('x ' * 100).split()|length }}", few), "100");
 }
 
 TEST(JinjaHostileRender, ValuesNestOnlySoDeep) {

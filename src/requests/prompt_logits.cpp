@@ -1,7 +1,6 @@
-#include "requests/generate.h"
+#include "requests/prompt_logits.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "core/errors.h"
 
@@ -67,54 +66,6 @@ std::vector<float> prompt_logits(Executor& ex, BlockManager& blocks,
     at += len;
   }
   return out;
-}
-
-GenerateResult generate(Executor& ex, BlockManager& blocks, const GenerateRequest& req) {
-  if (req.prompt.empty()) raise(Err::RequestField, "the prompt is empty");
-  SequenceGuard seq(blocks);
-  GenerateResult res;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto t_first = t0;
-
-  const int64_t n = int64_t(req.prompt.size());
-  int64_t pos = 0;
-  std::vector<int32_t> feed;  // tokens for the next step
-  while (int64_t(res.output.size()) < req.max_tokens) {
-    StepSeq s;
-    s.id = 1;
-    s.start_pos = int32_t(pos);
-    if (pos < n) {
-      const int64_t len = step_len(req.prefill, req.chunk, n - pos);
-      s.tokens.assign(req.prompt.begin() + pos, req.prompt.begin() + pos + len);
-    } else {
-      s.tokens = feed;
-    }
-    s.first_chunk = pos == 0;
-    s.sample = pos + int64_t(s.tokens.size()) >= n;  // only after the whole prompt is in
-    s.sampling = req.sampling;
-    s.sample_index = uint32_t(res.output.size());
-    reserve(blocks, seq.table, pos + int64_t(s.tokens.size()));
-    s.block_table = seq.table;
-    pos += int64_t(s.tokens.size());
-
-    StepPlan plan;
-    plan.seqs.push_back(std::move(s));
-    const StepResult r = ex.step(plan);
-    if (r.tokens.empty()) continue;  // a prompt chunk before the last
-
-    const int32_t tok = r.tokens[0];
-    if (res.output.empty()) t_first = std::chrono::steady_clock::now();
-    res.output.push_back(tok);
-    feed = {tok};
-  }
-  // Let the last stage drop the sequence's penalty history.
-  StepPlan done;
-  done.finished.push_back(1);
-  ex.step(done);
-  const auto t_end = std::chrono::steady_clock::now();
-  res.prefill_s = std::chrono::duration<double>(t_first - t0).count();
-  res.decode_s = std::chrono::duration<double>(t_end - t_first).count();
-  return res;
 }
 
 }  // namespace qmpi
