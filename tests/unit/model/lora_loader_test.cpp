@@ -106,9 +106,13 @@ TEST_P(LoraLoader, BasePlusDeltaEqualsMergedWeightsOnEveryRank) {
     const LoraRows groups[] = {{1, {0, 2}}};
     LoraDelta delta(be);
     delta.add(lin, xs.data(), n, groups, y.data());
+    // Row-parallel ranks hold partial sums (the all-reduce adds them); column-parallel ones
+    // hold output rows, a KV head's rows on two ranks when its group straddles them (TP 5).
     for (int64_t r = 0; r < n; ++r)
-      for (int64_t o = 0; o < out; ++o)
-        sum[size_t(r * s.out + (row_parallel ? 0 : begin) + o)] += y[size_t(r * out + o)];
+      for (int64_t o = 0; o < out; ++o) {
+        double& at = sum[size_t(r * s.out + (row_parallel ? 0 : begin) + o)];
+        at = (row_parallel ? at : 0.0) + y[size_t(r * out + o)];
+      }
   }
   // Host float64: y = x W^T (+ scale x A^T B^T for the adapted rows).
   double worst = 0, largest = 0;
