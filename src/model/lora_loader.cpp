@@ -1,5 +1,6 @@
 #include "model/lora_loader.h"
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <map>
