@@ -29,6 +29,7 @@ constexpr Command kCommands[] = {
     {"doctor", qmpi::cmd_doctor, "check machine, MPI, GPUs, model files and comm before a run"},
     {"tokenize", qmpi::cmd_tokenize, "JSONL {\"text\"} -> {\"ids\"} with the model's tokenizer"},
     {"make-model", qmpi::cmd_make_model, "write a random-weight model in the Hugging Face layout"},
+    {"make-lora", qmpi::cmd_make_lora, "write a random LoRA adapter (PEFT layout) for a model"},
     {"convert", qmpi::cmd_convert,
      "Hugging Face model folder -> one .h5 file for parallel loading"},
 };

@@ -199,7 +199,8 @@ bool BatchJob::read_line() {
   if (!error) {
     try {
       const Request& req = *parsed.request;
-      check_served_model(req.model, model_.served_names);  // as the server's 404
+      check_served_model(req.model, model_.served_names,
+                         model_.adapter_names);  // as the server's 404
       std::vector<int32_t> prompt = request_prompt_ids(req, model_);
       const int64_t cap = output_cap(req, prompt);
       pipeline_.admit(

@@ -221,6 +221,67 @@ constexpr std::array kCatalogue{
                kExitModel,
                "`size mismatch for model.layers.0.mlp.down_proj.qweight`, or a CUDA illegal "
                "memory access in a dequantization kernel."},
+    ErrorEntry{Err::LoraAdapterUnreadable, "lora-adapter-unreadable",
+               "A LoRA adapter folder given to --lora-modules cannot be read.",
+               "An adapter is a PEFT folder: adapter_config.json (r, lora_alpha, target_modules) "
+               "and adapter_model.safetensors. The folder or a file is missing, the JSON does not "
+               "parse or lacks r / lora_alpha, or the safetensors file is truncated or damaged.",
+               "Check the path after NAME= in --lora-modules; download the adapter again (both "
+               "files, from the same revision).",
+               kExitModel,
+               "`ValueError: No adapter_model.safetensors or adapter_model.bin found`, or "
+               "`safetensors_rust.SafetensorError: Error while deserializing header`."},
+    ErrorEntry{
+        Err::LoraShapeMismatch, "lora-shape-mismatch",
+        "A LoRA adapter's lora_A / lora_B tensor does not fit the base model.",
+        "lora_A of a projection must be [r, in_features] and lora_B [out_features, r] of "
+        "that projection in the base model's config.json, both halves present, in F32, "
+        "F16 or BF16. A mismatch means the adapter was trained on another base model "
+        "(another size or family) or its r disagrees with adapter_config.json.",
+        "Serve the adapter on the base model it was trained on (adapter_config.json's "
+        "base_model_name_or_path).",
+        kExitModel,
+        "`size mismatch for base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`."},
+    ErrorEntry{Err::LoraRankTooLarge, "lora-rank-too-large",
+               "A LoRA adapter's rank r is above --max-lora-rank.",
+               "--max-lora-rank (default 16, as vLLM's) bounds the rank of every adapter loaded, "
+               "so the memory the adapters take is known from the options.",
+               "Raise --max-lora-rank to at least the adapter's r (vLLM accepts 8, 16, 32, 64, "
+               "128, 256, 320, 512; qmpi any value).",
+               kExitUser, "vLLM's `ValueError: LoRA rank 64 is greater than max_lora_rank 16`."},
+    ErrorEntry{Err::LoraModuleUnknown, "lora-module-unknown",
+               "A LoRA adapter targets a module qmpi cannot adapt.",
+               "qmpi applies LoRA to the decoder's q_proj, k_proj, v_proj, o_proj, gate_proj, "
+               "up_proj and down_proj of dense layers. target_modules naming anything else "
+               "(embed_tokens, lm_head, MoE experts, a regex), a tensor of another module, a "
+               "layer the base model does not have, or modules_to_save is refused rather "
+               "than silently ignored.",
+               "Use an adapter trained on the attention and MLP projections only.", kExitModel,
+               "vLLM's `ValueError: While loading ..., expected target modules in [...] but "
+               "received [...]`."},
+    ErrorEntry{Err::LoraConfigUnsupported, "lora-config-unsupported",
+               "A LoRA adapter uses a PEFT feature qmpi does not implement.",
+               "qmpi computes scale * B(A x) with scale lora_alpha / r (lora_alpha / sqrt(r) with "
+               "use_rslora). bias other than \"none\", use_dora, rank_pattern or alpha_pattern "
+               "would change the output in ways that are not computed, so such adapters are "
+               "refused.",
+               "Retrain or export the adapter with bias=\"none\" and without DoRA or per-module "
+               "patterns, or merge it into the base weights.",
+               kExitModel,
+               "vLLM's `ValueError: Adapter bias cannot be used without bias_enabled`."},
+    ErrorEntry{Err::LoraTooMany, "lora-too-many", "More LoRA adapters were given than --max-loras.",
+               "--max-loras (default 1, as vLLM's) bounds the adapters loaded at start-up; "
+               "every loaded adapter can run in any step.",
+               "Raise --max-loras to the number of --lora-modules entries.", kExitUser,
+               "vLLM's `ValueError: No free lora slots` or adapters evicted from the GPU cache."},
+    ErrorEntry{Err::LoraOptionInvalid, "lora-option-invalid",
+               "A LoRA option names no adapter or is malformed.",
+               "--lora-modules takes NAME=DIR (or vLLM's JSON {\"name\": ..., \"path\": ...}) "
+               "with distinct names other than the base model's served name; --lora NAME must "
+               "be one of them.",
+               "Write --lora-modules sql=/adapters/sql chat=/adapters/chat and select with "
+               "--lora sql (run, logits) or \"model\": \"sql\" (serve, batch).",
+               kExitUser, "vLLM's `argument --lora-modules: invalid parse_lora_modules value`."},
     ErrorEntry{Err::TokenizerMissing, "tokenizer-missing", "The model has no tokenizer.json.",
                "qmpi reads the Hugging Face tokenizer.json next to config.json.",
                "Copy tokenizer.json and tokenizer_config.json from the model's repository into "

@@ -42,6 +42,14 @@ enum class Err : uint16_t {
   // int4 checkpoints (QM22x)
   QuantUnsupported = 220,
   QuantTensorInvalid = 221,
+  // LoRA adapters (QM26x)
+  LoraAdapterUnreadable = 260,
+  LoraShapeMismatch = 261,
+  LoraRankTooLarge = 262,
+  LoraModuleUnknown = 263,
+  LoraConfigUnsupported = 264,
+  LoraTooMany = 265,
+  LoraOptionInvalid = 266,
   // tokenizer (QM3xx)
   TokenizerMissing = 300,
   TokenizerInvalid = 301,

@@ -34,12 +34,17 @@ uint64_t BlockPool::chain_hash(uint64_t parent, std::span<const int32_t> tokens)
   return h == 0 ? 1 : h;  // 0 means "no parent"
 }
 
+uint64_t BlockPool::chain_root(int32_t adapter) {
+  return adapter < 0 ? 0 : mix(0x10ca0000ull + uint64_t(adapter)) | 1;
+}
+
 int64_t BlockPool::match_prefix(std::span<const int32_t> tokens, int64_t max_blocks,
-                                std::vector<int32_t>& table, std::vector<uint64_t>& hashes) {
+                                std::vector<int32_t>& table, std::vector<uint64_t>& hashes,
+                                uint64_t root) {
   if (!prefix_caching_) return 0;
   if (!table.empty()) raise(Err::Internal, "prefix match into a non-empty block table");
   const size_t bs = size_t(block_size());
-  uint64_t parent = 0;
+  uint64_t parent = root;
   int64_t matched = 0;
   while (matched < max_blocks && (size_t(matched) + 1) * bs <= tokens.size()) {
     const auto chunk = tokens.subspan(size_t(matched) * bs, bs);

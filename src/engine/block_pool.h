@@ -27,11 +27,15 @@ class BlockPool {
 
   // The key of a full block of `tokens` following a block with key `parent` (0 for the first).
   static uint64_t chain_hash(uint64_t parent, std::span<const int32_t> tokens);
+  // The `parent` of a sequence's first block: 0 for the base model, else a key of its LoRA
+  // adapter, since the same tokens under another adapter hold other K/V.
+  static uint64_t chain_root(int32_t adapter);
 
   // Appends to `table` (and its key to `hashes`) the cached blocks that hold the start of
   // `tokens`, at most `max_blocks` of them. `table` must be empty. Returns how many matched.
   int64_t match_prefix(std::span<const int32_t> tokens, int64_t max_blocks,
-                       std::vector<int32_t>& table, std::vector<uint64_t>& hashes);
+                       std::vector<int32_t>& table, std::vector<uint64_t>& hashes,
+                       uint64_t root = 0);
   // Grows `table` with private blocks to cover `tokens` positions, evicting unused cached
   // blocks when the free list is short. Returns false, changing nothing, when too few are left.
   bool ensure(std::vector<int32_t>& table, int64_t tokens);

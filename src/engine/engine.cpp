@@ -11,6 +11,7 @@
 #include "engine/kv_sizing.h"
 #include "engine/profile_step.h"
 #include "model/config_bounds.h"
+#include "model/lora_loader.h"
 #include "model/synthetic.h"
 #include "parallel/gather_strings.h"
 #include "parallel/mesh.h"
@@ -97,6 +98,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
     source = open_weight_source(m.path, m.verify_checksums);
   if (!m.synthetic_weights) confirm_config_with_weights(cfg_, *source);
   DecoderWeights weights = load_decoder_weights(cfg_, plan, *source, *backend_);
+  weights.bytes += load_lora_adapters(cfg_, plan, opts_.lora, *backend_, weights);
   weight_bytes_ = weights.bytes;
   bytes_read_ = source->bytes_read();
   const std::string origin = m.synthetic_weights

@@ -18,6 +18,7 @@
 #include "engine/device_memory.h"
 #include "engine/sequence_scheduler.h"
 #include "model/config.h"
+#include "model/lora_config.h"
 #include "parallel/comm.h"
 #include "parallel/mesh.h"
 
@@ -100,6 +101,8 @@ struct EngineConfig {
   // logits) is a whole max_model_len prompt in one step. max_model_len is the engine's.
   SchedulerConfig scheduler = single_sequence_scheduler();
   BackendConfig backend;
+  // LoRA adapters loaded at start-up (--lora-modules and its limits).
+  LoraOptions lora;
   int64_t default_max_tokens = 0;  // batch, serve: max_tokens of requests that do not say
 
   // The planner's pre-flight check (layout rules and memory budget), run on every rank once

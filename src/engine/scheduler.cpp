@@ -121,13 +121,14 @@ bool Scheduler::admit(std::vector<Scheduled>& planned, int64_t budget,
   if (s.blocks.empty() && pool_.prefix_caching() && s.total() > bs) {
     // A sequence admitted this step or one in flight is computing the same first block (n > 1,
     // a shared system prompt): wait and share its blocks instead of computing them twice.
-    first_block = BlockPool::chain_hash(0, s.tokens(0, bs));
+    const uint64_t root = BlockPool::chain_root(s.spec.adapter);
+    first_block = BlockPool::chain_hash(root, s.tokens(0, bs));
     if (computing_.count(first_block)) return false;
     // Keep at least one token to compute: the step that samples needs its logits, and a
     // shared block is never written.
     const int64_t max_blocks = (s.total() - 1) / bs;
     const auto all = s.tokens(0, s.total());
-    s.computed = pool_.match_prefix(all, max_blocks, s.blocks, s.hashes) * bs;
+    s.computed = pool_.match_prefix(all, max_blocks, s.blocks, s.hashes, root) * bs;
   }
   const int64_t n = std::min(s.total() - s.computed, budget);
   if (!pool_.ensure(s.blocks, s.computed + n)) {
@@ -240,6 +241,7 @@ StepSeq Scheduler::to_step(const Scheduled& sc) const {
   st.sample = s.computed + real == s.total();
   st.sampling = s.spec.sampling;
   st.sample_index = uint32_t(s.output.size());
+  st.adapter = s.spec.adapter;
   if (st.sample && s.constraint) st.allowed = s.constraint->allowed();
   return st;
 }
@@ -251,7 +253,8 @@ void Scheduler::publish_full_blocks(Sequence& s) {
   while (s.hashes.size() < full) {
     const size_t i = s.hashes.size();
     const auto chunk = s.tokens(int64_t(i) * bs, int64_t(i + 1) * bs);
-    const uint64_t h = BlockPool::chain_hash(i == 0 ? 0 : s.hashes[i - 1], chunk);
+    const uint64_t h = BlockPool::chain_hash(
+        i == 0 ? BlockPool::chain_root(s.spec.adapter) : s.hashes[i - 1], chunk);
     pool_.publish(s.blocks[i], h, chunk);
     s.hashes.push_back(h);
   }

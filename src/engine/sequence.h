@@ -26,6 +26,7 @@ struct SequenceSpec {
   int64_t max_tokens = 16;
   std::vector<int32_t> stop_ids;                      // finish after sampling one of these
   std::shared_ptr<const TokenConstraint> constraint;  // null: unconstrained
+  int32_t adapter = -1;  // LoRA adapter index (model/lora_config.h); -1: the base model
 };
 
 enum class SeqState : uint8_t { Waiting, Running };

@@ -1,5 +1,6 @@
 #include "engine/step_plan.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -38,6 +39,7 @@ void seq_fields(Io& io, Seq& s) {
   io(s.sample_index);
   io(s.cached_prefix);
   io(s.allowed);
+  io(s.adapter);
 }
 
 template <class Io, class Plan>
@@ -196,6 +198,13 @@ BatchInput make_batch(const StepPlan& plan, int block_size) {
       b.tokens.push_back(s.tokens[size_t(i)]);
       b.positions.push_back(pos);
       b.slots.push_back(block * block_size + pos % block_size);
+    }
+    if (s.adapter >= 0) {
+      // Every rank groups the same rows the same way: the groups follow the plan's order.
+      auto g = std::find_if(b.lora.begin(), b.lora.end(),
+                            [&](const LoraRows& r) { return r.adapter == s.adapter; });
+      if (g == b.lora.end()) g = b.lora.insert(b.lora.end(), LoraRows{s.adapter, {}});
+      for (int32_t i = 0; i < a.q_len; ++i) g->rows.push_back(a.q_begin + i);
     }
     if (s.all_logits) {
       for (int32_t i = 0; i < a.q_len; ++i) b.logit_rows.push_back(a.q_begin + i);

@@ -31,6 +31,7 @@ struct StepSeq {
   // A constrained sequence (engine/token_constraint.h): the ids its next token may take, bit
   // (id % 64) of word (id / 64). Empty: any id.
   std::vector<uint64_t> allowed;
+  int32_t adapter = -1;  // the LoRA adapter (--lora-modules index) its rows run with; -1: none
 };
 
 struct StepPlan {
@@ -54,7 +55,7 @@ struct StepResult {
 // The wire format's version, the first byte of every plan and result (the field lists are in
 // step_plan.cpp). Decoding raises StepMessage for another version and for a truncated or
 // garbled message.
-constexpr uint8_t kStepWireVersion = 3;
+constexpr uint8_t kStepWireVersion = 4;
 
 std::vector<uint8_t> encode_step_plan(const StepPlan& plan);
 StepPlan decode_step_plan(std::span<const uint8_t> bytes);

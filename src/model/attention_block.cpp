@@ -20,7 +20,7 @@ AttentionWeights load_attention(WeightLoader& ld, const ModelConfig& cfg,
 }
 
 AttentionBlock::AttentionBlock(const ModelConfig& cfg, const ShardPlan& plan, Backend& be)
-    : cfg_(cfg), plan_(plan), be_(be), rope_(cfg), scratch_(be, kSlots) {}
+    : cfg_(cfg), plan_(plan), be_(be), rope_(cfg), scratch_(be, kSlots), lora_(be) {}
 
 void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch, const float* x,
                              const KvLayerView& kv, float* out, const TensorDump& dump,
@@ -35,6 +35,7 @@ void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch,
 
   const LinearOut qkv[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}};
   forward_group(be_, x, T, qkv);
+  for (const LinearOut& p : qkv) lora_.add(*p.linear, x, T, batch.lora, p.out);
   if (w.q_norm) {
     // [T, heads, d] is [T * heads] rows of d: the row norm is the per-head norm.
     be_.rmsnorm(q, T * nq, w.q_norm.view(), eps, q);
@@ -60,6 +61,7 @@ void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch,
   be_.attention(q, ab, kv, attn);
   dump(be_, layer, "attn", attn, T, nq * d);
   w.o.forward(be_, attn, T, out);
+  lora_.add(w.o, attn, T, batch.lora, out);
 }
 
 }  // namespace qmpi

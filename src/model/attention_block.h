@@ -11,6 +11,7 @@
 #include "model/batch.h"
 #include "model/config.h"
 #include "model/linear.h"
+#include "model/lora_delta.h"
 #include "model/rope_scaling.h"
 #include "model/scratch.h"
 #include "model/shard_plan.h"
@@ -45,6 +46,7 @@ class AttentionBlock {
   Backend& be_;
   RotaryFrequencies rope_;
   Scratch scratch_;
+  LoraDelta lora_;
 };
 
 }  // namespace qmpi

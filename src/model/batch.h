@@ -9,6 +9,12 @@
 
 namespace qmpi {
 
+// The rows of a step that one LoRA adapter runs on (its index in Linear::lora), in row order.
+struct LoraRows {
+  int32_t adapter = 0;
+  std::vector<int32_t> rows;
+};
+
 struct BatchInput {
   std::vector<int32_t> tokens;     // [T] token ids (used by the first stage)
   std::vector<int32_t> positions;  // [T] position of each token in its sequence
@@ -16,6 +22,7 @@ struct BatchInput {
   std::vector<AttentionSeq> seqs;  // one per sequence
   std::vector<int32_t> block_tables;
   std::vector<int32_t> logit_rows;  // rows of the batch whose logits the step needs
+  std::vector<LoraRows> lora;       // one per adapter the step uses; base-model rows in none
 
   int64_t num_tokens() const { return int64_t(tokens.size()); }
 };

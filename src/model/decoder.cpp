@@ -26,7 +26,9 @@ void DecoderModel::all_reduce(float* x, int64_t count) {
 bool DecoderModel::recordable() const {
   // Dynamic NTK changes the rope kernel's frequency rows (one, or one per token) from step to
   // step, which a recorded graph would replay as captured.
+  // LoRA row groups change with the step's mix of adapters, not only with its shape.
   return tp_.size() == 1 && !dump_.enabled() && cfg_.rope_scaling.kind != RopeKind::Dynamic &&
+         w_.lora_adapters == 0 &&
          std::none_of(w_.layers.begin(), w_.layers.end(),
                       [](const LayerWeights& L) { return L.moe.has_value(); });
 }
@@ -71,7 +73,7 @@ void DecoderModel::run_layers(const BatchInput& batch, float* x, KvCache& cache)
     if (L.moe)
       moe_.forward(*L.moe, xn, T, proj, dump_, layer);
     else
-      mlp_.forward(L.mlp, xn, T, proj);
+      mlp_.forward(L.mlp, xn, T, proj, batch.lora);
     all_reduce(proj, T * h);
     dump_(be_, layer, "mlp_out", proj, T, h);
   }

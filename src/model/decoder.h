@@ -38,7 +38,7 @@ class DecoderModel {
 
   // True when embed and run_layers call only backend ops that never wait for the device, so a
   // backend may record a step of them (Backend::run_step): no TP all-reduce, no MoE layer (the
-  // router reads its logits on the host) and no debug dump.
+  // router reads its logits on the host), no debug dump and no LoRA adapters.
   bool recordable() const;
 
   const ShardPlan& plan() const { return plan_; }

@@ -29,6 +29,8 @@ struct DecoderWeights {
   Weight lm_head;      // vocab slice, last stage only (embed_tokens rows on tied models),
                        // empty when tied and this rank holds the embedding: head() shares it
   uint64_t bytes = 0;  // weight bytes this rank holds
+  // How many --lora-modules adapters are loaded onto the projections (Linear::lora).
+  int lora_adapters = 0;
 
   const Weight& head() const { return lm_head ? lm_head : embedding; }
 };

@@ -5,10 +5,12 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "backend/backend.h"
 #include "model/fp8_weight.h"
 #include "model/int4_weight.h"
+#include "model/lora_weight.h"
 
 namespace qmpi {
 
@@ -17,6 +19,10 @@ struct Linear {
   Int4Weight int4;  // int4 (AWQ / GPTQ) checkpoints instead of `weight`
   Fp8Weight fp8;    // block-wise FP8 checkpoints instead of `weight`
   Weight bias;      // [out_features] or empty
+  // LoRA adapters by index (--lora-modules order), this rank's slices; an empty entry: that
+  // adapter leaves this projection alone. Applied per row group (model/lora_delta.h), never
+  // merged into `weight`.
+  std::vector<LoraWeight> lora;
 
   // out[n, out_features] = x[n, in_features] . W^T (+ bias), accumulated in float32.
   void forward(Backend& be, const float* x, int64_t n, float* out) const;

@@ -3,10 +3,13 @@
 // columns and down the matching rows, so the output is a partial sum for the all-reduce.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "backend/backend.h"
+#include "model/batch.h"
 #include "model/linear.h"
+#include "model/lora_delta.h"
 #include "model/scratch.h"
 #include "model/weight_loader.h"
 
@@ -23,12 +26,14 @@ MlpWeights load_mlp(WeightLoader& ld, const std::string& prefix, int64_t width, 
 
 class SwiGluMlp {
  public:
-  explicit SwiGluMlp(Backend& be) : be_(be), scratch_(be, kSlots) {}
+  explicit SwiGluMlp(Backend& be) : be_(be), scratch_(be, kSlots), lora_(be) {}
 
-  // out[n, hidden] = down(silu(gate(x)) * up(x)) for x[n, hidden].
-  void forward(const MlpWeights& w, const float* x, int64_t n, float* out);
-  // The same with the caller's gate and up buffers ([n, width] each), so that several MLPs may
-  // run at once (Backend::run_tasks).
+  // out[n, hidden] = down(silu(gate(x)) * up(x)) for x[n, hidden], each projection with the
+  // LoRA deltas of `lora`'s row groups (the dense MLP; experts take none).
+  void forward(const MlpWeights& w, const float* x, int64_t n, float* out,
+               std::span<const LoraRows> lora = {});
+  // Without LoRA, with the caller's gate and up buffers ([n, width] each), so that several MLPs
+  // (experts) may run at once (Backend::run_tasks).
   void forward(const MlpWeights& w, const float* x, int64_t n, float* out, float* gate,
                float* up) const;
 
@@ -36,6 +41,7 @@ class SwiGluMlp {
   enum { kGate, kUp, kSlots };
   Backend& be_;
   Scratch scratch_;
+  LoraDelta lora_;
 };
 
 }  // namespace qmpi

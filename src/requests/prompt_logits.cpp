@@ -42,7 +42,7 @@ void reserve(BlockManager& blocks, std::vector<int32_t>& table, int64_t tokens) 
 
 std::vector<float> prompt_logits(Executor& ex, BlockManager& blocks,
                                  const std::vector<int32_t>& prompt, PrefillMode mode,
-                                 int64_t chunk) {
+                                 int64_t chunk, int32_t adapter) {
   SequenceGuard seq(blocks);
   std::vector<float> out;
   out.reserve(prompt.size() * size_t(ex.vocab_size()));
@@ -59,6 +59,7 @@ std::vector<float> prompt_logits(Executor& ex, BlockManager& blocks,
     s.all_logits = true;
     s.sample = false;
     s.first_chunk = at == 0;
+    s.adapter = adapter;
     plan.seqs.push_back(std::move(s));
     if (at + len == n) plan.finished.push_back(0);
     StepResult r = ex.step(plan);

@@ -14,9 +14,9 @@ namespace qmpi {
 enum class PrefillMode { Whole, Incremental, Chunked };
 
 // Logits of every prompt position, [prompt.size(), vocab], computed in one prefill, one token
-// per step (incremental) or in chunks of `chunk` tokens.
+// per step (incremental) or in chunks of `chunk` tokens, with LoRA adapter `adapter` (-1: none).
 std::vector<float> prompt_logits(Executor& ex, BlockManager& blocks,
                                  const std::vector<int32_t>& prompt, PrefillMode mode,
-                                 int64_t chunk);
+                                 int64_t chunk, int32_t adapter = -1);
 
 }  // namespace qmpi

@@ -22,7 +22,7 @@ struct HandParsed {
   Takes takes;
 };
 constexpr HandParsed kHandParsed[] = {
-    {"model", Takes::Both},
+    {"model", Takes::Both},  // the base model or a LoRA adapter (served_model.h)
     {"max_tokens", Takes::Both},
     {"stop", Takes::Both},
     {"stop_token_ids", Takes::Both},

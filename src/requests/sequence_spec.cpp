@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "requests/output_format.h"
 #include "requests/sampling_resolver.h"
+#include "requests/served_model.h"
 #include "requests/structured_output.h"
 
 namespace qmpi {
@@ -103,6 +104,7 @@ SequenceSpec request_sequence_spec(const Request& req, std::vector<int32_t> prom
   if (!rs.ignore_eos) spec.stop_ids = model.eos_ids;
   spec.stop_ids.insert(spec.stop_ids.end(), rs.stop_token_ids.begin(), rs.stop_token_ids.end());
   spec.constraint = request_constraint(req, spec.prompt, model);
+  spec.adapter = check_served_model(req.model, model.served_names, model.adapter_names);
   return spec;
 }
 

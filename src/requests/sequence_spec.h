@@ -26,6 +26,8 @@ struct ModelFacts {
   bool reasoning_parser = false;  // --reasoning-parser qwen3: <think> text is reasoning_content
   // Names a request's "model" may give (served_model.h), in serve and batch; empty: any.
   std::vector<std::string> served_names;
+  // LoRA adapters (--lora-modules) a request's "model" may name instead, in index order.
+  std::vector<std::string> adapter_names;
 
   // `text` (the tokenizer, chat template, reasoning parser and served names rank 0 loaded)
   // with what the engine knows: generation_config.json's defaults and stop ids (else

@@ -6,12 +6,17 @@
 
 namespace qmpi {
 
-void check_served_model(const std::string& requested, std::span<const std::string> names) {
-  if (requested.empty() || names.empty()) return;
-  if (std::find(names.begin(), names.end(), requested) != names.end()) return;
+int32_t check_served_model(const std::string& requested, std::span<const std::string> names,
+                           std::span<const std::string> adapters) {
+  const auto adapter = std::find(adapters.begin(), adapters.end(), requested);
+  if (!requested.empty() && adapter != adapters.end()) return int32_t(adapter - adapters.begin());
+  if (requested.empty() || names.empty()) return -1;
+  if (std::find(names.begin(), names.end(), requested) != names.end()) return -1;
+  std::string served = "\"" + names.front() + "\"";
+  for (const std::string& a : adapters) served += ", \"" + a + "\"";
   raise(Err::ModelNotFound,
-        "the model \"" + requested.substr(0, 200) +
-            "\" does not exist on this server (it serves \"" + names.front() + "\")",
+        "the model \"" + requested.substr(0, 200) + "\" does not exist on this server (it serves " +
+            served + ")",
         "Send \"model\": \"" + names.front() +
             "\" (GET /v1/models lists the names), or start the "
             "server with --served-model-name.");

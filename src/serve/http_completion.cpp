@@ -16,7 +16,7 @@ HttpCompletion parse_completion(std::string_view text, Endpoint endpoint, const 
   c.include_usage = parsed.include_usage;
   c.shape.token_ids = parsed.token_ids;
   Request& r = parsed.request;
-  check_served_model(r.model, model.served_names);
+  check_served_model(r.model, model.served_names, model.adapter_names);
   c.stream = r.stream;
   c.choices = r.choice_count();
   c.shape.endpoint = endpoint;

@@ -50,13 +50,15 @@ std::string_view sv(beast::string_view s) {
 // Errors of the request's bytes (answered with 400/431), as opposed to the socket's.
 // One entry of GET /v1/models, as OpenAI shapes it, with vLLM's root and max_model_len (null
 // while the engine loads).
-json model_object(const std::string& id, const std::string& root, int64_t max_model_len) {
+// `parent`: the base model's id for a LoRA adapter, else empty (null).
+json model_object(const std::string& id, const std::string& root, int64_t max_model_len,
+                  const std::string& parent = {}) {
   return {{"id", id},
           {"object", "model"},
           {"created", unix_seconds()},
           {"owned_by", "qmpi"},
           {"root", root},
-          {"parent", nullptr},
+          {"parent", parent.empty() ? json(nullptr) : json(parent)},
           {"max_model_len", max_model_len > 0 ? json(max_model_len) : json(nullptr)}};
 }
 
@@ -214,18 +216,27 @@ void HttpConnection::dispatch() {
         data.push_back(model_object(front_.opts.model_name, front_.opts.model_root, len));
       for (const std::string& name : listed)
         data.push_back(model_object(name, front_.opts.model_root, len));
+      const auto& adapters = front_.model.adapter_names;
+      for (size_t i = 0; i < adapters.size(); ++i)
+        data.push_back(model_object(adapters[i], front_.opts.adapter_roots.at(i), len,
+                                    front_.opts.model_name));
       return respond(200, json{{"object", "list"}, {"data", std::move(data)}}.dump(), kJson);
     }
     case HttpRoute::Model: {
       const std::string id = model_id_of(target_);
+      int32_t adapter = -1;
       try {
-        check_served_model(id, front_.model.served_names);
+        adapter = check_served_model(id, front_.model.served_names, front_.model.adapter_names);
       } catch (const Error& e) {
         return respond_error(e);
       }
-      return respond(
-          200, model_object(id, front_.opts.model_root, front_.hub.snapshot().max_model_len).dump(),
-          kJson);
+      const int64_t len = front_.hub.snapshot().max_model_len;
+      return respond(200,
+                     (adapter < 0 ? model_object(id, front_.opts.model_root, len)
+                                  : model_object(id, front_.opts.adapter_roots.at(size_t(adapter)),
+                                                 len, front_.opts.model_name))
+                         .dump(),
+                     kJson);
     }
     case HttpRoute::Tokenize:
     case HttpRoute::Detokenize:

@@ -29,6 +29,9 @@ struct HttpOptions {
   std::string model_name;                        // responses' default "model"
   std::vector<std::string> listed_models;        // GET /v1/models (empty: model_name)
   std::string model_root;                        // GET /v1/models' "root": --model as given
+  // --lora-modules' folders, in the order of ModelFacts::adapter_names: GET /v1/models lists
+  // each adapter with this "root" and the base model as its "parent", as vLLM does.
+  std::vector<std::string> adapter_roots;
   HttpTimeouts timeouts;
 };
 

@@ -24,7 +24,7 @@ json parse_object(std::string_view body, const ModelFacts& model) {
   if (j.contains("model") && !j.at("model").is_null()) {
     if (!j.at("model").is_string())
       throw Error(Err::RequestField, "\"model\" must be a string").with_param("model");
-    check_served_model(j.at("model").get<std::string>(), model.served_names);
+    check_served_model(j.at("model").get<std::string>(), model.served_names, model.adapter_names);
   }
   return j;
 }

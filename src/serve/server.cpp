@@ -69,6 +69,7 @@ void Server::start(const ModelSource& source) {
   f.model.vocab_size = ModelConfig::load(dir.string()).vocab_size;
   f.model.reasoning_parser = opts_.reasoning_parser;
   f.model.served_names = opts_.served_names;
+  f.model.adapter_names = opts_.adapter_names;
   f.broker = std::make_unique<ZmqBroker>(opts_.zmq, f.model, f.hub, f.metrics);
   spdlog::info("zmq: listening on {}", f.broker->endpoint());
   if (!opts_.http.listen.empty()) {

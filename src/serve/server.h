@@ -31,6 +31,8 @@ struct ServerOptions {
   int64_t max_queue = 256;
   bool reasoning_parser = false;
   std::vector<std::string> served_names;  // names a request's "model" may give
+  // And the LoRA adapters' names, in --lora-modules order.
+  std::vector<std::string> adapter_names;
 };
 
 class Server {

@@ -210,7 +210,7 @@ void ZmqBroker::generate(const std::string& identity, bool delimiter, const std:
   if (c.requests.count(id))
     raise(Err::RequestField, "request " + id + " is already in flight from this client",
           "Give every request its own id.");
-  check_served_model(req.model, model_.served_names);
+  check_served_model(req.model, model_.served_names, model_.adapter_names);
   ServeRequest r;
   r.client_id = id;
   r.prompt = request_prompt_ids(req, model_);

@@ -49,6 +49,7 @@ void check_engine_limits(const EngineConfig& c) {
       raise(Err::Usage, std::string("--") + option + " must be at least " + std::to_string(min) +
                             ", got " + std::to_string(v));
   };
+  check_lora_options(c.lora, {});  // serve and batch check the served names too
   const Layout& l = c.parallel.layout;
   if (l.tp < 1 || l.pp < 1 || l.dp < 1) raise(Err::Usage, "--tp, --pp and --dp must be at least 1");
   // run and logits drive one sequence on one mesh: other replicas would only wait, and time out

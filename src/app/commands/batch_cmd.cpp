@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "app/commands/lora_options.h"
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
 #include "batch/batch_job.h"
@@ -102,6 +103,7 @@ int cmd_batch(const Args& args) {
     if (config.model.path != served_names[0]) served_names.push_back(config.model.path);
   }
   job.model_name = served_names[0];
+  finish_lora_options(config.lora, served_names);
   if (progress != "auto" && progress != "bar" && progress != "lines" && progress != "off")
     raise(Err::Usage, "--progress " + progress + " is not bar, lines, off or auto");
   job.progress_bar = progress == "bar" || (progress == "auto" && ::isatty(STDERR_FILENO) != 0);
@@ -132,6 +134,7 @@ int cmd_batch(const Args& args) {
       text.chat = chat.get();
       text.reasoning_parser = reasoning;
       text.served_names = served_names;
+      text.adapter_names = lora_names(config.lora);
       const ModelFacts model = ModelFacts::from(engine, text);
       // One scheduler per data-parallel replica (one with --dp 1); an idle replica hears from
       // rank 0 well within --comm-timeout.

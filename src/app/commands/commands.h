@@ -16,6 +16,7 @@ int cmd_client(const Args& args);       // one request to a running server, stre
 int cmd_logits(const Args& args);       // write [n_tokens, vocab] float32 logits to .npy
 int cmd_tokenize(const Args& args);     // JSONL {"text"} -> {"ids"}
 int cmd_make_model(const Args& args);   // random-weight model in the Hugging Face layout
+int cmd_make_lora(const Args& args);    // random LoRA adapter in PEFT's layout
 int cmd_convert(const Args& args);      // Hugging Face folder -> one qmpi .h5 checkpoint
 int cmd_bench(const Args& args);        // prefill/decode throughput and memory bandwidth
 int cmd_plan(const Args& args);         // pre-flight layout and memory planner

@@ -2,6 +2,7 @@
 
 #include "app/commands/dtype_option.h"
 #include "app/commands/kv_dtype_option.h"
+#include "app/commands/lora_options.h"
 #include "app/commands/vllm_flags.h"
 
 #include <cstdio>
@@ -161,6 +162,7 @@ po::options_description engine_options(EngineConfig& c) {
       "allow-tp-across-hosts", po::bool_switch(&par.allow_tp_across_hosts),
       "let a TP group span hosts (slow; warns instead of failing)");
   add_config_override_options(d, m.overrides);
+  d.add(lora_options(c.lora));
   return d;
 }
 
@@ -259,7 +261,9 @@ int run_engine(const EngineConfig& config, const std::function<int(Engine&)>& dr
     const bool deterministic =
         !engine && (error_entry(e.code()).exit_code == 2 || e.code() == Err::ConfigInvalid ||
                     e.code() == Err::ConfigKeyMissing || e.code() == Err::ArchUnsupported ||
-                    e.code() == Err::ModelDirMissing || e.code() == Err::H5Format);
+                    e.code() == Err::ModelDirMissing || e.code() == Err::H5Format ||
+                    // every rank checks every adapter whole (model/lora_loader.h)
+                    (e.code() >= Err::LoraAdapterUnreadable && e.code() <= Err::LoraOptionInvalid));
     if (mpi.size() == 1 || deterministic) {
       if (mpi.rank() == 0) std::fprintf(stderr, "qmpi: %s\n", e.render().c_str());
       return e.exit_code();

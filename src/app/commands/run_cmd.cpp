@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "app/commands/lora_options.h"
 #include "app/commands/options.h"
 #include "app/commands/prompt_input.h"
 #include "engine/context_limit.h"
@@ -22,10 +23,11 @@ int cmd_run(const Args& args) {
   RequestSampling sampling;
   int64_t max_tokens = 128;
   bool ignore_eos = false, json = false;
-  std::string speculative;
+  std::string speculative, lora;
   po::options_description desc = engine_options(config);
   desc.add(prompt_options(prompt));
   desc.add(sampling_options(sampling));
+  add_lora_select_option(desc, lora);
   desc.add_options()("max-tokens", po::value(&max_tokens)->default_value(128),
                      "tokens to generate at most")("ignore-eos", po::bool_switch(&ignore_eos),
                                                    "keep generating past end-of-sequence tokens")(
@@ -36,6 +38,7 @@ int cmd_run(const Args& args) {
   if (!parse_options(args, desc, vm, "qmpi run --model DIR --prompt TEXT [options]")) return 0;
   if (max_tokens < 1) raise(Err::Usage, "--max-tokens must be at least 1");
   config.scheduler.speculative = parse_speculative_config(speculative);
+  finish_lora_options(config.lora, {}, lora);
   // A text prompt needs the tokenizer: find out before the weights load.
   if (prompt.ids.empty() && launcher_rank() == 0) require_model_tokenizer(config.model.files());
   // And a chat template that cannot render fails now, as in serve and batch.
@@ -49,12 +52,14 @@ int cmd_run(const Args& args) {
     check_context_fits(int64_t(src.ids.size()), max_tokens, engine.max_model_len());
     Request req;
     req.custom_id = "run";
+    req.model = lora;  // empty: the base model
     req.prompt_ids = src.ids;
     req.sampling = sampling;
     req.sampling.max_tokens = max_tokens;
     req.sampling.ignore_eos = ignore_eos;
     ModelFacts text;
     text.tokenizer = src.tokenizer.get();
+    text.adapter_names = lora_names(config.lora);
     const ModelFacts model = ModelFacts::from(engine, text);
 
     // The scheduler with one request: its whole prompt in one step, as the engine was sized.

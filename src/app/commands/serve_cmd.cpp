@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "app/commands/lora_options.h"
 #include "app/commands/options.h"
 #include "core/byte_size.h"
 #include "io/h5_checkpoint.h"
@@ -164,6 +165,9 @@ ServerOptions server_options(ServeCli& c, const po::variables_map& vm, const Eng
   o.http.model_name = o.loop.model_name;
   o.http.model_root = model_arg;
   o.http.listed_models = c.served_names.empty() ? std::vector{o.served_names[0]} : c.served_names;
+  finish_lora_options(config.lora, o.served_names);
+  o.adapter_names = lora_names(config.lora);
+  for (const LoraModule& m : config.lora.modules) o.http.adapter_roots.push_back(m.path);
   o.http.max_body_bytes = o.zmq.max_message_bytes;
   o.http.client_buffer_bytes = o.zmq.client_buffer_bytes;
   return o;

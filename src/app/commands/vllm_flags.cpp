@@ -14,7 +14,6 @@ namespace {
 using U = VllmFlagUse;
 using A = VllmFlagArgs;
 
-// Flags still "Noted" that later work will honour: the LoRA options.
 // docs/vllm-compat.md lists this table row by row.
 const std::vector<VllmFlag> kFlags = {
     // layout and scheduling: qmpi's options under vLLM's names
@@ -94,10 +93,6 @@ const std::vector<VllmFlag> kFlags = {
      "streams send usage when stream_options asks"},
     {"--enable-server-load-tracking", U::Noted, A::None,
      "/metrics shows the requests running and waiting"},
-    {"--enable-lora", U::Noted, A::None, "no LoRA adapters yet: merge them into the weights"},
-    {"--lora-modules", U::Noted, A::Many, "no LoRA adapters yet: merge them into the weights"},
-    {"--max-loras", U::Noted, A::One, "no LoRA adapters yet: merge them into the weights"},
-    {"--max-lora-rank", U::Noted, A::One, "no LoRA adapters yet: merge them into the weights"},
     // options of `vllm serve` that `qmpi batch` has no use for, and of `vllm run-batch`
     {"--disable-log-stats", U::Noted, A::None, "batch reports progress by --progress"},
     {"--enable-log-requests", U::Noted, A::None, "batch writes each request's result line"},

@@ -34,6 +34,7 @@ StepSeq seq(int64_t id, std::mt19937& rng) {
   s.sample_index = rng();
   for (uint32_t i = 0, n = rng() % 4; i < n; ++i) s.cached_prefix.push_back(int32_t(rng() % 99));
   if (rng() % 2) s.allowed.assign(rng() % 5, (uint64_t(rng()) << 32) | rng());
+  s.adapter = int32_t(rng() % 4) - 1;
   return s;
 }
 
@@ -79,6 +80,7 @@ void expect_same(const StepPlan& a, const StepPlan& b) {
     EXPECT_EQ(x.sample_index, y.sample_index);
     EXPECT_EQ(x.cached_prefix, y.cached_prefix);
     EXPECT_EQ(x.allowed, y.allowed);
+    EXPECT_EQ(x.adapter, y.adapter);
   }
 }
 
@@ -116,6 +118,30 @@ TEST(StepWire, AnotherVersionIsRefused) {
   std::vector<uint8_t> result = encode_step_result(StepResult{});
   result[0] = 0;
   testing::expect_error([&] { decode_step_result(result); }, Err::StepMessage, {"version 0"});
+}
+
+// Rows are grouped by LoRA adapter for every rank alike: a group per adapter in order of first
+// appearance, holding its sequences' rows even when other sequences come between; base-model
+// rows are in no group.
+TEST(StepWire, LoraRowsAreGroupedByAdapter) {
+  StepPlan p;
+  const int32_t adapters[] = {1, -1, 0, 1};
+  for (int i = 0; i < 4; ++i) {
+    StepSeq s;
+    s.id = i;
+    s.tokens.assign(size_t(i % 2 ? 1 : 2), 7);  // rows 0-1, 2, 3-4, 5
+    s.block_table = {i};
+    s.adapter = adapters[i];
+    p.seqs.push_back(s);
+  }
+  const BatchInput b = make_batch(p, 8);
+  ASSERT_EQ(b.lora.size(), 2u);
+  EXPECT_EQ(b.lora[0].adapter, 1);
+  EXPECT_EQ(b.lora[0].rows, (std::vector<int32_t>{0, 1, 5}));
+  EXPECT_EQ(b.lora[1].adapter, 0);
+  EXPECT_EQ(b.lora[1].rows, (std::vector<int32_t>{3, 4}));
+  for (StepSeq& s : p.seqs) s.adapter = -1;
+  EXPECT_TRUE(make_batch(p, 8).lora.empty());
 }
 
 // A sequence with guesses needs the logits after its last real token and after each guess; a
