@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # qmpi against llama.cpp on this host, the external baseline issue 17's goals are stated against:
 # the same random-weight Qwen2.5-0.5B-shaped bf16 checkpoint (converted byte for byte to GGUF by
-# to_gguf.py), the same prompt length, generated tokens and thread count, one engine after the
-# other, alternated ROUNDS times so that both see the same swings of a shared VM. A plain
+# tests/reference/gguf_ref.py), the same prompt length, generated tokens and thread count, one
+# engine after the other, alternated ROUNDS times so that both see the same swings of a shared VM. A plain
 # STREAM-style read (bench/stream_read.c) opens each round.
 #
 # llama.cpp comes as node-llama-cpp's prebuilt CPU binaries (npm, pinned; ggml picks the CPU
@@ -32,7 +32,7 @@ if [[ ! -d "$llama_dir/node_modules/node-llama-cpp" ]]; then
 fi
 cp "$here/bench/llama_cpp/bench.mjs" "$llama_dir/"  # node resolves the package beside the script
 [[ -f "$model/config.json" ]] || "$build/qmpi" make-model --preset "$preset" --dtype bf16 --out "$model" >/dev/null
-[[ -f "$gguf" && "$gguf" -nt "$model/config.json" ]] || /usr/bin/python3 "$here/bench/llama_cpp/to_gguf.py" "$model" "$gguf"
+[[ -f "$gguf" && "$gguf" -nt "$model/config.json" ]] || /usr/bin/python3 "$here/tests/reference/gguf_ref.py" "$model" "$gguf"
 mkdir -p "$(dirname "$out")"
 : >"$out"
 
@@ -47,7 +47,7 @@ for r in $(seq 1 "$rounds"); do
 done
 
 # Same model in both engines: llama.cpp's greedy tokens of the last round must be the argmax of
-# qmpi's logits over the same ids (a wrong tensor mapping in to_gguf.py would change them).
+# qmpi's logits over the same ids (a wrong tensor mapping in gguf_ref.py would change them).
 ids=$(/usr/bin/python3 -c 'import json, sys
 r = [json.loads(l) for l in open(sys.argv[1]) if "tokens" in l][-1]
 print(",".join(map(str, r["prompt"] + r["tokens"])))' "$out")

@@ -11,6 +11,7 @@
 #include "engine/kv_sizing.h"
 #include "engine/profile_step.h"
 #include "model/config_bounds.h"
+#include "model/gguf_names.h"
 #include "model/synthetic.h"
 #include "parallel/gather_strings.h"
 #include "parallel/mesh.h"
@@ -29,7 +30,8 @@ TensorDump tensor_dump_from_env(int rank) {
 
 ModelConfig load_config(const ModelSource& m) {
   if (m.synthetic_weights) {
-    if (!m.config_path.empty()) return ModelConfig::load(m.config_path, m.overrides);  // file or folder
+    if (!m.config_path.empty())
+      return ModelConfig::load(m.config_path, m.overrides);  // file or folder
     if (m.path.empty())
       raise(Err::Usage, "--synthetic-weights needs --model-config FILE or --model DIR");
     return ModelConfig::load(m.path, m.overrides);
@@ -93,7 +95,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
   if (m.synthetic_weights)
     source = std::make_unique<SyntheticWeights>(cfg_, m.synthetic_seed, cfg_.torch_dtype);
   else
-    source = open_weight_source(m.path, m.verify_checksums);
+    source = open_model_weights(m.path, m.verify_checksums);
   if (!m.synthetic_weights) confirm_config_with_weights(cfg_, *source);
   DecoderWeights weights = load_decoder_weights(cfg_, plan, *source, *backend_);
   weight_bytes_ = weights.bytes;

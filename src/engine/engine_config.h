@@ -32,12 +32,12 @@ SchedulerConfig single_sequence_scheduler();
 
 // Where the weights and the config come from.
 struct ModelSource {
-  std::string path;                // --model: HF folder or .h5
+  std::string path;                // --model: HF folder, .h5 or .gguf
   bool verify_checksums = false;   // .h5: check the CRC-32 of every chunk this rank reads
   bool synthetic_weights = false;  // random weights from the config alone (per-rank slices)
   std::string config_path;         // --model-config: config.json for synthetic weights
   uint64_t synthetic_seed = 0;
-  std::string chat_template;  // --chat-template: a Jinja file instead of the model's
+  std::string chat_template;         // --chat-template: a Jinja file instead of the model's
   std::string chat_template_limits;  // --chat-template-limits: jinja::parse_limits' text
   ConfigOverrides overrides;         // --hf-overrides, --rope-scaling: merged into config.json
 
