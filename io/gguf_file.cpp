@@ -244,10 +244,11 @@ void check_tensor_bytes(std::vector<GgufTensor>& tensors, uint64_t data_offset, 
       raise(Err::GgufTensorData, path + ": tensor " + t.name + " starts at data offset " +
                                      std::to_string(t.offset) + ", not a multiple of the " +
                                      std::to_string(alignment) + "-byte alignment");
+    // Past the end: most often a cut-off download, whatever else could put it there.
     if (t.offset > size - data_offset)
-      raise(Err::GgufTensorData, path + ": tensor " + t.name + " starts at data offset " +
-                                     std::to_string(t.offset) + ", past the end of the file (" +
-                                     std::to_string(size - data_offset) + " data bytes)");
+      raise(Err::GgufTruncated, path + ": tensor " + t.name + " starts at data offset " +
+                                    std::to_string(t.offset) + ", past the end of the file (" +
+                                    std::to_string(size - data_offset) + " data bytes)");
     by_offset.push_back(&t);
   }
   std::sort(by_offset.begin(), by_offset.end(),

@@ -71,7 +71,8 @@ Decision decide(const DoctorOptions& o, const Job& job, const ModelConfig* cfg) 
 }
 
 PlanInputs plan_inputs(const DoctorOptions& o, const Job& job, const Decision& d,
-                       const std::map<std::string, DType>& dtypes) {
+                       const std::map<std::string, DType>& dtypes,
+                       const std::map<std::string, const GgmlTypeInfo*>& blocks) {
   PlanInputs in;
   in.gpus = d.layout.world_ranks();
   // Under the job's own mpirun the ranks sit on its hosts; alone, doctor plans for this host.
@@ -82,6 +83,7 @@ PlanInputs plan_inputs(const DoctorOptions& o, const Job& job, const Decision& d
   in.max_num_seqs = o.max_num_seqs;
   in.block_size = o.block_size;
   in.tensor_dtypes = dtypes;
+  in.tensor_blocks = blocks;
   in.model_arg = o.model.empty() ? "--synthetic-weights --model-config " + o.model_config
                                  : "--model " + o.model;
   return in;
@@ -156,11 +158,13 @@ DoctorReport run_doctor(const DoctorOptions& o) {
   // config for the layout.
   std::optional<ModelConfig> cfg;
   std::map<std::string, DType> dtypes;
+  std::map<std::string, const GgmlTypeInfo*> blocks;
   if (!o.model.empty()) {
     if (job.host_leader()) {
       ModelCheck m = check_model(o.model, o.overrides);
       cfg = m.config;
       dtypes = std::move(m.tensor_dtypes);
+      blocks = std::move(m.tensor_blocks);
       append(mine, std::move(m.findings), here);
     } else {
       try {
@@ -188,7 +192,7 @@ DoctorReport run_doctor(const DoctorOptions& o) {
     append(mine, layout_findings(layout, d.by_default, job.slots, config), "");
   }
 
-  const PlanInputs plan = plan_inputs(o, job, d, dtypes);
+  const PlanInputs plan = plan_inputs(o, job, d, dtypes, blocks);
   if (job.host_leader()) {
     GpuHostInput gpu;
     gpu.host = job.me().host;

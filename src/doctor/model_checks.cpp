@@ -253,7 +253,12 @@ ModelCheck check_model(const std::string& model_dir, const ConfigOverrides& over
   const auto& weight_map = inv.weight_map;
   const auto& found = inv.found;
   const bool indexed = inv.indexed;
-  for (const auto& [name, info] : found) r.tensor_dtypes[name] = info.dtype;
+  for (const auto& [name, info] : found) {
+    if (info.block_quantized())
+      r.tensor_blocks[name] = info.ggml;
+    else
+      r.tensor_dtypes[name] = info.dtype;
+  }
 
   if (r.config && !weight_map.empty()) {
     Problems problems(out);

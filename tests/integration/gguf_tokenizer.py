@@ -33,7 +33,7 @@ def tokenize(source_flags, lines, *flags):
     if proc.returncode != 0:
         raise testlib.TestFailure(f"qmpi tokenize exit {proc.returncode}: "
                                   f"{proc.stderr.decode(errors='replace')[-2000:]}")
-    out = [json.loads(line) for line in proc.stdout.decode("utf-8").splitlines() if line.strip()]
+    out = [json.loads(line) for line in proc.stdout.decode("utf-8").split("\n") if line.strip()]
     return out, proc.stderr.decode(errors="replace")
 
 

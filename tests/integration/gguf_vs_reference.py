@@ -9,9 +9,10 @@ its embedding quantizes fast) as Q4_K, Q6_K and a Q4_K_M-like mix split into
 three files; a Qwen2-MoE (Q8_0) and a Qwen3-MoE (Q5_1) tiny model as llama.cpp stacks their
 experts. The reference reads each file back with its own reader, decodes every tensor to
 float64 with ggml_blocks.dequantize and runs the float64 forward; `qmpi logits` on the file must
-match within the int4 tests' bound (2e-3 of the largest |logit|) at 1x1, TP 2, TP 3 and PP 2.
-TP 3 on the 256-wide shape cuts o_proj's inputs inside a k-quant super-block (heads 2, 1, 1 of
-64 columns): the loader decodes those slices to float32, the rest stays in blocks. A bf16 GGUF
+match within the exact-math bound (1e-4 of the largest |logit|, tighter than int4's 2e-3) at
+1x1, TP 2, TP 3 and PP 2 (MoE: 1x1 and TP 3 / TP 2). TP 2 and TP 3 on the 256-wide shape cut
+o_proj's inputs inside a k-quant super-block (heads 2+2 and 2+1+1 of 64 columns): the loader
+decodes those slices to float32, the rest stays in blocks. A bf16 GGUF
 written byte for byte gives the safetensors folder's logits exactly. A truncated file fails with
 QM246 before any weight is used.
 """
@@ -28,7 +29,10 @@ import gguf_ref
 import qwen2_ref
 import qwen_family_ref
 
-TOLERANCE = 2e-3  # int4_vs_reference's bound
+# The issue asks for int4_vs_reference's bound (2e-3); GGUF blocks decode exactly in float32
+# (scale x quant, as the reference's float64 decode), so the exact-math bound holds and is
+# what is asserted.
+TOLERANCE = 1e-4
 LOGITS_LEN = 8
 LAYOUTS = [(1, 1), (2, 1), (3, 1), (1, 2)]
 MPI_TIMEOUT = 240

@@ -82,7 +82,7 @@ TEST(GgufConfig, Qwen3HeadDimYarnAndUntied) {
   EXPECT_EQ(c.rope_scaling.kind, RopeKind::Yarn);
   EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 4.0);
   EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 1024);
-  EXPECT_FALSE(c.quant);  // every tensor plain float
+  EXPECT_EQ(c.quant.split_unit(), 32);  // Q8_0 blocks only
 }
 
 TEST(GgufConfig, MoeDenseLayersFromRouters) {
