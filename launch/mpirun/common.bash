@@ -123,15 +123,19 @@ qmpi_mpirun() {  # qmpi_mpirun COMMAND [qmpi options...]
   qmpi_job_status "$status_file" "$rc" "${#recovery[@]}"
 }
 
-# qmpi_run_until_rank0_done CMD...: runs the mpirun line, passing SIGTERM on to it, and returns
-# its exit status. Once rank 0 has left its status, the job is over: a rank that mpirun still
-# waits for EXIT_GRACE seconds later (a stopped rank of a lost replica, which would keep it
-# waiting forever) is ended by stopping mpirun.
+# qmpi_run_until_rank0_done CMD...: runs the mpirun line, passing Ctrl-C and SIGTERM on
+# (_qmpi_stop), and returns its exit status. Once rank 0 has left its status, the job is over: a
+# rank that mpirun still waits for EXIT_GRACE seconds later (a stopped rank of a lost replica,
+# which would keep it waiting forever) is ended by stopping mpirun. mpirun runs in a session of
+# its own so that a terminal's Ctrl-C reaches only this script: mpirun would answer it by
+# killing every rank a second later (SIGCONT, odls_base_sigkill_timeout, SIGTERM, SIGKILL).
 qmpi_run_until_rank0_done() {
-  "$@" &
+  setsid "$@" &
   local pid=$! since=""
   _qmpi_ended_after_rank0=0
-  trap 'kill -TERM "$pid" 2>/dev/null' TERM
+  _qmpi_stops=0
+  trap '_qmpi_stop INT "$pid"' INT
+  trap '_qmpi_stop TERM "$pid"' TERM
   while kill -0 "$pid" 2>/dev/null; do
     [[ -n "$since" || ! -e "$QMPI_STATUS_FILE" ]] || since=$SECONDS
     if ((_qmpi_ended_after_rank0 == 0)) && [[ -n "$since" ]] &&
@@ -142,8 +146,25 @@ qmpi_run_until_rank0_done() {
     fi
     sleep 0.2
   done
-  trap - TERM
+  trap - TERM INT
   wait "$pid"
+}
+
+# _qmpi_stop SIGNAL MPIRUN_PID: the first Ctrl-C or SIGTERM goes to rank 0 itself when it runs on
+# this host (it left "HOST PID" in $QMPI_STATUS_FILE.pid): rank 0 stops every rank at the same
+# step, finishes the requests in flight and writes the summary (a batch job: the --resume
+# command), and mpirun ends when the ranks have. A second signal, or a rank 0 on another host,
+# ends the job through mpirun (SIGTERM: the ranks have a second).
+_qmpi_stop() {
+  local sig="$1" mpirun_pid="$2" host="" rank0=""
+  _qmpi_stops=$((_qmpi_stops + 1))
+  read -r host rank0 <"$QMPI_STATUS_FILE.pid" 2>/dev/null || true
+  if ((_qmpi_stops == 1)) && [[ -n "$rank0" && "$host" == "$(hostname)" ]] &&
+    kill -"$sig" "$rank0" 2>/dev/null; then
+    echo "qmpi launch: SIG$sig passed to rank 0 (pid $rank0), which finishes the requests in flight; send it again to end the job now" >&2
+  else
+    kill -TERM "$mpirun_pid" 2>/dev/null || true
+  fi
 }
 
 # qmpi_job_status STATUS_FILE MPIRUN_RC RECOVERY: prints why when the job failed although mpirun
@@ -151,7 +172,7 @@ qmpi_run_until_rank0_done() {
 qmpi_job_status() {
   local file="$1" rc="$2" recovery="$3" own
   own="$(head -n1 "$file" 2>/dev/null || true)"
-  rm -f "$file"
+  rm -f "$file" "$file.pid"
   if [[ "$own" =~ ^[0-9]+$ ]]; then
     if ((own != 0 && own != rc)); then
       echo "qmpi launch: the job failed: rank 0 exited $own (mpirun: $rc); 5 is a lost replica (QM414), the others are in \`qmpi help errors\`" >&2

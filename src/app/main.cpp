@@ -90,6 +90,7 @@ int run_command(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  qmpi::report_pid();
   const int rc = run_command(argc, argv);
   qmpi::report_exit_status(rc);
   return rc;

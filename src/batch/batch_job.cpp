@@ -95,7 +95,7 @@ int64_t BatchJob::output_cap(const Request& req, const std::vector<int32_t>& pro
   const bool capped = req.sampling.max_tokens || opts_.default_max_tokens > 0 ||
                       req.endpoint == Endpoint::Completion;  // OpenAI's default of 16
   if (!capped) return -1;
-  return req.sampling.n *
+  return req.choice_count() *
          request_sequence_spec(req, prompt, model_, opts_.default_max_tokens).max_tokens;
 }
 
@@ -202,8 +202,9 @@ bool BatchJob::read_line() {
       check_served_model(req.model, model_.served_names);  // as the server's 404
       std::vector<int32_t> prompt = request_prompt_ids(req, model_);
       const int64_t cap = output_cap(req, prompt);
-      pipeline_.admit(line_no, id, req, std::move(prompt),
-                      std::make_shared<LineSink>(*this, index, line_no, id, req.sampling.n, cap));
+      pipeline_.admit(
+          line_no, id, req, std::move(prompt),
+          std::make_shared<LineSink>(*this, index, line_no, id, req.choice_count(), cap));
       return true;
     } catch (const Error& e) {
       error = Error(e.code(), "line " + std::to_string(line_no) + ": " + e.message(), e.fix());

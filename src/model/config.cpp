@@ -156,6 +156,29 @@ MoeConfig parse_moe(const json& j, int64_t num_layers, bool shared_expert,
   return m;
 }
 
+// Where the rotary base and scaling are: transformers 5 writes both as one "rope_parameters"
+// object ({"rope_type": "yarn", "rope_theta": ..., "factor": ...}, rope_type "default" when
+// unscaled); earlier versions wrote "rope_theta" and "rope_scaling" beside the other keys.
+struct RopeJson {
+  json theta_holder;  // the object that holds "rope_theta"
+  json scaling;       // rope_scaling's form: null, or an object with rope_type and its fields
+};
+
+RopeJson rope_json(const json& j, const std::string& source) {
+  const auto params = j.find("rope_parameters");
+  if (params == j.end() || params->is_null()) return {j, j.value("rope_scaling", json())};
+  if (!params->is_object())
+    raise(Err::ConfigInvalid,
+          source + ": \"rope_parameters\" must be an object, got " + params->dump());
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null() && j["rope_scaling"] != *params)
+    raise(Err::ConfigInvalid,
+          source + ": both \"rope_parameters\" and \"rope_scaling\" are set, and they differ",
+          "Keep one of them (transformers 5 writes rope_parameters).");
+  RopeJson r{params->contains("rope_theta") ? *params : j, *params};
+  r.scaling.erase("rope_theta");
+  return r;
+}
+
 }  // namespace
 
 bool ModelConfig::is_moe_layer(int64_t layer) const {
@@ -188,7 +211,8 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   c.intermediate_size = positive_int(j, "intermediate_size", source);
   c.vocab_size = positive_int(j, "vocab_size", source);
   c.max_position_embeddings = positive_int(j, "max_position_embeddings", source);
-  c.rope_theta = positive_number(j, "rope_theta", source);
+  const RopeJson rope = rope_json(j, source);
+  c.rope_theta = positive_number(rope.theta_holder, "rope_theta", source);
   c.rms_norm_eps = positive_number(j, "rms_norm_eps", source);
   if (j.contains("head_dim") && !j["head_dim"].is_null()) {
     c.head_dim = positive_int(j, "head_dim", source);
@@ -213,8 +237,7 @@ ModelConfig ModelConfig::from_json(const json& j, const std::string& source) {
   if (optional<bool>(j, "use_sliding_window", false, source))
     raise(Err::ArchUnsupported,
           source + ": not supported yet: use_sliding_window true (qmpi uses full attention)");
-  c.rope_scaling =
-      RopeScaling::parse(j.value("rope_scaling", json()), c.max_position_embeddings, source);
+  c.rope_scaling = RopeScaling::parse(rope.scaling, c.max_position_embeddings, source);
 
   c.tie_word_embeddings = optional<bool>(j, "tie_word_embeddings", false, source);
   // Qwen2 has q/k/v biases without a flag; Qwen2-MoE stores qkv_bias, Qwen3 attention_bias

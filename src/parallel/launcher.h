@@ -17,6 +17,11 @@ int launcher_rank();
 // variable, or on other ranks. Not async-signal-safe.
 void report_exit_status(int code);
 
+// Beside it, launcher rank 0 leaves "HOST PID" in QMPI_STATUS_FILE.pid at start-up, so that the
+// launch scripts can pass a Ctrl-C or SIGTERM to rank 0 itself, which drains the job (finishes
+// the requests in flight, writes the summary) where mpirun's own SIGTERM leaves no time to.
+void report_pid();
+
 // True when `pid` is an Open MPI launcher daemon (mpirun or orterun on the launching host, orted
 // on the others). Ending a job, one sends SIGTERM to each of its ranks and SIGKILL a second
 // later (odls_base_sigkill_timeout), whether a rank died or the launcher itself was interrupted.

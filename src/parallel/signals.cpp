@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -27,11 +28,22 @@ int g_second_exit_code = 1;
 // stop_ends_job's answer once known (-1: not yet asked): the first sender never changes, and the
 // job-end waits ask on every spin, so /proc is read once, outside the handler.
 std::atomic<int> g_sender_is_launcher{-1};
+// A SIGCONT from this process's parent, not yet looked at (0: none). Open MPI's launcher opens
+// the ending of a job with it: SIGCONT, odls_base_sigkill_timeout seconds, SIGTERM, as long
+// again, SIGKILL (Open MPI 4.1, measured). Shells send SIGCONT too (fg/bg), so only one from a
+// parent that is a launcher counts, which the handler cannot check (it reads /proc).
+std::atomic<pid_t> g_parent_cont{0};
 
 int64_t monotonic_ns() {
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe
   return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+constexpr int64_t kRelayWindowNs = 500'000'000;
+
+void on_cont(int, siginfo_t* info, void*) {
+  if (info && info->si_pid != 0 && info->si_pid == getppid()) g_parent_cont = info->si_pid;
 }
 
 void on_signal(int sig, siginfo_t* info, void*) {
@@ -40,6 +52,12 @@ void on_signal(int sig, siginfo_t* info, void*) {
     g_first_sender = info ? info->si_pid : 0;
     g_first_at_ns = monotonic_ns();
   }
+  // A Ctrl-C reaches the ranks from the terminal and again from a launch script that passes it
+  // on (launch/mpirun): the same stop from another sender within moments is not a second one.
+  const pid_t sender = info ? info->si_pid : 0;
+  if (g_signal_count.load() > 0 && sender != g_first_sender.load() &&
+      monotonic_ns() - g_first_at_ns.load() < kRelayWindowNs)
+    return;
   if (g_signal_count.fetch_add(1) == 0) return;
   // Second signal: only async-signal-safe calls from here on.
   ssize_t ignored = write(STDERR_FILENO, g_second_message, g_second_message_len);
@@ -61,6 +79,7 @@ SignalGuard::SignalGuard(const std::string& who) {
   g_signal_count = 0;
   g_first_sender = 0;
   g_sender_is_launcher = -1;
+  g_parent_cont = 0;
 
   struct sigaction sa {};
   sa.sa_sigaction = on_signal;
@@ -68,14 +87,35 @@ SignalGuard::SignalGuard(const std::string& who) {
   sa.sa_flags = SA_RESTART | SA_SIGINFO;
   sigaction(SIGINT, &sa, &old_int_);
   sigaction(SIGTERM, &sa, &old_term_);
+  struct sigaction cont = sa;
+  cont.sa_sigaction = on_cont;
+  sigaction(SIGCONT, &cont, &old_cont_);
 }
 
 SignalGuard::~SignalGuard() {
   sigaction(SIGINT, &old_int_, nullptr);
   sigaction(SIGTERM, &old_term_, nullptr);
+  sigaction(SIGCONT, &old_cont_, nullptr);
 }
 
+namespace {
+
+// The launcher's SIGCONT, once confirmed, as the first stop signal: SIGTERM, which follows it.
+void take_launcher_cont() {
+  const pid_t parent = g_parent_cont.exchange(0);
+  if (parent == 0 || !is_open_mpi_launcher(parent)) return;
+  int expected = 0;
+  if (!g_first_signal.compare_exchange_strong(expected, SIGTERM)) return;  // a signal came first
+  g_first_sender = parent;
+  g_first_at_ns = monotonic_ns();
+  g_sender_is_launcher = 1;
+  g_signal_count.fetch_add(1);
+}
+
+}  // namespace
+
 bool stop_requested() {
+  if (g_parent_cont.load() != 0) take_launcher_cont();
   return g_signal_count.load() > 0;
 }
 
@@ -83,7 +123,7 @@ int stop_signal() {
   return g_first_signal.load();
 }
 
-bool stop_ends_job() {
+bool stop_from_launcher() {
   if (!stop_requested()) return false;
   int known = g_sender_is_launcher.load();
   if (known < 0) {
@@ -92,6 +132,17 @@ bool stop_ends_job() {
     g_sender_is_launcher = known;
   }
   return known == 1;
+}
+
+double launcher_kill_grace_s() {
+  const char* env = std::getenv("OMPI_MCA_odls_base_sigkill_timeout");
+  char* end = nullptr;
+  const double s = env ? std::strtod(env, &end) : 1.0;
+  return env && (end == env || *end != '\0' || !(s >= 0)) ? 1.0 : s;
+}
+
+bool stop_ends_job() {
+  return stop_from_launcher() && launcher_kill_grace_s() < kDrainableGraceS;
 }
 
 double seconds_since_stop() {

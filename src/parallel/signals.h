@@ -22,16 +22,26 @@ class SignalGuard {
  private:
   struct sigaction old_int_ {};
   struct sigaction old_term_ {};
+  struct sigaction old_cont_ {};
 };
 
 // True once SIGINT or SIGTERM reached this process (while a SignalGuard was installed).
 bool stop_requested();
 // The first signal received, 0 if none.
 int stop_signal();
-// True when the first signal came from Open MPI's launcher, this process's parent: it is ending
-// the job (a rank died, or mpirun itself was interrupted) and sends SIGKILL about a second after
-// its SIGTERM (odls_base_sigkill_timeout), so there is no time to drain. A signal from anyone
-// else (kill, scancel, Slurm's time limit through the launch scripts) asks for a drain.
+// True when the first stop came from Open MPI's launcher, this process's parent: it is ending
+// the job (a rank died, or mpirun itself was interrupted). It opens with SIGCONT, which counts as
+// the first stop, then sends SIGTERM and SIGKILL, each odls_base_sigkill_timeout seconds
+// (default 1) after the one before. A signal from anyone else (kill, scancel, Slurm's time
+// limit through the launch scripts) asks for a drain.
+bool stop_from_launcher();
+// The seconds the launcher leaves between its signals: OMPI_MCA_odls_base_sigkill_timeout,
+// which mpirun passes to every rank (launch/mpirun sets 30), else Open MPI's default 1.
+double launcher_kill_grace_s();
+// From this grace up, a stop from the launcher drains like any other (the launch scripts' case:
+// a Ctrl-C of mpirun finishes the lines in flight); below it there is no time to.
+inline constexpr double kDrainableGraceS = 5.0;
+// True when the launcher is ending the job with too little grace to drain.
 bool stop_ends_job();
 // Seconds since the first signal; 0 if none.
 double seconds_since_stop();

@@ -76,6 +76,9 @@ struct PlanInputs {
   int64_t max_step_tokens = 0;  // tokens of the largest step; 0: max(max_model_len, max_num_seqs)
   int block_size = 16;          // KV cache block (tokens)
   int64_t kv_blocks = 0;        // 0: max_num_seqs sequences of max_model_len
+  // CPU: the KV cache's budget per rank (--kv-cache-memory); 0: the engine's default share of
+  // the host's memory (kCpuKvMemoryShare).
+  uint64_t kv_cache_memory = 0;
   DType kv_dtype = kEngineKvDType;
   bool int4_weights = false;  // size the weights as an int4-g128 AWQ/GPTQ checkpoint would be
   // Tensor dtypes from the checkpoint's safetensors headers; tensors not listed (or all, when

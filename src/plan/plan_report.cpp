@@ -108,9 +108,11 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
     s +=
         "; one max-model-len sequence (" + std::to_string(tokens) + " tokens) = " + bytes +
         " at least, then the memory left" +
-        (in.backend == BackendKind::Cpu ? " up to " + std::to_string(int(kCpuKvMemoryShare * 100)) +
-                                              "% of it, taken as blocks are used"
-                                        : "") +
+        (in.backend != BackendKind::Cpu ? std::string()
+         : in.kv_cache_memory > 0 ? " up to --kv-cache-memory " + format_bytes(in.kv_cache_memory) +
+                                        " per rank, taken as blocks are used"
+                                  : " up to " + std::to_string(int(kCpuKvMemoryShare * 100)) +
+                                        "% of it, taken as blocks are used") +
         " (max-num-seqs limits the sequences at once, it reserves none)\n";
   s += "budget    " + budget_line(in) + "\n";
   return s;

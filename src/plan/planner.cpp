@@ -82,9 +82,12 @@ LayoutVerdict evaluate(const ModelConfig& cfg, const Layout& layout, const PlanI
     // with --max-num-seqs and --max-model-len, so they are the KV error's business.
     if (m.weights + m.overhead > v.budget) weights_fit = false;
     uint64_t room = m.fixed() < v.budget ? v.budget - m.fixed() : 0;
-    // The CPU engine's default KV budget is a share of the host's memory (engine/kv_sizing.h).
+    // The CPU engine's KV budget: --kv-cache-memory, else a share of the host's memory
+    // (engine/kv_sizing.h).
     if (in.backend == BackendKind::Cpu)
-      room = std::min(room, uint64_t(kCpuKvMemoryShare * double(v.budget)));
+      room =
+          std::min(room, in.kv_cache_memory > 0 ? in.kv_cache_memory
+                                                : uint64_t(kCpuKvMemoryShare * double(v.budget)));
     const int64_t tokens = m.kv_per_token ? int64_t(room / m.kv_per_token) : INT64_MAX;
     if (tokens < v.kv_room_tokens) v.tightest = r;
     v.kv_room_tokens = std::min(v.kv_room_tokens, tokens);
@@ -358,6 +361,8 @@ std::string launch_command(const Layout& layout, const PlanInputs& in) {
   if (in.max_model_len > 0) cmd += " --max-model-len " + std::to_string(in.max_model_len);
   if (in.max_num_seqs != 1) cmd += " --max-num-seqs " + std::to_string(in.max_num_seqs);
   if (in.kv_blocks > 0) cmd += " --kv-blocks " + std::to_string(in.kv_blocks);
+  if (in.backend == BackendKind::Cpu && in.kv_cache_memory > 0)
+    cmd += " --kv-cache-memory " + std::to_string(in.kv_cache_memory);
   return cmd;
 }
 

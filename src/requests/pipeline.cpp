@@ -10,8 +10,8 @@ RequestPipeline::RequestPipeline(SequenceScheduler& sched, const ModelFacts& mod
                                  PipelineOptions opts)
     : sched_(sched), model_(model), opts_(std::move(opts)) {}
 
-void RequestPipeline::admit(int64_t key, std::string id, const Request& req,
-                            std::vector<int32_t> prompt, std::shared_ptr<RequestSink> sink) {
+int64_t RequestPipeline::admit(int64_t key, std::string id, const Request& req,
+                               std::vector<int32_t> prompt, std::shared_ptr<RequestSink> sink) {
   if (active_.count(key)) raise(Err::Internal, "request key " + std::to_string(key) + " is in use");
   const RequestSampling& rs = req.sampling;
   if (!model_.tokenizer && !rs.stop.empty())
@@ -25,21 +25,29 @@ void RequestPipeline::admit(int64_t key, std::string id, const Request& req,
   a->top_logprobs = rs.logprobs ? rs.top_logprobs : 0;
   a->sink = std::move(sink);
   a->format = output_format(req, model_.reasoning_parser, model_.tokenizer, prompt);
-  SequenceSpec spec = request_sequence_spec(req, prompt, model_, opts_.default_max_tokens);
-  a->prompt = std::move(prompt);
+  // Every prompt checked before any sequence starts; each gets n choices, prompt by prompt.
+  std::vector<SequenceSpec> specs;
+  specs.push_back(request_sequence_spec(req, prompt, model_, opts_.default_max_tokens));
+  for (std::vector<int32_t>& more : more_prompt_ids(req, model_))
+    specs.push_back(request_sequence_spec(req, std::move(more), model_, opts_.default_max_tokens));
+  for (const SequenceSpec& s : specs) a->prompt_tokens += int64_t(s.prompt.size());
+  if (specs.size() == 1) a->prompt = std::move(prompt);
   if (opts_.requeue_lost) a->stop = rs.stop;
-  const uint64_t seed = spec.sampling.seed;
-  a->choices.resize(size_t(rs.n));
+  a->choices.resize(specs.size() * size_t(rs.n));
   try {
-    for (int32_t c = 0; c < rs.n; ++c) {
-      spec.sampling.seed = choice_seed(seed, uint32_t(c));
-      Choice& ch = a->choices[size_t(c)];
-      ch.seq = sched_.add(spec);
-      if (opts_.requeue_lost) ch.spec = spec;
-      if (model_.tokenizer)
-        ch.text = std::make_unique<StopStringMatcher>(*model_.tokenizer, rs.stop, true);
-      by_seq_[ch.seq] = {a.get(), size_t(c)};
-      ++a->remaining;
+    size_t index = 0;
+    for (SequenceSpec& spec : specs) {
+      const uint64_t seed = spec.sampling.seed;
+      for (int32_t c = 0; c < rs.n; ++c, ++index) {
+        spec.sampling.seed = choice_seed(seed, uint32_t(c));
+        Choice& ch = a->choices[index];
+        ch.seq = sched_.add(spec);
+        if (opts_.requeue_lost) ch.spec = spec;
+        if (model_.tokenizer)
+          ch.text = std::make_unique<StopStringMatcher>(*model_.tokenizer, rs.stop, true);
+        by_seq_[ch.seq] = {a.get(), index};
+        ++a->remaining;
+      }
     }
   } catch (const Error&) {
     for (const Choice& ch : a->choices)
@@ -49,7 +57,9 @@ void RequestPipeline::admit(int64_t key, std::string id, const Request& req,
       }
     throw;
   }
+  const int64_t tokens = a->prompt_tokens;
   active_.emplace(key, std::move(a));
+  return tokens;
 }
 
 void RequestPipeline::dispatch(const std::vector<TokenEvent>& events) {
@@ -111,7 +121,7 @@ void RequestPipeline::complete(Active& a) {
   out.custom_id = a.id;
   out.endpoint = a.endpoint;
   out.model = a.model;
-  out.prompt_tokens = int64_t(a.prompt.size());
+  out.prompt_tokens = a.prompt_tokens;
   out.prompt_ids = std::move(a.prompt);
   out.logprobs = a.logprobs;
   out.format = std::move(a.format);

@@ -40,10 +40,12 @@ class RequestPipeline {
 
   // Admits `req` (its prompt already tokenized) as n sequences under `key`, unique among the
   // requests in the pipeline; the key is also the number in its response ids. `id` is the
-  // output's custom_id. Raises PromptTooLong, SamplingInvalid or RequestField with nothing
+  // output's custom_id. A completions request with several prompts (Request::more_prompts) gets
+  // n sequences for each. Raises PromptTooLong, SamplingInvalid or RequestField with nothing
   // admitted.
-  void admit(int64_t key, std::string id, const Request& req, std::vector<int32_t> prompt,
-             std::shared_ptr<RequestSink> sink);
+  // Returns the prompt tokens admitted (of every prompt).
+  int64_t admit(int64_t key, std::string id, const Request& req, std::vector<int32_t> prompt,
+                std::shared_ptr<RequestSink> sink);
   // Hands the tokens of one scheduler step (or drain) to their requests.
   void dispatch(const std::vector<TokenEvent>& events);
   // Ends a request at once: its unfinished choices end as "cancelled" with the text released so
@@ -73,7 +75,8 @@ class RequestPipeline {
     bool logprobs = false;
     int32_t top_logprobs = 0;
     OutputFormat format;
-    std::vector<int32_t> prompt;
+    std::vector<int32_t> prompt;    // with one prompt (several: reported by their token count only)
+    int64_t prompt_tokens = 0;      // of every prompt
     std::vector<std::string> stop;  // its stop strings, for a choice started again
     std::vector<Choice> choices;
     size_t remaining = 0;

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/sampling_params.h"
 #include "constrain/constraint_source.h"
+#include "engine/sampling_params.h"
 #include "text/chat_template.h"
 
 namespace qmpi {
@@ -42,6 +42,12 @@ struct ChatRequest {
   bool parallel_tool_calls = true;  // false: only the first call of an answer is kept
 };
 
+// One prompt of a completions request: text, or token ids.
+struct CompletionPrompt {
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
 struct Request {
   std::string custom_id;
   Endpoint endpoint = Endpoint::Completion;
@@ -51,9 +57,15 @@ struct Request {
   ChatRequest chat;                   // chat: the rest of the conversation
   std::string prompt;                 // completion text
   std::vector<int32_t> prompt_ids;    // completion given as token ids
+  // A completions request with a list of prompts: the second and later ones. Each prompt gets
+  // its own n choices, numbered after the earlier prompts' as OpenAI does (prompt * n + choice).
+  std::vector<CompletionPrompt> more_prompts;
   RequestSampling sampling;
   std::optional<ConstraintSource> constraint;  // structured output (structured_output.h)
-  bool stream = false;  // "stream": true (serving only)
+  bool stream = false;                         // "stream": true (serving only)
+
+  // The choices of the answer: n for each prompt.
+  int32_t choice_count() const { return sampling.n * int32_t(1 + more_prompts.size()); }
 };
 
 }  // namespace qmpi

@@ -13,6 +13,7 @@ constexpr size_t kMaxStopStrings = 16;   // "stop" strings
 constexpr size_t kMaxStopBytes = 1024;   // bytes of one "stop" string
 constexpr int32_t kMaxTopLogprobs = 20;  // OpenAI's limit
 constexpr int32_t kMaxChoices = 128;     // "n"
+constexpr size_t kMaxPrompts = 64;       // prompts in one completions request ("prompt": [...])
 // OpenAI allows 300 logit_bias entries; qmpi honours none (only {} or null is accepted), and an
 // object larger than kMaxObjectKeys is refused before it is parsed.
 

@@ -170,29 +170,34 @@ class LineChecker {
   }
 
   void prompt(const json& v, Request& r) const {
-    // OpenAI's list of prompts with one prompt in it (LangChain's OpenAI class sends every
-    // prompt so): that prompt, text or token ids, and its choices indexed from 0 as OpenAI's.
-    if (v.is_array() && v.size() == 1 &&
-        (v[0].is_string() || (v[0].is_array() && !v[0].empty() && v[0][0].is_number_integer())))
-      return prompt(v[0], r);
-    if (v.is_string()) {
-      r.prompt = v.get<std::string>();
-      if (r.prompt.empty()) field_error("\"prompt\" is empty", "prompt");
-      return;
-    }
-    if (v.is_array() && !v.empty() && v[0].is_number_integer()) {
-      for (const json& t : v) {
-        expect(t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX,
-               "prompt", "a string or an array of token ids", t);
-        r.prompt_ids.push_back(int32_t(t.get<int64_t>()));
-      }
-      return;
-    }
-    if (v.is_array())
-      field_error("\"prompt\" as a list of " + std::to_string(v.size()) +
-                      " prompts is not supported: send one prompt per request (or per line)",
+    // OpenAI's list of prompts (texts, or lists of token ids; LangChain's OpenAI class sends
+    // even one prompt so): the first is the request's prompt, the others follow it.
+    const bool list = v.is_array() && !v.empty() && (v[0].is_string() || v[0].is_array());
+    if (!list) return one_prompt(v, r.prompt, r.prompt_ids);
+    if (v.size() > kMaxPrompts)
+      field_error("\"prompt\" lists " + std::to_string(v.size()) + " prompts; at most " +
+                      std::to_string(kMaxPrompts) + " are allowed in one request",
                   "prompt");
-    expect(false, "prompt", "a string or an array of token ids", v);
+    one_prompt(v[0], r.prompt, r.prompt_ids);
+    for (size_t i = 1; i < v.size(); ++i) {
+      CompletionPrompt& p = r.more_prompts.emplace_back();
+      one_prompt(v[i], p.text, p.ids);
+    }
+  }
+
+  void one_prompt(const json& v, std::string& text, std::vector<int32_t>& ids) const {
+    if (v.is_string()) {
+      text = v.get<std::string>();
+      if (text.empty()) field_error("\"prompt\" is empty", "prompt");
+      return;
+    }
+    expect(v.is_array() && !v.empty() && v[0].is_number_integer(), "prompt",
+           "a string, an array of token ids, or a list of those", v);
+    for (const json& t : v) {
+      expect(t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX,
+             "prompt", "a string or an array of token ids", t);
+      ids.push_back(int32_t(t.get<int64_t>()));
+    }
   }
 
   void sampling(const json& obj, Request& r) const {

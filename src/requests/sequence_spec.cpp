@@ -4,8 +4,8 @@
 #include <string>
 
 #include "core/errors.h"
-#include "engine/engine.h"
 #include "engine/context_limit.h"
+#include "engine/engine.h"
 #include "requests/output_format.h"
 #include "requests/sampling_resolver.h"
 #include "requests/structured_output.h"
@@ -57,14 +57,9 @@ ModelFacts ModelFacts::from(const Engine& engine, ModelFacts text) {
   return m;
 }
 
-std::vector<int32_t> request_prompt_ids(const Request& req, const ModelFacts& model) {
-  std::vector<int32_t> ids;
-  if (req.endpoint == Endpoint::Chat)
-    ids = chat_prompt_ids(req, model);
-  else if (!req.prompt_ids.empty())
-    ids = req.prompt_ids;
-  else
-    ids = model.tokenizer->encode(req.prompt);
+namespace {
+
+std::vector<int32_t> checked_prompt(std::vector<int32_t> ids, const ModelFacts& model) {
   if (ids.empty()) raise(Err::RequestField, "the prompt has no tokens");
   for (int32_t id : ids)
     if (id >= model.vocab_size)
@@ -72,6 +67,25 @@ std::vector<int32_t> request_prompt_ids(const Request& req, const ModelFacts& mo
                                    " is outside the vocabulary (" +
                                    std::to_string(model.vocab_size) + " ids)");
   return ids;
+}
+
+std::vector<int32_t> completion_ids(const std::string& text, const std::vector<int32_t>& ids,
+                                    const ModelFacts& model) {
+  return checked_prompt(ids.empty() ? model.tokenizer->encode(text) : ids, model);
+}
+
+}  // namespace
+
+std::vector<int32_t> request_prompt_ids(const Request& req, const ModelFacts& model) {
+  if (req.endpoint == Endpoint::Chat) return checked_prompt(chat_prompt_ids(req, model), model);
+  return completion_ids(req.prompt, req.prompt_ids, model);
+}
+
+std::vector<std::vector<int32_t>> more_prompt_ids(const Request& req, const ModelFacts& model) {
+  std::vector<std::vector<int32_t>> out;
+  for (const CompletionPrompt& p : req.more_prompts)
+    out.push_back(completion_ids(p.text, p.ids, model));
+  return out;
 }
 
 SequenceSpec request_sequence_spec(const Request& req, std::vector<int32_t> prompt,

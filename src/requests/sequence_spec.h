@@ -37,6 +37,10 @@ struct ModelFacts {
 // Raises RequestField for an empty prompt or an id outside the vocabulary.
 std::vector<int32_t> request_prompt_ids(const Request& req, const ModelFacts& model);
 
+// The ids of a completions request's second and later prompts (Request::more_prompts), checked
+// as request_prompt_ids checks the first.
+std::vector<std::vector<int32_t>> more_prompt_ids(const Request& req, const ModelFacts& model);
+
 // The sequence of choice 0 for `prompt` (choice i > 0 takes choice_seed(seed, i)). A request
 // without max_tokens gets `default_max_tokens` (0: 16 for completions, up to --max-model-len for
 // chat). Raises PromptTooLong when prompt + max_tokens exceed max_model_len, SamplingInvalid for

@@ -18,7 +18,7 @@ HttpCompletion parse_completion(std::string_view text, Endpoint endpoint, const 
   Request& r = parsed.request;
   check_served_model(r.model, model.served_names);
   c.stream = r.stream;
-  c.choices = r.sampling.n;
+  c.choices = r.choice_count();
   c.shape.endpoint = endpoint;
   c.shape.model = r.model.empty() ? model_name : r.model;
   c.shape.created = unix_seconds();

@@ -209,10 +209,10 @@ void ServeLoop::publish(Health h) {
 }
 
 void ServeLoop::admit(ServeRequest r) {
+  int64_t prompt_tokens = 0;
   try {
-    const int32_t n = r.req.sampling.n;
-    pipeline_.admit(int64_t(r.ticket), r.client_id, r.req, r.prompt,
-                    std::make_shared<FrontSink>(*this, r, n));
+    prompt_tokens = pipeline_.admit(int64_t(r.ticket), r.client_id, r.req, r.prompt,
+                                    std::make_shared<FrontSink>(*this, r, r.req.choice_count()));
   } catch (const Error& e) {
     metrics_.request_failed(e.code());
     ServeEvent ev = event(ServeEvent::Kind::Error);
@@ -221,7 +221,7 @@ void ServeLoop::admit(ServeRequest r) {
     hub_.finished(r.ticket);
     return;
   }
-  metrics_.tokens(int64_t(r.prompt.size()), 0);
+  metrics_.tokens(prompt_tokens, 0);
   metrics_.queued_for(seconds(Clock::now() - r.arrival));
   if (opts_.log_requests) log_received(r);
   r.sink->deliver(event(ServeEvent::Kind::Accepted));

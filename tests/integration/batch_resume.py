@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """A batch job killed at random moments and resumed each time loses nothing and repeats
 nothing. Under `mpirun -np 2 --pp 2`, each run starts with --resume and rank 0 gets SIGKILL at
-a random point (one run gets SIGTERM instead and must drain, print the --resume command and exit 143); a last run finishes
-the job. The final file has exactly one valid line per input id, no torn line, and the same
+a random point (one run gets SIGTERM instead and must drain, print the --resume command and exit
+143; another is launch/mpirun/batch.sh stopped by a Ctrl-C, as a terminal sends it to the whole
+process group, which must drain the same way through the script and exit 130); a last run
+finishes the job. The final file has exactly one valid line per input id, no torn line, and the same
 results as an uninterrupted run; the HDF5 file opens and agrees with it.
 """
 
@@ -94,6 +96,35 @@ def interrupted_run(c: testlib.Checks, args, delay: float, sig: int) -> None:
                 f"exits 143 as a shell reports SIGTERM (exit {proc.returncode})")
 
 
+def ctrl_c_run(c: testlib.Checks, model, inp, out, h5, delay: float) -> None:
+    """launch/mpirun/batch.sh in a session of its own, SIGINT to its whole process group."""
+    env = dict(os.environ, MODEL=model, INPUT=inp, OUTPUT=out, TP="1", PP="2", BACKEND="cpu",
+               QMPI_BIN=testlib.qmpi_binary(), MPIRUN=testlib.mpirun_binary(),
+               MPIRUN_ARGS="--oversubscribe", OMP_NUM_THREADS="1")
+    env.pop("QMPI_STATUS_FILE", None)
+    script = os.path.join(testlib.SOURCE_DIR, "launch", "mpirun", "batch.sh")
+    proc = subprocess.Popen(["bash", script] + job_args(model, inp, out, h5)[16:],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            start_new_session=True)
+    time.sleep(delay)
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGINT)
+    try:
+        log, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
+        raise testlib.TestFailure(f"the job did not end within 120 s of Ctrl-C:\n{log[-3000:]}")
+    tail = [l for l in log.splitlines() if l.startswith("batch:")]
+    print(f"  Ctrl-C of launch/mpirun/batch.sh after {delay:.1f}s: exit {proc.returncode}; "
+          f"{tail[-1] if tail else '(no summary)'}", flush=True)
+    c.check(proc.returncode == 130 and "passed to rank 0" in log and
+            any("stopped early" in l or " ok, " in l for l in tail) and " --resume\n" in log and
+            "QM409" not in log,
+            f"Ctrl-C of launch/mpirun/batch.sh: rank 0 drains, prints the summary and the "
+            f"--resume command, the job exits 130 (exit {proc.returncode})")
+
+
 def read_results(path: str):
     """The whole lines of `path`, how many of them do not parse, and whether its last line is
     torn. A job killed before it created the file (a loaded machine may take the whole delay to
@@ -135,8 +166,12 @@ def body(c: testlib.Checks) -> None:
 
     rng = random.Random(int(os.environ.get("QMPI_TEST_SEED", "7")))
     for k in range(KILLS):
-        sig = signal.SIGTERM if k == 2 else signal.SIGKILL
-        interrupted_run(c, job_args(model, inp, out, h5), rng.uniform(1.0, 1.0 + full_s * 0.3), sig)
+        delay = rng.uniform(1.0, 1.0 + full_s * 0.3)
+        if k == 4:
+            ctrl_c_run(c, model, inp, out, h5, delay + 2.0)  # the script starts mpirun first
+        else:
+            sig = signal.SIGTERM if k == 2 else signal.SIGKILL
+            interrupted_run(c, job_args(model, inp, out, h5), delay, sig)
         results, bad, torn = read_results(out)
         c.check(bad == 0, f"after run {k + 1}: {len(results)} whole lines, {bad} unreadable, "
                           f"torn tail: {torn}")

@@ -97,6 +97,23 @@ out.listPrompt = { text: listed.choices[0].text, index: listed.choices[0].index,
     (await client.completions.create(
       { model, prompt: "Once upon a time", max_tokens: 4, temperature: 0 })).choices[0].text };
 
+// Several prompts, text and token ids, n 2: choices prompt by prompt (index prompt * n + j),
+// each prompt's as its own request gives them (temperature 0), usage over all of them.
+const prompts = ["Once upon a time", [9707, 11, 1879], "The river"];
+const several = await client.completions.create(
+  { model, prompt: prompts, n: 2, max_tokens: 3, temperature: 0 });
+const alone = [];
+for (const p of prompts)
+  alone.push(await client.completions.create({ model, prompt: p, max_tokens: 3, temperature: 0 }));
+out.severalPrompts = {
+  indexes: several.choices.map((c) => c.index),
+  texts: several.choices.map((c) => c.text),
+  aloneTexts: alone.map((r) => r.choices[0].text),
+  promptTokens: several.usage.prompt_tokens,
+  aloneTokens: alone.reduce((s, r) => s + r.usage.prompt_tokens, 0),
+  completionTokens: several.usage.completion_tokens,
+};
+
 const listedModels = (await client.models.list()).data;
 out.modelFields = { maxModelLen: listedModels[0].max_model_len, root: listedModels[0].root };
 out.models = listedModels.map((m) => m.id);

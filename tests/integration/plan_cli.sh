@@ -190,6 +190,29 @@ run usage plan --model-config "$M72" --gpus 6 --gpu-mem 24Q
 expect_rc 2 "--gpu-mem 24Q"
 expect usage.err "has an unknown unit"
 
+# The CPU KV budget as serve takes it: 2 GiB per rank hold 174762 tokens of 0.5B's 12 KiB each,
+# and the suggested launch carries it; on CUDA the option is refused.
+M05="$CFG/qwen2.5-0.5b-instruct.json"
+run cpukv plan --model-config "$M05" --backend cpu --gpus 1 --host-mem 16GiB --kv-cache-memory 2GiB --max-model-len 32768
+expect_rc 0 "plan --backend cpu --kv-cache-memory"
+expect cpukv.out "up to --kv-cache-memory 2 GiB per rank"
+expect cpukv.out " 174762 "
+expect cpukv.out "--kv-cache-memory 2147483648"
+run cudakv plan --model-config "$M05" --gpus 1 --gpu-mem 24GiB --kv-cache-memory 2GiB
+expect_rc 2 "plan --kv-cache-memory on cuda"
+
+# The picture: the same run draws docs/img/plan-72b-6x80gb.svg byte for byte (the docs show the
+# binary's current output, not an old one), and a path that cannot be written is QM601.
+run svg plan --model-config "$M72" --gpus 6 --gpu-mem 80GiB --max-model-len 8192 --svg "$TMP/plan.svg"
+expect_rc 0 "plan --svg"
+cmp -s "$TMP/plan.svg" "$QMPI_SOURCE_DIR/docs/img/plan-72b-6x80gb.svg" ||
+  fail "docs/img/plan-72b-6x80gb.svg is not what plan --svg draws now (regenerate it with the command above)"
+python3 -c 'import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])' "$TMP/plan.svg" ||
+  fail "plan --svg wrote XML that does not parse"
+run svg_bad plan --model-config "$M72" --gpus 6 --gpu-mem 80GiB --svg /nonexistent/dir/p.svg
+expect_rc 2 "plan --svg into a missing folder (a user error)"
+expect svg_bad.err "QM601"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed; outputs in $TMP"
   exit 1

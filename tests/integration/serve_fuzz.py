@@ -64,7 +64,7 @@ def zmq_cases() -> list:
     for field, value in [("max_tokens", "8"), ("max_tokens", 4.5), ("max_tokens", None),
                          ("temperature", "hot"), ("top_k", 1.5), ("stop", 5), ("stop", [1]),
                          ("seed", "x"), ("stream", "yes"), ("ignore_eos", 1), ("n", "2"),
-                         ("prompt", 5), ("prompt", []), ("prompt", [[1], [2]]), ("prompt", [-1]),
+                         ("prompt", 5), ("prompt", []), ("prompt", [[1], 3]), ("prompt", [-1]),
                          ("prompt", ""), ("prompt", [999999999]), ("prompt", {"a": 1}),
                          ("stop_token_ids", [-3]), ("model", 7),
                          ("max_tokens", 2 ** 70), ("logprobs", True)]:

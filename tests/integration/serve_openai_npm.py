@@ -7,7 +7,7 @@ and retrieve, structured output (json_schema, tool_choice required and named: th
 errors: 404 model_not_found, 401 for a wrong key, 400 for logit_bias.
 
 The client comes from .cache/npm-tests (scripts/setup.sh --tests puts it there); without it
-the test installs the same pinned version into the build folder (a few seconds with npm).
+the test installs the same pinned versions into the build folder (servelib.npm_clients_dir).
 """
 
 import json
@@ -17,26 +17,8 @@ import subprocess
 import servelib as sz
 import testlib as t
 
-OPENAI_NPM = "openai@4.104.0"
-
-
-def openai_module_dir() -> str:
-    """A folder whose node_modules holds the openai package."""
-    for d in (os.path.join(t.SOURCE_DIR, ".cache", "npm-tests"),
-              os.path.join(os.environ.get("QMPI_BUILD_DIR", t.test_tmp()), "npm-tests")):
-        if os.path.isfile(os.path.join(d, "node_modules", "openai", "package.json")):
-            return d
-    d = os.path.join(os.environ.get("QMPI_BUILD_DIR") or t.test_tmp(), "npm-tests")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, "package.json"), "w") as f:
-        f.write('{"name": "qmpi-tests", "private": true}\n')
-    t.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", d, OPENAI_NPM],
-          timeout=300)
-    return d
-
-
 def body(c: t.Checks) -> None:
-    module_dir = openai_module_dir()
+    module_dir = sz.npm_clients_dir()
     model = t.make_model("tiny")
     name = os.path.basename(model)
     key_file = os.path.join(t.test_tmp("serve_openai_npm"), "key")
@@ -80,6 +62,12 @@ def body(c: t.Checks) -> None:
         lst = r["listPrompt"]
         c.check(lst["choices"] == 1 and lst["index"] == 0 and lst["sameAsString"],
                 f"completions with a list of one prompt: the same answer as the string ({lst})")
+        sp = r["severalPrompts"]
+        c.check(sp["indexes"] == list(range(6)) and
+                sp["texts"] == [t_ for t_ in sp["aloneTexts"] for _ in range(2)] and
+                sp["promptTokens"] == sp["aloneTokens"] and sp["completionTokens"] == 18,
+                f"completions with 3 prompts and n 2: 6 choices prompt by prompt, each the "
+                f"prompt's own answer, usage summed ({sp})")
         c.check(r["badModel"] == {"status": 404, "code": "model_not_found",
                                   "type": "invalid_request_error", "param": None},
                 f"another model: the SDK's NotFoundError with code model_not_found "

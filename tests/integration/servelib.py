@@ -22,6 +22,38 @@ WORDS = ("the quick brown fox jumps over a lazy dog while seven red birds sing a
          "and mountains near old stone bridges").split()
 
 
+# The npm clients the serve tests drive, pinned; scripts/setup.sh --tests installs the same list
+# into .cache/npm-tests (keep the two in step).
+NPM_CLIENTS = ("openai@4.104.0", "ai@6.0.326", "@ai-sdk/openai-compatible@2.0.92",
+               "@langchain/openai@1.5.8", "@langchain/core@1.4.0", "zod@4.6.7")
+
+
+def npm_clients_dir() -> str:
+    """A folder whose node_modules holds NPM_CLIENTS at their pinned versions: the setup's
+    .cache/npm-tests, else one this test run installs into the build folder (npm, a minute)."""
+    def complete(d: str) -> bool:
+        for spec in NPM_CLIENTS:
+            name, version = spec.rsplit("@", 1)
+            try:
+                with open(os.path.join(d, "node_modules", name, "package.json")) as f:
+                    if json.load(f)["version"] != version:
+                        return False
+            except OSError:
+                return False
+        return True
+
+    own = os.path.join(os.environ.get("QMPI_BUILD_DIR") or t.test_tmp(), "npm-tests")
+    for d in (os.path.join(t.SOURCE_DIR, ".cache", "npm-tests"), own):
+        if complete(d):
+            return d
+    os.makedirs(own, exist_ok=True)
+    with open(os.path.join(own, "package.json"), "w") as f:
+        f.write('{"name": "qmpi-tests", "private": true}\n')
+    t.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", own,
+           *NPM_CLIENTS], timeout=600)
+    return own
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -10,6 +10,7 @@
 #include "core/byte_size.h"
 #include "plan/checkpoint_dtypes.h"
 #include "plan/plan_report.h"
+#include "plan/plan_svg.h"
 #include "plan/planner.h"
 
 namespace qmpi {
@@ -18,7 +19,7 @@ namespace {
 struct PlanCli {
   std::string model, model_config;
   int gpus = 0, nodes = 1, tp = 0, pp = 0, dp = 0;
-  std::string gpu_mem, host_mem, backend = "cuda", pp_layers;
+  std::string gpu_mem, host_mem, backend = "cuda", pp_layers, kv_cache_memory;
   DType kv_dtype = DType::BF16;
   double gpu_util = kDefaultGpuUtil;
   int64_t max_model_len = 0, max_num_seqs = 0, max_seqs = 0, kv_blocks = 0;
@@ -27,8 +28,17 @@ struct PlanCli {
   int64_t max_batched_tokens = SchedulerConfig{}.max_batched_tokens;
   int block_size = 16;
   bool json = false;
+  std::string svg;  // also draw the plan into this file
   ConfigOverrides overrides;
 };
+
+void write_svg(const std::string& path, const std::string& svg) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  const bool ok = f && std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
+  if ((f && std::fclose(f) != 0) || !ok)
+    raise(Err::OutputFile, "cannot write the plan picture to " + path,
+          "Check that the folder exists and is writable.");
+}
 
 bool one_layout(const PlanCli& c) {
   return c.tp || c.pp || c.dp;
@@ -78,6 +88,12 @@ PlanInputs to_inputs(const PlanCli& c) {
   if (c.block_size < 1) raise(Err::Usage, "--block-size must be at least 1");
   in.block_size = c.block_size;
   in.kv_blocks = c.kv_blocks;
+  if (!c.kv_cache_memory.empty()) {
+    if (in.backend != BackendKind::Cpu)
+      raise(Err::Usage, "--kv-cache-memory sizes the CPU backend's KV cache",
+            "On CUDA the KV cache takes what --gpu-memory-utilization leaves.");
+    in.kv_cache_memory = parse_byte_size(c.kv_cache_memory, "--kv-cache-memory");
+  }
   in.kv_dtype = c.kv_dtype;
   in.model_arg = c.model.empty() ? "--model MODEL_DIR" : "--model " + c.model;
   // The suggested launch must read the config as planned.
@@ -122,19 +138,22 @@ int cmd_plan(const Args& args) {
       ("host-mem", po::value(&c.host_mem),
        "memory per host for --backend cpu (default: MemAvailable)")
       ("block-size", po::value(&c.block_size)->default_value(16), "KV cache block (tokens)")
+      ("kv-cache-memory", po::value(&c.kv_cache_memory),
+       "cpu: the KV cache's memory per rank, as serve takes it (default 40% of the host's)")
       ("kv-blocks", po::value(&c.kv_blocks)->default_value(0),
        "KV cache blocks per rank (0: cuda the memory left, cpu max-num-seqs x max-model-len)")
       ("tp", po::value(&c.tp), "explain this layout only: tensor-parallel size")
       ("pp", po::value(&c.pp), "explain this layout only: pipeline stages")
       ("dp", po::value(&c.dp), "explain this layout only: data-parallel replicas")
       ("pp-layers", po::value(&c.pp_layers), "with --pp: layers per stage, e.g. 27,27,26")
-      ("json", po::bool_switch(&c.json), "print JSON for scripts");
+      ("json", po::bool_switch(&c.json), "print JSON for scripts")
+      ("svg", po::value(&c.svg), "also draw each layout's memory per rank into this SVG file");
   // clang-format on
   add_config_override_options(desc, c.overrides);
   po::variables_map vm;
   if (!parse_options(args, desc, vm,
                      "qmpi plan --model DIR|--model-config FILE --gpus N --gpu-mem SIZE "
-                     "[--nodes K] [--dp D --tp T --pp P] [--json]"))
+                     "[--nodes K] [--dp D --tp T --pp P] [--json] [--svg FILE]"))
     return 0;
   if (c.model.empty() == c.model_config.empty())
     raise(Err::Usage, "give exactly one of --model DIR and --model-config FILE");
@@ -155,12 +174,17 @@ int cmd_plan(const Args& args) {
       for (int32_t n : parse_id_list(c.pp_layers, "pp-layers")) layout.pp_layers.push_back(n);
     const LayoutVerdict v = evaluate_layout(cfg, layout, in);
     print(c.json ? layout_json(cfg, v, in).dump(2) + "\n" : render_layout_text(cfg, v, in));
+    if (!c.svg.empty()) {
+      PlanResult one{.inputs = in, .layouts = {v}, .best = v.valid && v.fits ? 0 : -1};
+      write_svg(c.svg, render_plan_svg(cfg, one));
+    }
     preflight(cfg, layout, in);  // the launch's own verdict, with the planner's way out
     return 0;
   }
 
   const PlanResult plan = plan_layouts(cfg, in);
   print(c.json ? plan_json(cfg, plan).dump(2) + "\n" : render_plan_text(cfg, plan));
+  if (!c.svg.empty()) write_svg(c.svg, render_plan_svg(cfg, plan));
   if (plan.best >= 0) return 0;
   std::string fix;
   for (const auto& s : plan.suggestions) fix += (fix.empty() ? "" : " Or: ") + s.sentence;

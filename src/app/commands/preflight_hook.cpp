@@ -33,6 +33,7 @@ PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineConfig& c) {
   in.max_step_tokens = c.scheduler.max_batched_tokens;
   in.block_size = c.cache.block_size;
   in.kv_blocks = c.cache.kv_blocks;
+  in.kv_cache_memory = c.cache.kv_cache_memory;
   in.kv_dtype = c.cache.kv_dtype;
   if (!c.model.synthetic_weights &&
       (std::filesystem::is_directory(c.model.path) || is_gguf_path(c.model.path))) {

@@ -87,6 +87,34 @@ TEST(ModelConfig, OptionalKeysAndForms) {
   EXPECT_EQ(ModelConfig::from_json(j, "x").torch_dtype, DType::F16);
 }
 
+TEST(ModelConfig, TransformersFiveRopeParameters) {
+  // transformers 5 moves rope_theta and the scaling fields into one "rope_parameters" object.
+  json j = qwen05_json();
+  j.erase("rope_theta");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 5e5}};
+  ModelConfig c = ModelConfig::from_json(j, "x");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 5e5);
+  EXPECT_EQ(c.rope_scaling.kind, RopeKind::Default);
+
+  j["rope_parameters"] = {{"rope_type", "yarn"},
+                          {"rope_theta", 1e6},
+                          {"factor", 4.0},
+                          {"original_max_position_embeddings", 32768}};
+  c = ModelConfig::from_json(j, "x");
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  EXPECT_EQ(c.rope_scaling.kind, RopeKind::Yarn);
+  EXPECT_EQ(c.rope_scaling.factor, 4.0);
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 32768);
+
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};  // disagrees with rope_parameters
+  EXPECT_EQ(error_of([&] { ModelConfig::from_json(j, "x"); }).code(), Err::ConfigInvalid);
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 1e6}, {"factor", 4.0}};
+  EXPECT_EQ(error_of([&] { ModelConfig::from_json(j, "x"); }).code(), Err::ArchUnsupported);
+  j["rope_parameters"] = "yarn";
+  EXPECT_EQ(error_of([&] { ModelConfig::from_json(j, "x"); }).code(), Err::ConfigInvalid);
+}
+
 TEST(ModelConfig, MissingKeyNamesKeyAndFile) {
   for (const char* key : {"architectures", "hidden_size", "num_hidden_layers",
                           "num_attention_heads", "num_key_value_heads", "intermediate_size",

@@ -68,13 +68,23 @@ TEST(Request, OpenAiCompletionAndPlainForms) {
   EXPECT_EQ(r.sampling.max_tokens, 3);
 }
 
-TEST(Request, AListOfOnePromptIsThatPrompt) {
-  // As LangChain's OpenAI class sends every prompt.
+TEST(Request, AListOfPrompts) {
+  // A list of one, as LangChain's OpenAI class sends every prompt, is that prompt.
   EXPECT_EQ(ok(R"({"id": "a", "prompt": ["Once"]})").prompt, "Once");
   EXPECT_EQ(ok(R"({"id": "b", "prompt": [[5, 6]]})").prompt_ids, (std::vector<int32_t>{5, 6}));
-  bad(R"({"id": "c", "prompt": ["one", "two"]})", Err::RequestField,
-      "a list of 2 prompts is not supported", "c");
+  EXPECT_TRUE(ok(R"({"id": "b", "prompt": [[5, 6]]})").more_prompts.empty());
+  // Several: the first is the prompt, the others follow, texts and ids mixed; n per prompt.
+  const Request r = ok(R"({"id": "c", "prompt": ["one", [7, 8], "three"], "n": 2})");
+  EXPECT_EQ(r.prompt, "one");
+  ASSERT_EQ(r.more_prompts.size(), 2u);
+  EXPECT_EQ(r.more_prompts[0].ids, (std::vector<int32_t>{7, 8}));
+  EXPECT_EQ(r.more_prompts[1].text, "three");
+  EXPECT_EQ(r.choice_count(), 6);
   bad(R"({"id": "d", "prompt": [["x"]]})", Err::RequestField, "prompt", "d");
+  bad(R"({"id": "e", "prompt": ["a", ""]})", Err::RequestField, "\"prompt\" is empty", "e");
+  std::string many = R"({"id": "f", "prompt": [)";
+  for (int i = 0; i < 65; ++i) many += std::string(i ? "," : "") + "\"p\"";
+  bad(many + "]}", Err::RequestField, "at most 64", "f");
 }
 
 TEST(Request, InvalidJsonAndNonObjects) {
@@ -180,7 +190,7 @@ TEST(Request, WrongTypes) {
   bad(R"({"id": "t", "prompt": "x", "max_tokens": 2.5})", Err::RequestField, "integer", "t");
   bad(R"({"id": "t", "prompt": "x", "temperature": "hot"})", Err::RequestField, "a number", "t");
   bad(R"({"id": "t", "prompt": 5})", Err::RequestField, "\"prompt\" must be", "t");
-  bad(R"({"id": "t", "prompt": ["a", "b"]})", Err::RequestField, "prompts is not supported", "t");
+  bad(R"({"id": "t", "prompt": ["a", 5]})", Err::RequestField, "\"prompt\" must be", "t");
   bad(R"({"id": "t", "messages": "hi"})", Err::RequestField, "\"messages\" must be", "t");
   bad(R"({"id": "t", "messages": [{"role": "user", "content": 3}]})", Err::RequestField, "content",
       "t");
