@@ -2,8 +2,8 @@
 # qmpi against llama.cpp on this host, the external baseline issue 17's goals are stated against:
 # the same random-weight Qwen2.5-0.5B-shaped bf16 checkpoint (converted byte for byte to GGUF by
 # tests/reference/gguf_ref.py), the same prompt length, generated tokens and thread count, one
-# engine after the other, alternated ROUNDS times so that both see the same swings of a shared VM. A plain
-# STREAM-style read (bench/stream_read.c) opens each round.
+# engine after the other, alternated ROUNDS times so that both see the same swings of a shared
+# VM. A plain STREAM-style read (bench/stream_read.c) opens each round.
 #
 # llama.cpp comes as node-llama-cpp's prebuilt CPU binaries (npm, pinned; ggml picks the CPU
 # variant that suits the host and the record names it), installed into .cache/llama-cpp on first

@@ -244,7 +244,7 @@ constexpr std::array kCatalogue{
                "or a key the model needs (ARCH.block_count, ARCH.embedding_length, "
                "ARCH.attention.head_count, ...) is missing or has the wrong type.",
                "Use a file written by llama.cpp's convert_hf_to_gguf.py (or qmpi's "
-               "tests/reference/gguf_writer.py); download it again if it was.",
+               "tests/reference/gguf_ref.py); download it again if it was.",
                kExitModel,
                "`key not found in model: qwen2.context_length` or `gguf_init_from_file: "
                "encountered bad_alloc` from llama.cpp."},

@@ -6,8 +6,9 @@ section), padding to general.alignment (32), the data section. A [rows, cols] ma
 with dims (cols, rows); a sparse layer's experts are stacked as llama.cpp does
 (blk.N.ffn_gate_exps.weight: dims (cols, rows, experts)), its routers kept in float32.
 
-Writer: a Hugging Face Qwen2/Qwen3/Qwen2-MoE/Qwen3-MoE checkpoint (config.json, safetensors, tokenizer.json) as a
-GGUF file under llama.cpp's names, with the tokenizer embedded (tokenizer.ggml.*). Vectors
+Writer: a Hugging Face Qwen2/Qwen3/Qwen2-MoE/Qwen3-MoE checkpoint (config.json, safetensors,
+tokenizer.json) as a GGUF file under llama.cpp's names, with the tokenizer embedded
+(tokenizer.ggml.*; left out when the tokenizer has more ids than the embedding rows). Vectors
 (norms, biases) are float32, as llama.cpp keeps them. Matrices are copied byte for byte in the
 checkpoint's dtype unless a type is asked for, then quantized with ggml_blocks.quantize:
 
@@ -406,7 +407,8 @@ def hf_tensors(path: str) -> dict:
                 out[f"{layer}mlp.experts.{e}.{dict(EXPERT_NAMES)[m.group(2)]}"] = values[e]
             continue
         hname = layer + dict(LAYER_NAMES)[m.group(2)]
-        out[hname] = values.reshape(1, -1) if hname.endswith("shared_expert_gate.weight") else values
+        gate = hname.endswith("shared_expert_gate.weight")  # [1, hidden], a vector in GGUF
+        out[hname] = values.reshape(1, -1) if gate else values
     return out
 
 
