@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/ggml_types.h"
 
 namespace qmpi {
 
@@ -16,6 +17,11 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   uint64_t nbytes = 0;
   std::string file;  // the shard (or .h5) that holds it, for error messages
+  // GGUF tensors: their ggml type. A block-quantized one has dtype U8, nbytes its real bytes,
+  // and is read in whole blocks (a dim-1 slice starts and ends on block edges).
+  const GgmlTypeInfo* ggml = nullptr;
+
+  bool block_quantized() const { return ggml && ggml->block_elems > 1; }
 };
 
 // A contiguous range along one dimension. For an nn.Linear weight [out, in], dim 0 selects

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # qmpi against llama.cpp on this host, the external baseline issue 34's goals are stated against:
 # the same random-weight Qwen2.5-0.5B-shaped bf16 checkpoint (converted byte for byte to GGUF by
-# to_gguf.py), the same prompt length, generated tokens and thread count, one engine after the
-# other, alternated ROUNDS times so that both see the same swings of a shared VM. A plain
-# STREAM-style read (bench/stream_read.c) opens each round.
+# tests/reference/gguf_ref.py), the same prompt length, generated tokens and thread count, one
+# engine after the other, alternated ROUNDS times so that both see the same swings of a shared
+# VM. A plain STREAM-style read (bench/stream_read.c) opens each round.
 #
 # llama.cpp is its own llama-bench, built from a pinned source release with native code by
 # bench/llama_cpp/build.sh (the engine as its users run it, not a binding). Both engines read
@@ -29,7 +29,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [[ -f "$model/config.json" ]] || "$build/qmpi" make-model --preset "$preset" --dtype bf16 --out "$model" >/dev/null
 gguf="${GGUF:-$model.gguf}"
 [[ -n "${GGUF:-}" || ( -f "$gguf" && "$gguf" -nt "$model/config.json" ) ]] ||
-  /usr/bin/python3 "$here/bench/llama_cpp/to_gguf.py" "$model" "$gguf"
+  /usr/bin/python3 "$here/tests/reference/gguf_ref.py" "$model" "$gguf"
 mkdir -p "$(dirname "$out")"
 : >"$out"
 

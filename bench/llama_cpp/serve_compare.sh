@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Serving throughput, qmpi serve against llama.cpp's own llama-server (issue 34): the same
-# random-weight Qwen2.5-0.5B-shaped bf16 weights (GGUF by to_gguf.py, byte for byte), N streams
+# random-weight Qwen2.5-0.5B-shaped bf16 weights (GGUF by tests/reference/gguf_ref.py, byte for byte), N streams
 # opened at once (bench/loadgen.py --sweep), each a PROMPT-token prompt of random ids and exactly
 # GEN greedy tokens, one server after the other on the same threads. llama-server runs as its
 # users run it for many clients: --parallel N slots, continuous batching (its default), a context
@@ -23,7 +23,7 @@ model="$here/.cache/models/$preset-bf16"
 gguf="$model.gguf"
 port=18431
 [[ -f "$model/config.json" ]] || "$build/qmpi" make-model --preset "$preset" --dtype bf16 --out "$model" >/dev/null
-[[ -f "$gguf" && "$gguf" -nt "$model/config.json" ]] || /usr/bin/python3 "$here/bench/llama_cpp/to_gguf.py" "$model" "$gguf"
+[[ -f "$gguf" && "$gguf" -nt "$model/config.json" ]] || /usr/bin/python3 "$here/tests/reference/gguf_ref.py" "$model" "$gguf"
 mkdir -p "$(dirname "$out")"
 : >"$out"
 server=""

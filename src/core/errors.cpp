@@ -221,6 +221,62 @@ constexpr std::array kCatalogue{
                kExitModel,
                "`size mismatch for model.layers.0.mlp.down_proj.qweight`, or a CUDA illegal "
                "memory access in a dequantization kernel."},
+    ErrorEntry{Err::GgufHeader, "gguf-header", "A .gguf file is not a GGUF file qmpi reads.",
+               "The file does not start with the magic bytes GGUF, or its version is not 2 or 3 "
+               "(version 1 files predate August 2023; a huge version number is a big-endian "
+               "file).",
+               "Download the file again, or convert the model with a current llama.cpp "
+               "(convert_hf_to_gguf.py writes version 3).",
+               kExitModel,
+               "`gguf_init_from_file: invalid magic characters` or `unsupported GGUF version` "
+               "from llama.cpp; an HTML page or Git LFS pointer saved under the .gguf name."},
+    ErrorEntry{Err::GgufTruncated, "gguf-truncated", "A .gguf file ends too early.",
+               "The header, the metadata, the tensor list or a tensor's data runs past the end "
+               "of the file: the download or copy was cut off.",
+               "Download the named file again and compare its size with the repository's; "
+               "`qmpi doctor --model FILE.gguf` checks it without loading.",
+               kExitModel,
+               "`gguf_init_from_file: failed to read tensor data` or a bus error (SIGBUS) while "
+               "a memory-mapped model loads, after an interrupted download."},
+    ErrorEntry{Err::GgufMetadata, "gguf-metadata",
+               "A .gguf file's metadata is damaged or incomplete.",
+               "A key/value has an unknown value type, a count larger than the file could hold, "
+               "or a key the model needs (ARCH.block_count, ARCH.embedding_length, "
+               "ARCH.attention.head_count, ...) is missing or has the wrong type.",
+               "Use a file written by llama.cpp's convert_hf_to_gguf.py (or qmpi's "
+               "tests/reference/gguf_ref.py); download it again if it was.",
+               kExitModel,
+               "`key not found in model: qwen2.context_length` or `gguf_init_from_file: "
+               "encountered bad_alloc` from llama.cpp."},
+    ErrorEntry{
+        Err::GgufTensorType, "gguf-tensor-type", "A .gguf tensor has a type qmpi does not load.",
+        "qmpi loads F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K "
+        "and Q6_K tensors; the IQ types (IQ2_XXS, IQ3_S, IQ4_XS, ...), the ternary and FP4 "
+        "types, and numbers the format does not define are refused before any weight is "
+        "read.",
+        "Use a Q4_K_M, Q5_K_M, Q6_K or Q8_0 file of the model (the common downloads), "
+        "or requantize with llama-quantize to one of the listed types.",
+        kExitModel, "`unknown type` or an IQ-quant kernel missing for your GPU in another engine."},
+    ErrorEntry{Err::GgufTensorData, "gguf-tensor-data",
+               "A .gguf tensor's shape, type and bytes disagree.",
+               "A tensor's rows are not whole blocks of its type, its offset is not aligned, its "
+               "bytes (type x shape) overlap the next tensor's or lie outside the data section, "
+               "or its shape is not the one the metadata implies.",
+               "Download the file again; if it persists, the converter that wrote it is broken "
+               "or wrote another model than its metadata says.",
+               kExitModel,
+               "`tensor 'blk.0.attn_q.weight' has wrong shape` or `data is not within the file "
+               "bounds` from llama.cpp."},
+    ErrorEntry{Err::GgufSplit, "gguf-split",
+               "The parts of a split .gguf model do not fit together.",
+               "A model split into NAME-00001-of-0000N.gguf files needs every part beside the "
+               "first, each with the same split.count and its own split.no, and their tensors "
+               "adding up to split.tensors.count without a name twice.",
+               "Download the missing part (the message names it) into the same folder, and pass "
+               "the first part to --model.",
+               kExitModel,
+               "`invalid split file` or `split_path: ... not found` from llama.cpp's gguf-split "
+               "loader."},
     ErrorEntry{Err::LoraAdapterUnreadable, "lora-adapter-unreadable",
                "A LoRA adapter folder given to --lora-modules cannot be read.",
                "An adapter is a PEFT folder: adapter_config.json (r, lora_alpha, target_modules) "

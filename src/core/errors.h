@@ -42,6 +42,13 @@ enum class Err : uint16_t {
   // int4 checkpoints (QM22x)
   QuantUnsupported = 220,
   QuantTensorInvalid = 221,
+  // GGUF files (QM245-QM254)
+  GgufHeader = 245,
+  GgufTruncated = 246,
+  GgufMetadata = 247,
+  GgufTensorType = 248,
+  GgufTensorData = 249,
+  GgufSplit = 250,
   // LoRA adapters (QM26x)
   LoraAdapterUnreadable = 260,
   LoraShapeMismatch = 261,

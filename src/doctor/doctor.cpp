@@ -71,7 +71,8 @@ Decision decide(const DoctorOptions& o, const Job& job, const ModelConfig* cfg) 
 }
 
 PlanInputs plan_inputs(const DoctorOptions& o, const Job& job, const Decision& d,
-                       const std::map<std::string, DType>& dtypes) {
+                       const std::map<std::string, DType>& dtypes,
+                       const std::map<std::string, const GgmlTypeInfo*>& blocks) {
   PlanInputs in;
   in.gpus = d.layout.world_ranks();
   // Under the job's own mpirun the ranks sit on its hosts; alone, doctor plans for this host.
@@ -82,6 +83,7 @@ PlanInputs plan_inputs(const DoctorOptions& o, const Job& job, const Decision& d
   in.max_num_seqs = o.max_num_seqs;
   in.block_size = o.block_size;
   in.tensor_dtypes = dtypes;
+  in.tensor_blocks = blocks;
   in.model_arg = o.model.empty() ? "--synthetic-weights --model-config " + o.model_config
                                  : "--model " + o.model;
   return in;
@@ -147,6 +149,7 @@ struct Context {
   std::string here;  // "host NAME": where this host's findings happened
   std::optional<ModelConfig> cfg;
   std::map<std::string, DType> dtypes;
+  std::map<std::string, const GgmlTypeInfo*> blocks;  // GGUF block-quantized tensors
   Decision d;
   std::vector<Finding> mine;
   const ModelConfig* config() const { return cfg ? &*cfg : nullptr; }
@@ -172,6 +175,7 @@ void model_phase(Context& c) {
       ModelCheck m = check_model(o.model, o.overrides);
       c.cfg = m.config;
       c.dtypes = std::move(m.tensor_dtypes);
+      c.blocks = std::move(m.tensor_blocks);
       append(c.mine, std::move(m.findings), c.here);
     } else {
       try {
@@ -314,7 +318,7 @@ DoctorReport run_doctor(const DoctorOptions& o) {
     append(c.mine, mpi_findings(mpi_library_version(), c.job.slots), "");
     append(c.mine, layout_findings(c.d.layout, c.d.by_default, c.job.slots, c.config()), "");
   }
-  host_phase(c, plan_inputs(o, c.job, c.d, c.dtypes));
+  host_phase(c, plan_inputs(o, c.job, c.d, c.dtypes, c.blocks));
   const bool on_device = device_phase(c);
   if (!o.sha256_manifest.empty()) append(c.mine, verify_manifest(o, c.job), c.here);
   return gather_report(c, comm_phase(c, on_device));

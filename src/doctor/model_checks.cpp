@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -10,7 +11,9 @@
 #include "io/h5_checkpoint.h"
 #include "io/safetensors.h"
 #include "io/safetensors_writer.h"
+#include "model/gguf_names.h"
 #include "model/int4_tensors.h"
+#include "requests/model_tokenizer.h"
 #include "text/tokenizer.h"
 
 namespace qmpi::doctor {
@@ -186,6 +189,30 @@ Inventory h5_inventory(const std::string& path, std::vector<Finding>& out) {
   return inv;
 }
 
+// A GGUF model (one file or split parts): every part opens, and its tensors' bytes are where
+// their types and shapes say.
+Inventory gguf_inventory(const std::string& path, std::vector<Finding>& out) {
+  Inventory inv;
+  try {
+    GgufNamedWeights w(path);
+    uint64_t bytes = 0;
+    for (const GgufFile& part : w.file().parts()) bytes += part.file_size();
+    for (const std::string& name : w.names()) {
+      inv.found[name] = w.info(name);
+      inv.weight_map[name] = fs::path(w.info(name).file).filename().string();
+    }
+    out.push_back(ok(kSection, "weights: GGUF version " +
+                                   std::to_string(w.file().meta().version()) + ", " +
+                                   std::to_string(w.file().parts().size()) + " file(s), " +
+                                   format_bytes(bytes) + ", " + std::to_string(inv.found.size()) +
+                                   " tensors: every tensor's bytes are where its type and shape "
+                                   "say"));
+  } catch (const Error& e) {
+    out.push_back(fail(kSection, e));
+  }
+  return inv;
+}
+
 // tokenizer.json beside config.json, or in the .h5 file's /meta.
 Tokenizer load_tokenizer(const std::string& model_path, bool h5) {
   if (!h5) return Tokenizer::load(model_path);
@@ -205,7 +232,7 @@ void tensor_findings(const ModelConfig& config, const Inventory& inv, std::vecto
   const bool indexed = inv.indexed;
   Problems problems(out);
   std::set<std::string> expected;
-  std::map<DType, size_t> dtypes;
+  std::map<std::string, size_t> dtypes;  // tensors by type name ("BF16", "Q4_K")
   for (const CheckpointTensorSpec& spec : checkpoint_tensors(config)) {
     expected.insert(spec.name);
     if (!weight_map.count(spec.name)) {
@@ -229,12 +256,12 @@ void tensor_findings(const ModelConfig& config, const Inventory& inv, std::vecto
                         "tensor '" + spec.name + "' in " + file + " is " +
                             std::string(dtype_name(t.dtype)) + " but the quantized format stores " +
                             std::string(dtype_name(*spec.dtype))));
-    if (!spec.dtype && !is_float_weight(t.dtype))
+    if (!spec.dtype && !is_float_weight(t.dtype) && !t.block_quantized())
       problems.add(fail(kSection, Err::DTypeUnsupported,
                         "tensor '" + spec.name + "' in " + file + " is " +
                             std::string(dtype_name(t.dtype)) +
                             "; qmpi computes with F32, F16 or BF16 weights"));
-    ++dtypes[t.dtype];
+    ++dtypes[t.ggml ? std::string(t.ggml->name) : std::string(dtype_name(t.dtype))];
   }
   std::vector<std::string> extra;
   for (const auto& [name, file] : weight_map)
@@ -255,7 +282,7 @@ void tensor_findings(const ModelConfig& config, const Inventory& inv, std::vecto
     std::string kinds;
     size_t checked = 0;
     for (const auto& [dt, n] : dtypes) {
-      kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(dtype_name(dt));
+      kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + dt;
       checked += n;
     }
     out.push_back(ok(kSection, checked == expected.size()
@@ -271,20 +298,23 @@ void tensor_findings(const ModelConfig& config, const Inventory& inv, std::vecto
   }
 }
 
-// tokenizer.json loads and fits the embedding.
-void tokenizer_findings(const std::string& model_dir, bool h5, const ModelConfig* config,
+// tokenizer.json (a GGUF file's own tokenizer, unless one sits beside it) loads and fits the
+// embedding.
+void tokenizer_findings(const std::string& model_dir, bool h5, bool gguf, const ModelConfig* config,
                         std::vector<Finding>& out) {
   try {
-    const Tokenizer tok = load_tokenizer(model_dir, h5);
-    if (config && tok.vocab_size() > config->vocab_size)
+    const std::shared_ptr<const Tokenizer> tok =
+        gguf ? load_model_tokenizer(model_dir)
+             : std::make_shared<const Tokenizer>(load_tokenizer(model_dir, h5));
+    if (config && tok->vocab_size() > config->vocab_size)
       out.push_back(fail(kSection, Err::TokenizerInvalid,
-                         "tokenizer.json has ids up to " + std::to_string(tok.vocab_size() - 1) +
+                         "tokenizer.json has ids up to " + std::to_string(tok->vocab_size() - 1) +
                              " but the embedding has only " + std::to_string(config->vocab_size) +
                              " rows (config.json)",
                          "Use the tokenizer.json that shipped with these weights."));
     else
       out.push_back(
-          ok(kSection, "tokenizer.json: " + std::to_string(tok.vocab_size()) + " tokens, loads"));
+          ok(kSection, "tokenizer.json: " + std::to_string(tok->vocab_size()) + " tokens, loads"));
   } catch (const Error& e) {
     out.push_back(fail(kSection, e));
   }
@@ -296,12 +326,14 @@ ModelCheck check_model(const std::string& model_dir, const ConfigOverrides& over
   ModelCheck r;
   auto& out = r.findings;
   const bool h5 = fs::is_regular_file(model_dir) && is_h5_path(model_dir);
-  if (!h5 && !fs::is_directory(model_dir)) {
-    out.push_back(fail(kSection, Err::ModelDirMissing,
-                       model_dir + (fs::exists(model_dir) ? " is neither a folder nor a .h5 file"
-                                                          : " does not exist"),
-                       "Point --model at a Hugging Face model folder (config.json, safetensors, "
-                       "tokenizer.json) or a qmpi .h5 file."));
+  const bool gguf = fs::is_regular_file(model_dir) && is_gguf_path(model_dir);
+  if (!h5 && !gguf && !fs::is_directory(model_dir)) {
+    out.push_back(
+        fail(kSection, Err::ModelDirMissing,
+             model_dir + (fs::exists(model_dir) ? " is neither a folder nor a .h5 or .gguf file"
+                                                : " does not exist"),
+             "Point --model at a Hugging Face model folder (config.json, safetensors, "
+             "tokenizer.json), a qmpi .h5 file or a .gguf file."));
     return r;
   }
   try {
@@ -311,10 +343,17 @@ ModelCheck check_model(const std::string& model_dir, const ConfigOverrides& over
     out.push_back(fail(kSection, e));
   }
 
-  const Inventory inv = h5 ? h5_inventory(model_dir, out) : safetensors_inventory(model_dir, out);
-  for (const auto& [name, info] : inv.found) r.tensor_dtypes[name] = info.dtype;
+  const Inventory inv = h5     ? h5_inventory(model_dir, out)
+                        : gguf ? gguf_inventory(model_dir, out)
+                               : safetensors_inventory(model_dir, out);
+  for (const auto& [name, info] : inv.found) {
+    if (info.block_quantized())
+      r.tensor_blocks[name] = info.ggml;
+    else
+      r.tensor_dtypes[name] = info.dtype;
+  }
   if (r.config && !inv.weight_map.empty()) tensor_findings(*r.config, inv, out);
-  tokenizer_findings(model_dir, h5, r.config ? &*r.config : nullptr, out);
+  tokenizer_findings(model_dir, h5, gguf, r.config ? &*r.config : nullptr, out);
   return r;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/ggml_types.h"
 #include "doctor/finding.h"
 #include "doctor/sha256.h"
 #include "model/config.h"
@@ -23,6 +24,7 @@ struct ModelCheck {
   std::vector<Finding> findings;
   std::optional<ModelConfig> config;           // when config.json parsed
   std::map<std::string, DType> tensor_dtypes;  // from the headers that parsed, for the planner
+  std::map<std::string, const GgmlTypeInfo*> tensor_blocks;  // GGUF block types, likewise
 };
 
 ModelCheck check_model(const std::string& model_dir, const ConfigOverrides& overrides = {});

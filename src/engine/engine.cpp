@@ -12,6 +12,7 @@
 #include "engine/profile_step.h"
 #include "model/config_bounds.h"
 #include "model/lora_loader.h"
+#include "model/gguf_names.h"
 #include "model/synthetic.h"
 #include "parallel/gather_strings.h"
 #include "parallel/mesh.h"
@@ -95,7 +96,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
   if (m.synthetic_weights)
     source = std::make_unique<SyntheticWeights>(cfg_, m.synthetic_seed, cfg_.torch_dtype);
   else
-    source = open_weight_source(m.path, m.verify_checksums);
+    source = open_model_weights(m.path, m.verify_checksums);
   if (!m.synthetic_weights) confirm_config_with_weights(cfg_, *source);
   DecoderWeights weights = load_decoder_weights(cfg_, plan, *source, *backend_);
   weights.bytes += load_lora_adapters(cfg_, plan, opts_.lora, *backend_, weights);

@@ -33,7 +33,7 @@ SchedulerConfig single_sequence_scheduler();
 
 // Where the weights and the config come from.
 struct ModelSource {
-  std::string path;                // --model: HF folder or .h5
+  std::string path;                // --model: HF folder, .h5 or .gguf
   bool verify_checksums = false;   // .h5: check the CRC-32 of every chunk this rank reads
   bool synthetic_weights = false;  // random weights from the config alone (per-rank slices)
   std::string config_path;         // --model-config: config.json for synthetic weights

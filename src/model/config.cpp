@@ -6,6 +6,7 @@
 #include "core/errors.h"
 #include "io/h5_checkpoint.h"
 #include "model/config_bounds.h"
+#include "model/gguf_config.h"
 
 namespace qmpi {
 namespace fs = std::filesystem;
@@ -271,6 +272,13 @@ ModelConfig ModelConfig::load(const std::string& model_path, const ConfigOverrid
     return from_json(overrides.apply(read_h5_json(model_path, "config.json", true)),
                      model_path + ":/meta/config.json" + changed);
   if (!fs::exists(p)) raise(Err::ModelDirMissing, "model path " + model_path + " does not exist");
+  if (is_gguf_path(model_path)) {
+    const GgufWeights model(model_path);
+    ModelConfig c = from_json(overrides.apply(gguf_config_json(model)),
+                              model_path + " (GGUF metadata)" + changed);
+    c.quant = gguf_quant_config(model);
+    return c;
+  }
   // A folder holds config.json; a .json file is taken as the config itself (--model-config).
   const fs::path file = fs::is_directory(p) ? p / "config.json" : p;
   if (!fs::exists(file))

@@ -93,7 +93,7 @@ void DecoderModel::logits(const BatchInput& batch, const float* hidden, float* h
   const int64_t local = plan_.vocab.size();
   if (tp_.size() == 1) {
     float* out = scratch_.get(kLogits, size_t(R * local));
-    be_.matmul(rows, R, w_.head().view(), nullptr, out);
+    w_.head_matmul(be_, rows, R, out);
     be_.copy_to_host(host_logits, out, size_t(R * V) * sizeof(float));
     return;
   }
@@ -101,7 +101,7 @@ void DecoderModel::logits(const BatchInput& batch, const float* hidden, float* h
   // padded blocks [tp][R][per_rank] and reassemble [R][V] on the host.
   const int64_t per_rank = plan_.max_vocab_rows(cfg_);
   float* out = scratch_.get(kLogits, size_t(R * per_rank));
-  be_.matmul(rows, R, w_.head().view(), nullptr, out);
+  w_.head_matmul(be_, rows, R, out);
   if (local < per_rank) {
     // Pad each row of [R][local] to per_rank floats so every rank sends the same amount.
     std::vector<float> tmp(size_t(R * local));

@@ -34,13 +34,25 @@ DecoderWeights load_decoder_weights(const ModelConfig& cfg, const ShardPlan& pla
     w.final_norm = ld.load("model.norm.weight", {h});
     // Tied checkpoints usually omit lm_head.weight; some still carry a copy. Either way the
     // tied model's head is the embedding matrix, held once when this rank also embeds.
+    // A GGUF head in blocks stays in them (the embedding's rows are decoded for look-ups).
+    auto load_head = [&](const std::string& name) {
+      w.lm_head_blocks = ld.load_blocks(name, {V, h});
+      if (!w.lm_head_blocks) w.lm_head = ld.load(name, {V, h});
+    };
     if (cfg.tie_word_embeddings && !plan.first_stage)
-      w.lm_head = ld.load("model.embed_tokens.weight", {V, h});
+      load_head("model.embed_tokens.weight");
     else if (!cfg.tie_word_embeddings)
-      w.lm_head = ld.load("lm_head.weight", {V, h});
+      load_head("lm_head.weight");
   }
   w.bytes = ld.bytes();
   return w;
+}
+
+void DecoderWeights::head_matmul(Backend& be, const float* x, int64_t n, float* out) const {
+  if (lm_head_blocks)
+    be.matmul_ggml(x, n, lm_head_blocks.view(), nullptr, out);
+  else
+    be.matmul(x, n, head().view(), nullptr, out);
 }
 
 }  // namespace qmpi

@@ -9,6 +9,7 @@
 #include "io/weight_source.h"
 #include "model/attention_block.h"
 #include "model/config.h"
+#include "model/ggml_weight.h"
 #include "model/moe_block.h"
 #include "model/shard_plan.h"
 #include "model/swiglu_mlp.h"
@@ -26,13 +27,16 @@ struct DecoderWeights {
   Weight embedding;                  // vocab slice, first stage only
   std::vector<LayerWeights> layers;  // this stage's layers, in order
   Weight final_norm;                 // last stage only
-  Weight lm_head;      // vocab slice, last stage only (embed_tokens rows on tied models),
-                       // empty when tied and this rank holds the embedding: head() shares it
-  uint64_t bytes = 0;  // weight bytes this rank holds
+  Weight lm_head;             // vocab slice, last stage only (embed_tokens rows on tied models),
+                              // empty when tied and this rank holds the embedding: head() shares it
+  GgmlWeight lm_head_blocks;  // GGUF: the head's vocab slice in its blocks, instead of lm_head
+  uint64_t bytes = 0;         // weight bytes this rank holds
   // How many --lora-modules adapters are loaded onto the projections (Linear::lora).
   int lora_adapters = 0;
 
   const Weight& head() const { return lm_head ? lm_head : embedding; }
+  // out[n, vocab slice] = x[n, hidden] . head^T, whichever form the head is held in.
+  void head_matmul(Backend& be, const float* x, int64_t n, float* out) const;
 };
 
 // Reads exactly this rank's slices from `source` into backend memory, checking every tensor's

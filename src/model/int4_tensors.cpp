@@ -22,7 +22,7 @@ std::vector<CheckpointTensorSpec> checkpoint_tensors(const ModelConfig& cfg) {
       out.push_back({fp8_scale_name(t.name), {(N + bn - 1) / bn, (K + bk - 1) / bk}, DType::F32});
       continue;
     }
-    if (!cfg.quant || !is_quantized_projection(t.name)) {
+    if (!cfg.quant.int4() || !is_quantized_projection(t.name)) {
       out.push_back({t.name, t.shape, std::nullopt});
       continue;
     }

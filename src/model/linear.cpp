@@ -11,13 +11,15 @@ void Linear::forward(Backend& be, const float* x, int64_t n, float* out) const {
     be.matmul_int4(x, n, int4.view(), bias ? &b : nullptr, out);
   else if (fp8)
     be.matmul_fp8(x, n, fp8.view(), bias ? &b : nullptr, out);
+  else if (ggml)
+    be.matmul_ggml(x, n, ggml.view(), bias ? &b : nullptr, out);
   else
     be.matmul(x, n, weight.view(), bias ? &b : nullptr, out);
 }
 
 void forward_group(Backend& be, const float* x, int64_t n, std::span<const LinearOut> group) {
   const bool dense = std::none_of(group.begin(), group.end(), [](const LinearOut& g) {
-    return g.linear->int4 || g.linear->fp8;
+    return g.linear->int4 || g.linear->fp8 || g.linear->ggml;
   });
   if (!dense) {
     for (const LinearOut& g : group) g.linear->forward(be, x, n, g.out);

@@ -1,7 +1,7 @@
 // One nn.Linear of a decoder layer as this rank holds it: the weight slice the shard plan gives
 // it (column- or row-parallel) and, for column-parallel projections that have one, the bias
 // slice. Blocks call forward() and never look at the storage, so a dense checkpoint and a
-// quantized one (the int4 formats, block-wise FP8) are the same Linear to them.
+// quantized one (the int4 formats, block-wise FP8, GGUF blocks) are the same Linear to them.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "model/fp8_weight.h"
+#include "model/ggml_weight.h"
 #include "model/int4_weight.h"
 #include "model/lora_weight.h"
 
@@ -18,6 +19,7 @@ struct Linear {
   Weight weight;    // dense: [out_features, in_features] in the checkpoint dtype
   Int4Weight int4;  // int4 (AWQ / GPTQ) checkpoints instead of `weight`
   Fp8Weight fp8;    // block-wise FP8 checkpoints instead of `weight`
+  GgmlWeight ggml;  // block-quantized GGUF tensors instead of `weight`
   Weight bias;      // [out_features] or empty
   // LoRA adapters by index (--lora-modules order), this rank's slices; an empty entry: that
   // adapter leaves this projection alone. Applied per row group (model/lora_delta.h), never
@@ -27,9 +29,13 @@ struct Linear {
   // out[n, out_features] = x[n, in_features] . W^T (+ bias), accumulated in float32.
   void forward(Backend& be, const float* x, int64_t n, float* out) const;
 
-  int64_t out_features() const { return int4 ? int4.rows() : fp8 ? fp8.rows() : weight.rows; }
-  int64_t in_features() const { return int4 ? int4.in_features : fp8 ? fp8.cols() : weight.cols; }
-  explicit operator bool() const { return weight || int4 || fp8; }
+  int64_t out_features() const {
+    return int4 ? int4.rows() : fp8 ? fp8.rows() : ggml ? ggml.rows() : weight.rows;
+  }
+  int64_t in_features() const {
+    return int4 ? int4.in_features : fp8 ? fp8.cols() : ggml ? ggml.cols : weight.cols;
+  }
+  explicit operator bool() const { return weight || int4 || fp8 || ggml; }
 };
 
 // One projection of a group that reads the same x (q/k/v, gate/up) and where it writes.
@@ -39,8 +45,8 @@ struct LinearOut {
 };
 
 // Every projection of the group applied to x[n, in_features]: one backend matmul_group (one
-// pass over the weights, one barrier) when all are dense, else forward() one by one (the int4
-// and FP8 kernels take no groups).
+// pass over the weights, one barrier) when all are dense, else forward() one by one (the int4,
+// FP8 and GGUF kernels take no groups).
 void forward_group(Backend& be, const float* x, int64_t n, std::span<const LinearOut> group);
 
 }  // namespace qmpi

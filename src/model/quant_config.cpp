@@ -144,6 +144,8 @@ std::string QuantConfig::method_name() const {
       return "gptq";
     case QuantMethod::Fp8:
       return "fp8";
+    case QuantMethod::Gguf:
+      return "gguf";
     default:
       return "none";
   }

@@ -9,7 +9,9 @@
 
 namespace qmpi {
 
-enum class QuantMethod : uint8_t { None, Awq, Gptq, Fp8 };
+// Gguf: a GGUF file's block-quantized tensors, each with its own ggml type (TensorInfo::ggml);
+// group_size is then the widest block.
+enum class QuantMethod : uint8_t { None, Awq, Gptq, Fp8, Gguf };
 
 struct QuantConfig {
   QuantMethod method = QuantMethod::None;
@@ -25,13 +27,14 @@ struct QuantConfig {
   std::string method_name() const;
   bool int4() const { return method == QuantMethod::Awq || method == QuantMethod::Gptq; }
   bool fp8() const { return method == QuantMethod::Fp8; }
+  bool gguf() const { return method == QuantMethod::Gguf; }
   // Input rows per group for a linear with `k` input rows.
   int64_t group_rows(int64_t k) const { return group_size < 0 ? k : group_size; }
   // Scale/zero rows of a linear with `k` input rows (GPTQ rounds a short last group up).
   int64_t groups(int64_t k) const { return (k + group_rows(k) - 1) / group_rows(k); }
   // MLP columns and vocab rows are cut on multiples of this (the shard plan's split unit):
   // int4: whole groups, which are whole packed int32 words (8 nibbles) too; FP8: whole blocks
-  // (gate/up cut their rows by block_n, down_proj its inputs by block_k).
+  // (gate/up cut their rows by block_n, down_proj its inputs by block_k); GGUF: whole blocks.
   int64_t split_unit() const;
 };
 

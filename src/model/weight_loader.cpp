@@ -1,6 +1,7 @@
 #include "model/weight_loader.h"
 
 #include "core/errors.h"
+#include "model/ggml_weight.h"
 #include "model/int4_loader.h"
 
 namespace qmpi {
@@ -11,9 +12,10 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
-Weight WeightLoader::load(const std::string& name, const std::vector<int64_t>& shape) {
+const TensorInfo& WeightLoader::checked(const std::string& name,
+                                        const std::vector<int64_t>& shape) const {
   const TensorInfo& info = src_.info(name);
-  if (!is_float_weight(info.dtype))
+  if (!is_float_weight(info.dtype) && !info.block_quantized())
     raise(Err::DTypeUnsupported, "tensor " + name + " in " + info.file + " has dtype " +
                                      std::string(dtype_name(info.dtype)) +
                                      "; qmpi computes from F32, F16 or BF16 weights");
@@ -21,19 +23,46 @@ Weight WeightLoader::load(const std::string& name, const std::vector<int64_t>& s
     raise(Err::TensorShapeMismatch, "tensor " + name + " in " + info.file + " has shape " +
                                         shape_str(info.shape) + " but config.json implies " +
                                         shape_str(shape));
+  return info;
+}
+
+Slice WeightLoader::slice_of(const std::string& name) const {
   auto slice = plan_.slice_for(cfg_, name);
   if (!slice) raise(Err::Internal, "shard plan does not assign " + name + " to this rank");
+  return *slice;
+}
+
+Weight WeightLoader::load(const std::string& name, const std::vector<int64_t>& shape) {
+  const TensorInfo& info = checked(name, shape);
+  const Slice slice = slice_of(name);
   int64_t rows = shape.size() == 2 ? shape[0] : 1;
   int64_t cols = shape.size() == 2 ? shape[1] : shape[0];
-  if (slice->length >= 0) {
-    if (shape.size() == 1 || slice->dim == 1)
-      cols = slice->length;
+  if (slice.length >= 0) {
+    if (shape.size() == 1 || slice.dim == 1)
+      cols = slice.length;
     else
-      rows = slice->length;
+      rows = slice.length;
+  }
+  // GGUF blocks asked for as a dense weight (the embedding the look-up reads, a slice that
+  // would cut a block): decoded to float32 once, here.
+  if (info.block_quantized()) {
+    Weight w = read_ggml_dequantized(src_, be_, name, slice);
+    bytes_ += w.storage.bytes();
+    return w;
   }
   Weight w =
-      be_.make_weight(info.dtype, rows, cols, [&](void* dst) { src_.read(name, *slice, dst); });
+      be_.make_weight(info.dtype, rows, cols, [&](void* dst) { src_.read(name, slice, dst); });
   bytes_ += uint64_t(rows * cols) * dtype_size(info.dtype);
+  return w;
+}
+
+GgmlWeight WeightLoader::load_blocks(const std::string& name, const std::vector<int64_t>& shape) {
+  const TensorInfo& info = checked(name, shape);
+  if (!info.block_quantized()) return {};
+  const Slice slice = slice_of(name);
+  if (!slice_keeps_blocks(info, slice)) return {};
+  GgmlWeight w = read_ggml_weight(src_, be_, name, slice);
+  bytes_ += w.bytes();
   return w;
 }
 
@@ -54,7 +83,11 @@ Linear WeightLoader::load_linear(const std::string& prefix, int64_t out_features
         be_, repack_int4(read_int4_linear(cfg_, src_, prefix, out_features, in_features, *slice)));
     bytes_ += lin.int4.bytes();
   } else {
-    lin.weight = load(prefix + ".weight", {out_features, in_features});
+    // GGUF blocks when the slice keeps them whole; else (a column slice that would cut a block,
+    // say a head split inside a k-quant super-block, or a float tensor) a dense weight.
+    const std::string name = prefix + ".weight";
+    lin.ggml = load_blocks(name, {out_features, in_features});
+    if (!lin.ggml) lin.weight = load(name, {out_features, in_features});
   }
   if (bias) lin.bias = load(prefix + ".bias", {out_features});
   return lin;

@@ -27,10 +27,18 @@ class WeightLoader {
   Linear load_linear(const std::string& prefix, int64_t out_features, int64_t in_features,
                      bool bias = false);
 
+  // GGUF: `name` (full shape `shape`) in its blocks, sliced per the shard plan, when it is
+  // block-quantized and the slice keeps whole blocks; else an empty GgmlWeight.
+  GgmlWeight load_blocks(const std::string& name, const std::vector<int64_t>& shape);
+
   // Weight bytes loaded so far (what this rank holds).
   uint64_t bytes() const { return bytes_; }
 
  private:
+  // `name`'s info, checked: a dtype qmpi computes from (or GGUF blocks) and the shape `shape`.
+  const TensorInfo& checked(const std::string& name, const std::vector<int64_t>& shape) const;
+  Slice slice_of(const std::string& name) const;
+
   const ModelConfig& cfg_;
   const ShardPlan& plan_;
   WeightSource& src_;

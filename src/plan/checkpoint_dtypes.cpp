@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "model/gguf_names.h"
 
 namespace qmpi {
 namespace {
@@ -83,6 +84,12 @@ std::vector<fs::path> shards_of_index(const fs::path& index) {
 
 std::map<std::string, DType> read_checkpoint_dtypes(const std::string& model_path) {
   std::map<std::string, DType> out;
+  if (is_gguf_path(model_path)) {
+    const GgufNamedWeights model(model_path);
+    for (const std::string& name : model.names())
+      if (!model.info(name).block_quantized()) out[name] = model.info(name).dtype;
+    return out;
+  }
   const fs::path dir(model_path);
   if (!fs::is_directory(dir)) return out;
   std::vector<fs::path> shards;
@@ -92,6 +99,15 @@ std::map<std::string, DType> read_checkpoint_dtypes(const std::string& model_pat
     shards.push_back(dir / "model.safetensors");
   for (const auto& shard : shards)
     if (fs::is_regular_file(shard)) add_header_dtypes(shard, out);
+  return out;
+}
+
+std::map<std::string, const GgmlTypeInfo*> read_checkpoint_blocks(const std::string& model_path) {
+  std::map<std::string, const GgmlTypeInfo*> out;
+  if (!is_gguf_path(model_path)) return out;
+  const GgufNamedWeights model(model_path);
+  for (const std::string& name : model.names())
+    if (model.info(name).block_quantized()) out[name] = model.info(name).ggml;
   return out;
 }
 

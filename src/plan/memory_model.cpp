@@ -88,15 +88,20 @@ uint64_t rank_budget(const PlanInputs& in, int ranks) {
 }
 
 uint64_t tensor_bytes(const ModelConfig& cfg, const PlanInputs& in, const std::string& tensor,
-                      int64_t numel) {
+                      int64_t numel, bool cuts_blocks) {
   const uint64_t n = uint64_t(numel);
+  if (auto it = in.tensor_blocks.find(tensor); it != in.tensor_blocks.end()) {
+    // GGUF blocks as model/ggml_weight.h holds them.
+    if (cuts_blocks || tensor == "model.embed_tokens.weight") return n * sizeof(float);
+    return uint64_t(ggml_bytes(*it->second, numel));
+  }
   if (cfg.quant.fp8() && is_quantized_linear(tensor)) {
     // A byte per e4m3 weight and a float32 scale per block (a TP slice that starts inside a
     // block holds one more row or column of scales; the estimate rounds up by one block).
     const uint64_t block = uint64_t(cfg.quant.block_n * cfg.quant.block_k);
     return n + (n / block + 1) * sizeof(float);
   }
-  if (cfg.quant && is_quantized_linear(tensor)) {
+  if (cfg.quant.int4() && is_quantized_linear(tensor)) {
     // An int4 checkpoint as the engine holds it (model/int4_weight.h): half a byte per weight,
     // and per group of inputs an fp16 scale and a one-byte zero point per output.
     const uint64_t gs = cfg.quant.group_size > 0 ? uint64_t(cfg.quant.group_size) : 0;
@@ -106,6 +111,19 @@ uint64_t tensor_bytes(const ModelConfig& cfg, const PlanInputs& in, const std::s
   if (is_quantized_linear(tensor)) return n * kInt4BytesNum / kInt4BytesDen;
   return n * 2;
 }
+
+namespace {
+
+// True when `slice` cuts a GGUF block of `t` along its columns (see model/ggml_weight.h).
+bool cuts_blocks(const PlanInputs& in, const TensorSpec& t, const Slice& slice) {
+  auto it = in.tensor_blocks.find(t.name);
+  if (it == in.tensor_blocks.end() || slice.length < 0 || size_t(slice.dim) + 1 < t.shape.size())
+    return false;
+  const int64_t blk = it->second->block_elems, end = slice.start + slice.length;
+  return slice.start % blk != 0 || (end % blk != 0 && end != t.shape.back());
+}
+
+}  // namespace
 
 RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const PlanInputs& in,
                        const std::vector<TensorSpec>& tensors) {
@@ -118,7 +136,8 @@ RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const Plan
   for (const auto& t : tensors) {
     const auto slice = plan.slice_for(cfg, t.name);
     if (!slice) continue;
-    const uint64_t bytes = tensor_bytes(cfg, in, t.name, slice_numel(t.shape, *slice));
+    const uint64_t bytes =
+        tensor_bytes(cfg, in, t.name, slice_numel(t.shape, *slice), cuts_blocks(in, t, *slice));
     m.weights += bytes;
     if (t.name.find(".mlp.experts.") != std::string::npos) m.expert_weights += bytes;
   }

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/ggml_types.h"
 #include "core/host_memory.h"
 #include "model/config.h"
 #include "model/shard_plan.h"
@@ -84,6 +85,8 @@ struct PlanInputs {
   // Tensor dtypes from the checkpoint's safetensors headers; tensors not listed (or all, when
   // empty) take the config's torch_dtype.
   std::map<std::string, DType> tensor_dtypes;
+  // GGUF models: the ggml block type of each block-quantized tensor (Hugging Face names).
+  std::map<std::string, const GgmlTypeInfo*> tensor_blocks;
   // How suggested commands name the model, e.g. "--model /models/Qwen2.5-72B-Instruct", and
   // where its config came from (for reports).
   std::string model_arg = "--model MODEL_DIR";
@@ -130,8 +133,10 @@ struct RankMemory {
 };
 
 // Bytes of `tensor` held in memory for its slice `numel` elements (checkpoint dtype or int4).
+// GGUF blocks: `cuts_blocks` when the slice's columns cut a block (the loader decodes such a
+// slice, and the embedding, to float32).
 uint64_t tensor_bytes(const ModelConfig& cfg, const PlanInputs& in, const std::string& tensor,
-                      int64_t numel);
+                      int64_t numel, bool cuts_blocks = false);
 // `tensors` is expected_tensors(cfg), passed in so a layout's ranks share one list.
 RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const PlanInputs& in,
                        const std::vector<TensorSpec>& tensors);

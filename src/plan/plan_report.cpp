@@ -7,6 +7,7 @@
 
 #include "core/byte_size.h"
 #include "engine/kv_sizing.h"
+#include "io/gguf_file.h"
 #include "plan/param_counts.h"
 
 namespace qmpi {
@@ -35,12 +36,16 @@ std::string dtype_summary(const ModelConfig& cfg, const PlanInputs& in) {
   if (in.int4_weights) return "int4-g128 estimate";
   std::set<std::string> names;
   for (const auto& t : expected_tensors(cfg)) {
+    if (in.tensor_blocks.count(t.name)) continue;
     auto it = in.tensor_dtypes.find(t.name);
     names.insert(
         std::string(dtype_name(it != in.tensor_dtypes.end() ? it->second : cfg.torch_dtype)));
   }
+  for (const auto& [name, type] : in.tensor_blocks) names.insert(std::string(type->name));
   std::string s;
   for (const auto& n : names) s += (s.empty() ? "" : "+") + n;
+  if (cfg.quant.gguf() || is_gguf_path(in.model_source))
+    return "GGUF " + s + " (the file's tensors)";
   s += in.tensor_dtypes.empty() ? " (config torch_dtype)" : " (safetensors headers)";
   if (cfg.quant.fp8())  // the decoder projections are e4m3 whatever the float tensors are
     return "fp8 e4m3 block " + std::to_string(cfg.quant.block_n) + "x" +

@@ -6,6 +6,7 @@
 
 #include "core/errors.h"
 #include "text/chatml_template.h"
+#include "text/gguf_tokenizer.h"
 #include "text/jinja_template.h"
 #include "text/utf8.h"
 
@@ -106,9 +107,25 @@ namespace {
 std::unique_ptr<ChatTemplate> find_chat_template(const std::string& model_dir,
                                                  const std::string& override_file,
                                                  const jinja::Limits& limits) {
-  const fs::path dir(model_dir);
+  fs::path dir(model_dir);
+  // A GGUF model: the files beside it win over the template it embeds.
+  std::optional<std::string> config_text;
+  std::string config_origin;
+  if (is_gguf_path(model_dir)) {
+    dir = dir.parent_path();
+    if (!fs::exists(dir / "tokenizer_config.json") && !fs::exists(dir / "chat_template.jinja") &&
+        fs::exists(model_dir))
+      if (auto files = gguf_tokenizer_files(GgufFile(model_dir))) {
+        config_text = files->config_json;
+        config_origin = model_dir + " tokenizer.chat_template";
+      }
+  }
+  if (!config_text) {
+    config_text = read_file(dir / "tokenizer_config.json");
+    config_origin = (dir / "tokenizer_config.json").string() + " chat_template";
+  }
   OJson config = OJson::object();
-  if (auto text = read_file(dir / "tokenizer_config.json")) {
+  if (auto& text = config_text) {
     try {
       config = OJson::parse(*text);
     } catch (const OJson::parse_error&) {
@@ -131,7 +148,7 @@ std::unique_ptr<ChatTemplate> find_chat_template(const std::string& model_dir,
   if (auto text = read_file(dir / "chat_template.jinja"))
     return std::make_unique<ChatTemplate>(std::move(*text), (dir / "chat_template.jinja").string(),
                                           special, limits);
-  const std::string origin = (dir / "tokenizer_config.json").string() + " chat_template";
+  const std::string& origin = config_origin;
   if (config.is_object() && config.contains("chat_template")) {
     const OJson& t = config.at("chat_template");
     if (t.is_string())

@@ -97,7 +97,9 @@ po::options_description engine_options(EngineConfig& c) {
   CacheConfig& cache = c.cache;
   BackendConfig& b = c.backend;
   po::options_description d("model and layout");
-  d.add_options()("model", po::value(&m.path), "model folder (Hugging Face layout) or .h5 file")(
+  d.add_options()("model", po::value(&m.path),
+                  "model folder (Hugging Face layout), .h5 file, or .gguf file (the first part of "
+                  "a split one)")(
       "verify", po::bool_switch(&m.verify_checksums),
       "with a .h5 model: check the CRC-32 of every chunk each rank reads")(
       "synthetic-weights", po::bool_switch(&m.synthetic_weights),

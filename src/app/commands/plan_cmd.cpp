@@ -162,7 +162,10 @@ int cmd_plan(const Args& args) {
   in.model_source = source;
 
   const ModelConfig cfg = ModelConfig::load(source, c.overrides);
-  if (!c.model.empty()) in.tensor_dtypes = read_checkpoint_dtypes(c.model);
+  if (!c.model.empty()) {
+    in.tensor_dtypes = read_checkpoint_dtypes(c.model);
+    in.tensor_blocks = read_checkpoint_blocks(c.model);
+  }
 
   if (one_layout(c)) {
     Layout layout{std::max(c.tp, 1), std::max(c.pp, 1), {}};

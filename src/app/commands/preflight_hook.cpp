@@ -10,6 +10,7 @@
 #include "backend/cuda/cuda_device.h"
 #endif
 #include "engine/kv_sizing.h"
+#include "io/gguf_file.h"
 #include "parallel/mesh.h"
 #include "plan/checkpoint_dtypes.h"
 #include "plan/memory_report.h"
@@ -35,8 +36,11 @@ PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineConfig& c) {
   in.kv_cache_memory = c.cache.kv_cache_memory;
   in.speculative_tokens = c.scheduler.speculative.num_tokens;
   in.kv_dtype = c.cache.kv_dtype;
-  if (!c.model.synthetic_weights && std::filesystem::is_directory(c.model.path))
+  if (!c.model.synthetic_weights &&
+      (std::filesystem::is_directory(c.model.path) || is_gguf_path(c.model.path))) {
     in.tensor_dtypes = read_checkpoint_dtypes(c.model.path);
+    in.tensor_blocks = read_checkpoint_blocks(c.model.path);
+  }
   in.command = c.launch_command();
   in.model_arg = c.model.launch_arg();
   return in;

@@ -16,6 +16,7 @@
 #include "app/commands/lora_options.h"
 #include "app/commands/options.h"
 #include "core/byte_size.h"
+#include "io/gguf_file.h"
 #include "io/h5_checkpoint.h"
 #include "parallel/launcher.h"
 #include "parallel/signals.h"
@@ -41,7 +42,8 @@ struct ServeCli {
 std::string model_name(const std::string& path) {
   std::filesystem::path p(path);
   while (!p.empty() && p.filename().empty()) p = p.parent_path();
-  return is_h5_path(p.string()) ? p.stem().string() : p.filename().string();
+  return is_h5_path(p.string()) || is_gguf_path(p.string()) ? p.stem().string()
+                                                            : p.filename().string();
 }
 
 po::options_description serve_options(ServeCli& c) {

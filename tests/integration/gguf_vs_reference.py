@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""GGUF models against the float64 reference.
+
+tests/reference/gguf_ref.py (the oracle's own GGUF writer, quantizing with ggml_blocks.quantize)
+writes random float models as GGUF files: the tiny preset as Q8_0 and Q4_0 (its widths, 192 and
+384, are whole 32-element blocks but not 256-element k-quant super-blocks), and a 256-wide shape
+(hidden 256, 4 heads of 64, 2 KV heads, MLP 768, a vocabulary of 4096 without tokenizer, so
+its embedding quantizes fast) as Q4_K, Q6_K and a Q4_K_M-like mix split into
+three files; a Qwen2-MoE (Q8_0) and a Qwen3-MoE (Q5_1) tiny model as llama.cpp stacks their
+experts. The reference reads each file back with its own reader, decodes every tensor to
+float64 with ggml_blocks.dequantize and runs the float64 forward; `qmpi logits` on the file must
+match within the exact-math bound (1e-4 of the largest |logit|, tighter than int4's 2e-3) at
+1x1, TP 2, TP 3 and PP 2 (MoE: 1x1 and TP 3 / TP 2). TP 2 and TP 3 on the 256-wide shape cut
+o_proj's inputs inside a k-quant super-block (heads 2+2 and 2+1+1 of 64 columns): the loader
+decodes those slices to float32, the rest stays in blocks. A bf16 GGUF
+written byte for byte gives the safetensors folder's logits exactly. A truncated file fails with
+QM246 before any weight is used.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+
+import numpy as np
+
+import testlib  # first: it puts tests/reference on the path
+import gguf_ref
+import qwen2_ref
+import qwen_family_ref
+
+# The issue asks for int4_vs_reference's bound (2e-3); GGUF blocks decode exactly in float32
+# (scale x quant, as the reference's float64 decode), so the exact-math bound holds and is
+# what is asserted.
+TOLERANCE = 1e-4
+LOGITS_LEN = 8
+LAYOUTS = [(1, 1), (2, 1), (3, 1), (1, 2)]
+MPI_TIMEOUT = 240
+K256 = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 256,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "intermediate_size": 768, "vocab_size": 4096, "max_position_embeddings": 4096,
+        "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
+        "hidden_act": "silu", "torch_dtype": "float32", "bos_token_id": 151643,
+        "eos_token_id": 151645}
+# label, base model (a preset, or k256), untied, writer options, layouts
+CASES = [
+    ("Q8_0", "tiny", False, ["--type", "Q8_0"], LAYOUTS),
+    ("Q4_0", "tiny", True, ["--type", "Q4_0", "--output-type", "Q8_0"], LAYOUTS),
+    ("Q4_K", "k256", True, ["--type", "Q4_K"], LAYOUTS),
+    ("Q6_K", "k256", False, ["--type", "Q6_K"], LAYOUTS),
+    ("Q4_K_M mix", "k256", True, ["--mix", "q4_k_m", "--split", "3"], LAYOUTS),
+    # Experts stacked per layer, routers in float32, layer 2 dense (no router in the file).
+    ("qwen2moe Q8_0", "tiny-qwen2-moe", False, ["--type", "Q8_0"], [(1, 1), (3, 1)]),
+    ("qwen3moe Q5_1", "tiny-qwen3-moe", False, ["--type", "Q5_1"], [(1, 1), (2, 1)]),
+]
+
+
+def cached(path: str, identity: str, make) -> str:
+    """`path`, made by make(path) unless a stamp beside it says it was made from `identity`."""
+    stamp = path + ".made-by"
+    if os.path.exists(stamp) and open(stamp).read() == identity:
+        return path
+    make(path)
+    with open(stamp, "w") as f:
+        f.write(identity)
+    return path
+
+
+def base_model(kind: str, untied: bool) -> str:
+    """A random f32 float model folder, made once per qmpi binary."""
+    st = os.stat(testlib.qmpi_binary())
+    identity = f"{st.st_size}:{st.st_mtime_ns}"
+    root = testlib.test_tmp("models")
+    dest = os.path.join(root, f"gguf-base-{kind}-{'untied' if untied else 'tied'}")
+
+    def make(path):
+        shutil.rmtree(path, ignore_errors=True)
+        args = ["make-model", "--out", path, "--seed", "31", "--dtype", "f32"]
+        if kind != "k256":
+            args += ["--preset", kind]
+        else:
+            like = os.path.join(root, "gguf-k256-config.json")
+            with open(like, "w") as f:
+                json.dump(K256, f)
+            args += ["--like", like]
+        testlib.qmpi(args + (["--untied"] if untied else []), timeout=300)
+
+    return cached(dest, identity, make)
+
+
+def gguf_file(label: str, base: str, options) -> str:
+    """The GGUF file of `base` written with `options`, made once per base model and writer."""
+    writer = os.path.join(os.path.dirname(gguf_ref.__file__), "gguf_ref.py")
+    identity = (open(base + ".made-by").read() + ":" + str(os.stat(writer).st_mtime_ns) + ":" +
+                " ".join(options))
+    out = os.path.join(testlib.test_tmp("models"), "gguf-" + label.replace(" ", "-") + ".gguf")
+    paths = gguf_ref.split_paths(out, int(options[options.index("--split") + 1])
+                                 if "--split" in options else 1)
+    cached(out, identity, lambda _: gguf_ref.write_model(
+        base, out, gguf_ref.options([base, out] + options)))
+    return paths[0]
+
+
+def reference(base: str, path: str):
+    with open(os.path.join(base, "config.json")) as f:
+        raw = json.load(f)
+    tensors = gguf_ref.hf_tensors(path)
+    if raw["architectures"][0] == "Qwen2ForCausalLM":
+        return qwen2_ref.Qwen2Reference(qwen2_ref.Qwen2Config(raw), tensors)
+    return qwen_family_ref.FamilyReference(qwen_family_ref.FamilyConfig(raw), tensors)
+
+
+def check_case(c: testlib.Checks, label: str, kind: str, untied: bool, options, layouts) -> None:
+    base = c.guard(f"{label} base model", base_model, kind, untied)
+    path = base and c.guard(f"{label} write", gguf_file, label, base, options)
+    if not path:
+        return
+    types = sorted({t for t, _, _ in gguf_ref.read(path)[1].values()})
+    print(f"  {label}: {os.path.basename(path)} holds {', '.join(types)}", flush=True)
+    ids = np.random.default_rng(37).integers(0, K256["vocab_size"], size=LOGITS_LEN).tolist()
+    want = reference(base, path).logits(ids)
+    for tp, pp in layouts:
+        name = f"{label} {tp}x{pp}"
+        got = c.guard(name, testlib.qmpi_logits, path, ids=ids,
+                      tp=tp, pp=pp, mpi=tp * pp > 1, timeout=MPI_TIMEOUT)
+        if got is not None:
+            err = testlib.rel_err(got, want)
+            c.check(err <= TOLERANCE, f"{name}: logits T={LOGITS_LEN} rel err {err:.2e} "
+                                      f"(limit {TOLERANCE:g})")
+
+
+def check_dense(c: testlib.Checks) -> None:
+    """A bf16 GGUF written byte for byte runs exactly as its safetensors folder."""
+    base = testlib.make_model("tiny", seed=5, dtype="bf16")
+    out = os.path.join(testlib.test_tmp("models"), "gguf-bf16.gguf")
+    gguf_ref.write_model(base, out, gguf_ref.options([base, out]))
+    ids = testlib.random_ids(38, LOGITS_LEN)
+    folder = c.guard("bf16 folder", testlib.qmpi_logits, base, ids=ids)
+    gguf = c.guard("bf16 gguf", testlib.qmpi_logits, out, ids=ids)
+    if folder is not None and gguf is not None:
+        c.check(np.array_equal(folder, gguf), "bf16 GGUF: logits == the safetensors folder's")
+    cut = os.path.join(testlib.test_tmp("models"), "gguf-truncated.gguf")
+    with open(out, "rb") as src, open(cut, "wb") as dst:
+        dst.write(src.read(os.path.getsize(out) - 1000))
+    proc = subprocess.run([testlib.qmpi_binary(), "logits", "--model", cut, "--ids", "1,2",
+                           "--out", cut + ".npy"], capture_output=True, text=True, timeout=120)
+    c.check(proc.returncode != 0 and "QM246" in proc.stderr + proc.stdout,
+            f"truncated GGUF: exit {proc.returncode} with QM246 gguf-truncated")
+
+
+def body(c: testlib.Checks) -> None:
+    check_dense(c)
+    for case in CASES:
+        check_case(c, *case)
+
+
+if __name__ == "__main__":
+    testlib.main("gguf_vs_reference", body)
