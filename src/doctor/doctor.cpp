@@ -310,7 +310,7 @@ DoctorReport gather_report(const Context& c, const std::vector<CommMeasurement>&
 }  // namespace
 
 DoctorReport run_doctor(const DoctorOptions& o) {
-  Context c{o, discover_job(), {}, {}, {}, {}, {}};
+  Context c{o, discover_job(), {}, {}, {}, {}, {}, {}};
   c.here = c.job.host_tag();
   model_phase(c);
   c.d = decide(o, c.job, c.config());
