@@ -175,7 +175,10 @@ int cmd_plan(const Args& args) {
     const LayoutVerdict v = evaluate_layout(cfg, layout, in);
     print(c.json ? layout_json(cfg, v, in).dump(2) + "\n" : render_layout_text(cfg, v, in));
     if (!c.svg.empty()) {
-      PlanResult one{.inputs = in, .layouts = {v}, .best = v.valid && v.fits ? 0 : -1};
+      PlanResult one;
+      one.inputs = in;
+      one.layouts = {v};
+      one.best = v.valid && v.fits ? 0 : -1;
       write_svg(c.svg, render_plan_svg(cfg, one));
     }
     preflight(cfg, layout, in);  // the launch's own verdict, with the planner's way out
