@@ -75,6 +75,28 @@ po::options_description batch_options(BatchJobOptions& job, std::string& max_lin
   return b;
 }
 
+// The batch options checked and completed: limits, progress display, the names the model
+// answers to (and the LoRA adapters' beside them).
+void finish_batch_options(BatchJobOptions& job, const std::string& max_line,
+                          const std::string& progress, std::vector<std::string>& served_names,
+                          EngineConfig& config) {
+  if (job.resume && job.overwrite) raise(Err::Usage, "give --resume or --overwrite, not both");
+  if (job.fsync_interval_s <= 0) raise(Err::Usage, "--fsync-interval must be positive");
+  job.max_line_bytes = size_t(parse_byte_size(max_line, "--max-line-bytes"));
+  if (job.max_line_bytes == 0) raise(Err::Usage, "--max-line-bytes must be positive");
+  job.default_max_tokens = config.default_max_tokens;
+  if (served_names.empty()) {
+    served_names = {model_name(config.model.path)};
+    if (config.model.path != served_names[0]) served_names.push_back(config.model.path);
+  }
+  job.model_name = served_names[0];
+  finish_lora_options(config.lora, served_names);
+  if (progress != "auto" && progress != "bar" && progress != "lines" && progress != "off")
+    raise(Err::Usage, "--progress " + progress + " is not bar, lines, off or auto");
+  job.progress_bar = progress == "bar" || (progress == "auto" && ::isatty(STDERR_FILENO) != 0);
+  if (progress == "off") job.progress_interval_s = INFINITY;
+}
+
 }  // namespace
 
 int cmd_batch(const Args& args) {
@@ -93,21 +115,7 @@ int cmd_batch(const Args& args) {
   if (!parse_options(args, desc, vm, "qmpi batch --model DIR --input FILE --output FILE [options]"))
     return 0;
   const bool reasoning = reasoning_parser_on(reasoning_parser);
-  if (job.resume && job.overwrite) raise(Err::Usage, "give --resume or --overwrite, not both");
-  if (job.fsync_interval_s <= 0) raise(Err::Usage, "--fsync-interval must be positive");
-  job.max_line_bytes = size_t(parse_byte_size(max_line, "--max-line-bytes"));
-  if (job.max_line_bytes == 0) raise(Err::Usage, "--max-line-bytes must be positive");
-  job.default_max_tokens = config.default_max_tokens;
-  if (served_names.empty()) {
-    served_names = {model_name(config.model.path)};
-    if (config.model.path != served_names[0]) served_names.push_back(config.model.path);
-  }
-  job.model_name = served_names[0];
-  finish_lora_options(config.lora, served_names);
-  if (progress != "auto" && progress != "bar" && progress != "lines" && progress != "off")
-    raise(Err::Usage, "--progress " + progress + " is not bar, lines, off or auto");
-  job.progress_bar = progress == "bar" || (progress == "auto" && ::isatty(STDERR_FILENO) != 0);
-  if (progress == "off") job.progress_interval_s = INFINITY;
+  finish_batch_options(job, max_line, progress, served_names, config);
 
   // Before the weights load, on rank 0, which alone reads and writes the job's files.
   if (launcher_rank() == 0) {

@@ -110,6 +110,25 @@ void print(const std::string& text) {
   std::fflush(stdout);
 }
 
+// --tp/--pp/--dp given: that layout rank by rank, then the launch's own verdict.
+int explain_layout(const PlanCli& c, const ModelConfig& cfg, const PlanInputs& in) {
+  Layout layout{std::max(c.tp, 1), std::max(c.pp, 1), {}};
+  layout.dp = std::max(c.dp, 1);
+  if (!c.pp_layers.empty())
+    for (int32_t n : parse_id_list(c.pp_layers, "pp-layers")) layout.pp_layers.push_back(n);
+  const LayoutVerdict v = evaluate_layout(cfg, layout, in);
+  print(c.json ? layout_json(cfg, v, in).dump(2) + "\n" : render_layout_text(cfg, v, in));
+  if (!c.svg.empty()) {
+    PlanResult one;
+    one.inputs = in;
+    one.layouts = {v};
+    one.best = v.valid && v.fits ? 0 : -1;
+    write_svg(c.svg, render_plan_svg(cfg, one));
+  }
+  preflight(cfg, layout, in);  // the launch's own verdict, with the planner's way out
+  return 0;
+}
+
 }  // namespace
 
 int cmd_plan(const Args& args) {
@@ -167,23 +186,7 @@ int cmd_plan(const Args& args) {
     in.tensor_blocks = read_checkpoint_blocks(c.model);
   }
 
-  if (one_layout(c)) {
-    Layout layout{std::max(c.tp, 1), std::max(c.pp, 1), {}};
-    layout.dp = std::max(c.dp, 1);
-    if (!c.pp_layers.empty())
-      for (int32_t n : parse_id_list(c.pp_layers, "pp-layers")) layout.pp_layers.push_back(n);
-    const LayoutVerdict v = evaluate_layout(cfg, layout, in);
-    print(c.json ? layout_json(cfg, v, in).dump(2) + "\n" : render_layout_text(cfg, v, in));
-    if (!c.svg.empty()) {
-      PlanResult one;
-      one.inputs = in;
-      one.layouts = {v};
-      one.best = v.valid && v.fits ? 0 : -1;
-      write_svg(c.svg, render_plan_svg(cfg, one));
-    }
-    preflight(cfg, layout, in);  // the launch's own verdict, with the planner's way out
-    return 0;
-  }
+  if (one_layout(c)) return explain_layout(c, cfg, in);
 
   const PlanResult plan = plan_layouts(cfg, in);
   print(c.json ? plan_json(cfg, plan).dump(2) + "\n" : render_plan_text(cfg, plan));
