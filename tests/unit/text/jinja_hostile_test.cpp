@@ -19,6 +19,14 @@
 namespace qmpi::jinja {
 namespace {
 
+// The bound on the huge split's memory: the unbounded split grew 10 GiB. AddressSanitizer keeps
+// freed blocks in quarantine and adds shadow memory, so there peak RSS overstates the allocator's.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kMaxSplitGrowth = size_t(2048) << 20;
+#else
+constexpr size_t kMaxSplitGrowth = size_t(400) << 20;
+#endif
+
 using ::testing::HasSubstr;
 
 std::string render(const std::string& src, const Limits& limits = {}) {
@@ -188,7 +196,7 @@ TEST(JinjaHostileRender, SplittingAHugeStringStopsAtTheStepBudgetNotInMemory) {
   expect_failed(big + "{{ s|list|length }}", "list: more than");
   expect_failed(big + "{{ s.split(' ', 3000000)|length }}", "step budget");
   const size_t grew = peak_rss() - before;
-  EXPECT_LT(grew, size_t(400) << 20) << "peak RSS grew by " << (grew >> 20) << " MiB";
+  EXPECT_LT(grew, kMaxSplitGrowth) << "peak RSS grew by " << (grew >> 20) << " MiB";
   // Within the budget the same calls give Python's results.
   EXPECT_EQ(render("{{ ' a  b\tc '.split() }}"), "['a', 'b', 'c']");
   EXPECT_EQ(render("{{ ' a  b\tc '.split(none, 1) }}"), "['a', 'b\\tc']");
