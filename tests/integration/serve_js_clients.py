@@ -10,31 +10,20 @@ answers must parse and fit their schemas: the frameworks themselves validate the
 throw otherwise. The clients come from servelib.npm_clients_dir().
 """
 
-import json
 import os
-import subprocess
 
 import servelib as sz
 import testlib as t
 
 
 def body(c: t.Checks) -> None:
-    module_dir = sz.npm_clients_dir()
     model = t.make_model("tiny")
     name = os.path.basename(model)
     sz.MAX_MODEL_LEN = 512
     server = sz.Server(model, tp=1, pp=1)
     try:
         server.wait_ready()
-        proc = subprocess.run(
-            ["node", os.path.join(t.SOURCE_DIR, "tests", "integration", "js_clients.mjs"),
-             module_dir, f"http://127.0.0.1:{server.http_port}/v1", "unused", name],
-            capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            raise t.TestFailure(f"a framework failed:\n{proc.stderr[-3000:]}\n"
-                                f"server log:\n{server.log_text()[-2000:]}")
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(json.dumps(r, indent=1)[:3000])
+        r = sz.node_client(server, "js_clients.mjs", "unused", name, "a framework")
         c.check(r["aiText"]["tokens"] == 6 and r["aiText"]["finish"] == "length",
                 f"AI SDK generateText: 6 tokens, finish length ({r['aiText']})")
         c.check(r["aiStream"]["text"] == r["aiText"]["text"],

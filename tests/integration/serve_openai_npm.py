@@ -12,13 +12,11 @@ the test installs the same pinned versions into the build folder (servelib.npm_c
 
 import json
 import os
-import subprocess
 
 import servelib as sz
 import testlib as t
 
 def body(c: t.Checks) -> None:
-    module_dir = sz.npm_clients_dir()
     model = t.make_model("tiny")
     name = os.path.basename(model)
     key_file = os.path.join(t.test_tmp("serve_openai_npm"), "key")
@@ -29,15 +27,7 @@ def body(c: t.Checks) -> None:
     server = sz.Server(model, tp=1, pp=1, extra=["--api-key-file", key_file])
     try:
         server.wait_ready()
-        proc = subprocess.run(
-            ["node", os.path.join(t.SOURCE_DIR, "tests", "integration", "openai_client.mjs"),
-             module_dir, f"http://127.0.0.1:{server.http_port}/v1", "sk-test-123", name],
-            capture_output=True, text=True, timeout=300)
-        if proc.returncode != 0:
-            raise t.TestFailure(f"the openai client failed:\n{proc.stderr[-3000:]}\n"
-                                f"server log:\n{server.log_text()[-2000:]}")
-        r = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(json.dumps(r, indent=1)[:3000])
+        r = sz.node_client(server, "openai_client.mjs", "sk-test-123", name, "the openai client")
         w, s = r["whole"], r["stream"]
         c.check(w["object"] == "chat.completion" and w["usage"]["completion_tokens"] > 0,
                 "chat: an answer, with store/metadata/user/parallel_tool_calls sent by the SDK")

@@ -61,6 +61,22 @@ def npm_clients_dir() -> str:
     return own
 
 
+def node_client(server, script: str, api_key: str, model: str, what: str) -> dict:
+    """Runs tests/integration/SCRIPT with node against the server's /v1 (the npm clients of
+    npm_clients_dir()) and returns the JSON object its last line prints; `what` names the client
+    in a failure."""
+    proc = subprocess.run(
+        ["node", os.path.join(t.SOURCE_DIR, "tests", "integration", script), npm_clients_dir(),
+         f"http://127.0.0.1:{server.http_port}/v1", api_key, model],
+        capture_output=True, text=True, timeout=300)
+    if proc.returncode != 0:
+        raise t.TestFailure(f"{what} failed:\n{proc.stderr[-3000:]}\n"
+                            f"server log:\n{server.log_text()[-2000:]}")
+    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(json.dumps(r, indent=1)[:3000])
+    return r
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
