@@ -9,10 +9,13 @@
 // what the pass would take alone (bytes per CPU-second), the wall time is what it took.
 // Prints one JSON line per n with the min and median over repetitions. No model, no engine:
 // the numbers are the kernels'. --fused runs each layer's q/k/v and gate/up as one
-// matmul_group (as the model does), else every matrix is its own matmul().
+// matmul_group (as the model does), else every matrix is its own matmul(). --huge-pages puts
+// the weights in 2 MiB pages, as the CPU backend does (kernels/cpu/host_pages.h); without it
+// they sit in 4 KiB pages, so the two runs show what the TLB costs a pass.
 //
 // Usage: qmpi_kernel_bench [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32]
-//                          [--bf16-activations] [--fused] [--int4 awq|gptq-act-order]
+//                          [--bf16-activations] [--fused] [--huge-pages]
+//                          [--int4 awq|gptq-act-order]
 //                          [--ggml Q4_K|Q8_0|...]
 // --int4 times the int4 projections instead, next to their bf16 form (kernel_bench_int4.h);
 // --ggml the projections as GGUF blocks of a type (kernel_bench_ggml.h).
@@ -23,7 +26,9 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <initializer_list>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -32,7 +37,7 @@
 #include "bench/kernel_bench_ggml.h"
 #include "bench/kernel_bench_int4.h"
 #include "core/dtype.h"
-#include "kernels/cpu/aligned.h"
+#include "kernels/cpu/host_pages.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/membw.h"
 
@@ -81,7 +86,7 @@ uint64_t plain_read(const char* p, size_t bytes, int threads) {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 5;
-  bool bf16_act = false, fused = false;
+  bool bf16_act = false, fused = false, huge = false;
   DType dt = DType::BF16;
   std::vector<int64_t> ns{1, 16};
   std::string int4, ggml;
@@ -98,6 +103,8 @@ int main(int argc, char** argv) {
       bf16_act = true;
     else if (a == "--fused")
       fused = true;
+    else if (a == "--huge-pages")
+      huge = true;
     else if (a == "--int4")
       int4 = v, ++i;
     else if (a == "--ggml")
@@ -112,7 +119,7 @@ int main(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: %s [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32] "
-                   "[--bf16-activations] [--fused] [--int4 awq|gptq-act-order] "
+                   "[--bf16-activations] [--fused] [--huge-pages] [--int4 awq|gptq-act-order] "
                    "[--ggml Q4_K|Q8_0|...]\n",
                    argv[0]);
       return 2;
@@ -122,7 +129,7 @@ int main(int argc, char** argv) {
     return bench::int4_bench(int4, threads, reps, ns,
                              [](const std::function<void()>& f) { return timed(f); });
   if (!ggml.empty())
-    return bench::ggml_bench(ggml, threads, reps, ns,
+    return bench::ggml_bench(ggml, threads, reps, ns, bf16_act,
                              [](const std::function<void()>& f) { return timed(f); });
   const int64_t h = 896, kv = 128, im = 4864, vocab = 151936, layers = 24;
   std::vector<std::vector<Mat>> groups;  // the matrices of one matmul call each
@@ -140,7 +147,11 @@ int main(int argc, char** argv) {
     add({{h, h}, {kv, h}, {kv, h}}), add({{h, h}}), add({{im, h}, {im, h}}), add({{h, im}});
   }
   add({{vocab, h}});
-  cpu::AlignedArray<char> arena = cpu::make_aligned<char>(bytes);
+  const std::unique_ptr<char, std::function<void(char*)>> arena(
+      static_cast<char*>(cpu::map_host_pages(bytes)),
+      [bytes](char* p) { cpu::unmap_host_pages(p, bytes); });
+  if (!arena) return 1;
+  if (huge) cpu::advise_huge_pages(arena.get(), bytes);
   // Small random weights (bf16 or f32 of the same values); first touched by the threads that
   // read them in matmul's static split is not guaranteed, which is fine on one socket.
   {
@@ -193,16 +204,16 @@ int main(int argc, char** argv) {
     };
     std::printf(
         "{\"n\": %lld, \"dtype\": \"%s\", \"threads\": %d, \"bf16_activations\": %s, "
-        "\"fused\": %s, "
+        "\"fused\": %s, \"huge_pages\": %s, "
         "\"weight_bytes\": %zu, \"pass_ms_min\": %.2f, \"pass_ms_median\": %.2f, "
         "\"pass_cpu_ms_min\": %.2f, \"weight_gb_s_best\": %.2f, \"plain_read_gb_s_best\": %.2f, "
         "\"weight_gb_per_cpu_s\": %.2f, \"plain_read_gb_per_cpu_s\": %.2f, "
         "\"probe_gb_s_best\": %.2f, \"probe_gb_s_median\": %.2f, \"gflops_best\": %.1f}\n",
         (long long)n, dt == DType::BF16 ? "bf16" : "f32", threads, bf16_act ? "true" : "false",
-        fused ? "true" : "false", bytes, mn(pass_s) * 1e3, median(pass_s) * 1e3, mn(pass_cpu) * 1e3,
-        gb(mn(pass_s)), gb(mn(read_s)), gb(mn(pass_cpu)), gb(mn(read_cpu)),
-        *std::max_element(probe_bw.begin(), probe_bw.end()) / 1e9, median(probe_bw) / 1e9,
-        2.0 * double(bytes / es) * double(n) / mn(pass_s) / 1e9);
+        fused ? "true" : "false", huge ? "true" : "false", bytes, mn(pass_s) * 1e3,
+        median(pass_s) * 1e3, mn(pass_cpu) * 1e3, gb(mn(pass_s)), gb(mn(read_s)), gb(mn(pass_cpu)),
+        gb(mn(read_cpu)), *std::max_element(probe_bw.begin(), probe_bw.end()) / 1e9,
+        median(probe_bw) / 1e9, 2.0 * double(bytes / es) * double(n) / mn(pass_s) / 1e9);
     std::fflush(stdout);
   }
   return 0;

@@ -37,6 +37,23 @@ AlignedArray<float> widen(const WeightView* v) {
   return out;
 }
 
+void to_bf16(const float* src, int64_t count, uint16_t* dst) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  for (; i + 16 <= count; i += 16) {
+    const __m512i u = _mm512_castps_si512(_mm512_loadu_ps(src + i));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd)), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, magnitude), inf);
+    r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(r));
+  }
+#endif
+  for (; i < count; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
 void round_to_bf16(const float* src, int64_t count, float* dst) {
   for (int64_t i = 0; i < count; ++i) dst[i] = bf16_to_f32(f32_to_bf16(src[i]));
 }

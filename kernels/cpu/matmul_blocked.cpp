@@ -98,12 +98,19 @@ void pack_panel_bf16(const float* x, int64_t K, const Panels& pn, int64_t p, Ran
   const int w = pn.width(p);
   const int64_t cnt = pn.tokens(p);
   if (cnt < w) std::fill(dst + d.begin * w, dst + d.end * w, 0u);
+  if (d.begin >= d.end) return;
+  // The row's elements rounded 16 at a time (to_bf16), then each (k, k + 1) pair moved as one
+  // 32-bit word: element k in the low half, as the little-endian pair VDPBF16PS reads.
+  uint16_t* pairs = thread_scratch<uint16_t, 2>(size_t(2 * (d.end - d.begin)));
+  const int64_t k0 = 2 * d.begin, k1 = std::min(2 * d.end, K);
   for (int64_t t = 0; t < cnt; ++t) {
     const float* row = x + (p * pn.nt + t) * K;
+    to_bf16(row + k0, k1 - k0, pairs);
+    if (k1 < 2 * d.end) pairs[k1 - k0] = 0;  // odd K: the last weight pairs with a zero
     for (int64_t kp = d.begin; kp < d.end; ++kp) {
-      uint32_t lo = f32_to_bf16(row[2 * kp]);
-      uint32_t hi = 2 * kp + 1 < K ? f32_to_bf16(row[2 * kp + 1]) : 0u;
-      dst[kp * w + t] = lo | (hi << 16);
+      uint32_t word;
+      std::memcpy(&word, pairs + 2 * (kp - d.begin), 4);
+      dst[kp * w + t] = word;
     }
   }
 }

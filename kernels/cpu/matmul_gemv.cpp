@@ -268,7 +268,7 @@ void gemv_bf16_dot(const float* x, int64_t n, std::span<const MatmulTarget> ts, 
   uint16_t* xb = thread_scratch<uint16_t, 0>(size_t(n * Kp));
   for (int64_t i = 0; i < n; ++i) {
     uint16_t* dst = xb + i * Kp;
-    for (int64_t k = 0; k < K; ++k) dst[k] = f32_to_bf16(x[i * K + k]);
+    to_bf16(x + i * K, K, dst);
     std::fill(dst + K, dst + Kp, uint16_t(0));
   }
   const auto rows_of_target = [&](size_t i, int64_t begin, int64_t end) {

@@ -1,7 +1,5 @@
 #include "backend/cpu/cpu_backend.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +10,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/host_pages.h"
 #include "kernels/cpu/kv_store.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_fp8.h"
@@ -37,9 +36,8 @@ Buffer CpuBackend::alloc(size_t bytes) {
   const std::string fix =
       "Run `qmpi plan` for a layout that spreads the model over more ranks or hosts.";
   if (bytes >= kMappedFrom) {
-    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
+    void* p = cpu::map_host_pages(bytes);
+    if (!p)
       raise(Err::WeightsDoNotFit,
             "could not map " + std::to_string(bytes) + " bytes of host memory", fix);
     return Buffer(this, p, bytes);
@@ -57,7 +55,7 @@ Buffer CpuBackend::alloc(size_t bytes) {
 
 void CpuBackend::release(void* data, size_t bytes) {
   if (bytes >= kMappedFrom)
-    munmap(data, bytes);
+    cpu::unmap_host_pages(data, bytes);
   else
     std::free(data);
 }
@@ -87,6 +85,8 @@ Weight CpuBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
   w.rows = rows;
   w.cols = cols;
   w.storage = alloc(size_t(rows) * size_t(cols) * dtype_size(dtype));
+  // Weights are streamed whole every decode step: huge pages spare the TLB (host_pages.h).
+  if (w.storage.bytes() >= kMappedFrom) cpu::advise_huge_pages(w.storage.data(), w.storage.bytes());
   fill(w.storage.data());  // host memory: the loader writes the weight in place
   return w;
 }
