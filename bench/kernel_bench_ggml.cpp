@@ -43,7 +43,7 @@ double best(const std::vector<double>& v) {
 }  // namespace
 
 int ggml_bench(const std::string& type, int threads, int reps, const std::vector<int64_t>& ns,
-               const Timer& timed) {
+               bool reduced, const Timer& timed) {
   const GgmlTypeInfo* main_type = type_named(type);
   if (!main_type || main_type->block_elems == 1) {
     std::fprintf(stderr, "--ggml takes a quantized GGUF type (%s), not '%s'\n",
@@ -87,7 +87,7 @@ int ggml_bench(const std::string& type, int threads, int reps, const std::vector
     mix_text += (mix_text.empty() ? "" : ", ") + std::string(name) + " x" + std::to_string(count);
   const int64_t maxn = *std::max_element(ns.begin(), ns.end());
   std::vector<float> x(size_t(maxn * im), 0.01f), out(size_t(maxn * im));
-  const cpu::MatmulOptions opt{threads, false};
+  const cpu::MatmulOptions opt{threads, reduced};
   for (int64_t n : ns) {
     std::vector<double> q_s, q_cpu, b_s, b_cpu;
     for (int r = 0; r < reps + 1; ++r) {  // alternating; the first repetition warms up
@@ -104,10 +104,12 @@ int ggml_bench(const std::string& type, int threads, int reps, const std::vector
                           const std::vector<double>& c) {
       std::printf(
           "{\"n\": %lld, \"weights\": \"%s\", \"projections_only\": true, \"threads\": %d, "
+          "\"bf16_activations\": %s, "
           "\"weight_bytes\": %zu, \"pass_ms_min\": %.2f, \"pass_cpu_ms_min\": %.2f, "
           "\"weight_gb_s_best\": %.2f, \"weight_gb_per_cpu_s\": %.2f, \"gflops_best\": %.1f}\n",
-          (long long)n, weights.c_str(), threads, bytes, best(s) * 1e3, best(c) * 1e3,
-          double(bytes) / best(s) / 1e9, double(bytes) / best(c) / 1e9, flops / best(s) / 1e9);
+          (long long)n, weights.c_str(), threads, reduced ? "true" : "false", bytes, best(s) * 1e3,
+          best(c) * 1e3, double(bytes) / best(s) / 1e9, double(bytes) / best(c) / 1e9,
+          flops / best(s) / 1e9);
     };
     line("gguf " + mix_text, ggml_bytes_total, q_s, q_cpu);
     line("bf16", bf16_bytes, b_s, b_cpu);

@@ -28,9 +28,10 @@ void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const Weigh
   // Plain floats in whole rows are a dense weight: the float kernels serve them.
   if (const std::optional<WeightView> dense = ggml_as_dense(w, t))
     return matmul(x, n, *dense, bias, out, opt);
-  if (n <= kGemvMaxRows)
+  if (n <= kGemvMaxRows) {
+    if (opt.bf16_activations && matmul_ggml_gemv_int8(x, n, w, bias, out, opt)) return;
     matmul_ggml_gemv(x, n, w, bias, out, opt);
-  else
+  } else
     matmul_ggml_blocked(x, n, w, bias, out, opt);
 }
 

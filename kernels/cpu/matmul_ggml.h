@@ -6,7 +6,9 @@
 // prefill the float panel GEMM (panel_times_x.h) over panels decoded one block column at a time;
 // and a plain path (builds without AVX-512, slices of plain floats) that decodes one block into a
 // stack buffer that every row of x then uses. F32/F16/BF16 weights in whole rows go to the dense
-// float kernels (matmul.h). A float64 reference sits beside them for tests.
+// float kernels (matmul.h). With opt.bf16_activations (`--dtype auto`), decode of Q8_0, Q4_0,
+// Q5_0, Q4_K and Q6_K quantizes x to int8 and uses integer dot products instead (as llama.cpp does;
+// matmul_ggml_int8.cpp states its error bound). A float64 reference sits beside them for tests.
 #pragma once
 #include <cstdint>
 
@@ -28,6 +30,15 @@ void matmul_ggml_blocked(const float* x, int64_t n, const GgmlWeightView& w, con
                          float* out, const MatmulOptions& opt);
 void matmul_ggml_plain(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
                        float* out, const MatmulOptions& opt);
+
+// The decode GEMV with x quantized to int8 per 32 elements and integer dot products
+// (matmul_ggml_int8.cpp: the method, the error bound), which matmul_ggml() runs up to
+// kGemvMaxRows rows of x when opt.bf16_activations is set (`--dtype auto`). False, with nothing
+// done, where the type or width has no such kernel (Q8_0, Q4_0, Q5_0 with whole 64-element
+// pairs of blocks per row, Q4_K, Q6_K) or the CPU lacks AVX512-VNNI.
+bool ggml_int8_supported(const GgmlWeightView& w);
+bool matmul_ggml_gemv_int8(const float* x, int64_t n, const GgmlWeightView& w,
+                           const WeightView* bias, float* out, const MatmulOptions& opt);
 
 // The reference: each weight decoded by dequantize_ggml_block, products summed in float64.
 void matmul_ggml_reference(const float* x, int64_t n, const GgmlWeightView& w,

@@ -65,7 +65,8 @@ struct CacheConfig {
 
 // --dtype: the activations' type inside matmuls of bf16 weights. Auto and BFloat16 both round
 // them to bf16 for bf16 dot products (the weights stay in the checkpoint's dtype, so float32,
-// float16, int4 and fp8 weights keep float32 activations either way); Float32 is the exact path.
+// float16, int4 and fp8 weights keep float32 activations either way; GGUF Q8_0/Q4_0/Q5_0/Q4_K/Q6_K
+// decode quantizes them to int8); Float32 is the exact path.
 enum class ActivationDtype { Auto, BFloat16, Float32 };
 
 // The backend as asked for on the command line, and what the app chose from it

@@ -10,7 +10,8 @@ three files; a Qwen2-MoE (Q8_0) and a Qwen3-MoE (Q5_1) tiny model as llama.cpp s
 experts. The reference reads each file back with its own reader, decodes every tensor to
 float64 with ggml_blocks.dequantize and runs the float64 forward; `qmpi logits` on the file must
 match within the exact-math bound (1e-4 of the largest |logit|, tighter than int4's 2e-3) at
-1x1, TP 2, TP 3 and PP 2 (MoE: 1x1 and TP 3 / TP 2). TP 2 and TP 3 on the 256-wide shape cut
+1x1, TP 2, TP 3 and PP 2 (MoE: 1x1 and TP 3 / TP 2) with `--dtype float32`; under the default
+`--dtype auto` (int8 activations for Q8_0, Q4_0 and Q4_K) within auto's bound at 1x1. TP 2 and TP 3 on the 256-wide shape cut
 o_proj's inputs inside a k-quant super-block (heads 2+2 and 2+1+1 of 64 columns): the loader
 decodes those slices to float32, the rest stays in blocks. A bf16 GGUF
 written byte for byte gives the safetensors folder's logits exactly. A truncated file fails with
@@ -34,6 +35,12 @@ import qwen_family_ref
 # what is asserted.
 TOLERANCE = 1e-4
 LOGITS_LEN = 8
+# `--dtype auto` (the default) multiplies Q8_0, Q4_0, Q5_0 and Q4_K weights by int8 activations
+# in decode-sized matmuls (kernels/cpu/matmul_ggml_int8.cpp; 8 positions are decode-sized), as
+# llama.cpp does: held to the bound of `auto` on bf16 checkpoints (Hugging Face's own bf16 run
+# against its float32 run, auto_dtype_vs_reference.py), at 1x1 on these cases.
+AUTO_TOLERANCE = 1.85e-2
+AUTO_CASES = ("Q8_0", "Q4_0", "Q4_K")
 LAYOUTS = [(1, 1), (2, 1), (3, 1), (1, 2)]
 MPI_TIMEOUT = 240
 K256 = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 256,
@@ -110,6 +117,17 @@ def reference(base: str, path: str):
     return qwen_family_ref.FamilyReference(qwen_family_ref.FamilyConfig(raw), tensors)
 
 
+def auto_logits(path: str, ids) -> np.ndarray:
+    """`qmpi logits` under the default `--dtype auto` (float32 K/V: only the matmuls differ)."""
+    out = os.path.join(testlib.test_tmp("logits"), f"auto-{os.getpid()}.npy")
+    testlib.qmpi(["logits", "--model", path, "--out", out, "--kv-dtype", "f32",
+                  "--ids", testlib.ids_arg(ids)], timeout=MPI_TIMEOUT)
+    try:
+        return np.load(out)
+    finally:
+        os.remove(out)
+
+
 def check_case(c: testlib.Checks, label: str, kind: str, untied: bool, options, layouts) -> None:
     base = c.guard(f"{label} base model", base_model, kind, untied)
     path = base and c.guard(f"{label} write", gguf_file, label, base, options)
@@ -127,6 +145,14 @@ def check_case(c: testlib.Checks, label: str, kind: str, untied: bool, options, 
             err = testlib.rel_err(got, want)
             c.check(err <= TOLERANCE, f"{name}: logits T={LOGITS_LEN} rel err {err:.2e} "
                                       f"(limit {TOLERANCE:g})")
+    if label in AUTO_CASES:
+        got = c.guard(f"{label} auto", auto_logits, path, ids)
+        if got is not None:
+            err = testlib.rel_err(got, want)
+            # Above the exact bound: the int8 path ran; within auto's bound.
+            c.check(TOLERANCE < err <= AUTO_TOLERANCE,
+                    f"{label} --dtype auto (int8 activations): rel err {err:.2e} "
+                    f"(above the exact {TOLERANCE:g}, limit {AUTO_TOLERANCE:g})")
 
 
 def check_dense(c: testlib.Checks) -> None:

@@ -353,6 +353,44 @@ def check_engine_decoder(decoder: str, rng) -> list:
     return failures
 
 
+# The types with an int8-activation GEMV (kernels/cpu/matmul_ggml_int8.cpp).
+INT8_GEMV_TYPES = ("Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K")
+
+
+def check_engine_int8_gemv(decoder: str, rng) -> list:
+    """The engine's int8-activation GEMV (the decoder binary with --int8-gemv) against the float64
+    product of this decoder's weights: x quantized per 32-block moves each activation by at most
+    half its block's step max|x_b| / 127, so |got - exact| <= sum_b max|x_b| / 254 * sum |w_b|,
+    plus float32 rounding (1e-5 of sum |w x|)."""
+    import subprocess
+    failures = []
+    rows, cols, n = 6, 512, 5
+    for name in INT8_GEMV_TYPES:
+        _, elems, _ = TYPES[name]
+        data = random_blocks(name, rows * cols // elems, rng)
+        w = dequantize(name, data, (rows, cols))
+        x = rng.normal(size=(n, cols)).astype(np.float32)
+        x[:, ::41] *= 30.0  # outliers: the small activations of their blocks lose most bits
+        run = subprocess.run([decoder, name, "--int8-gemv", str(rows), str(cols), str(n)],
+                             input=data + x.tobytes(), capture_output=True, timeout=60)
+        if run.returncode != 0:
+            failures.append(f"{name}: {decoder} --int8-gemv failed: {run.stderr.decode()[-400:]}")
+            continue
+        got = np.frombuffer(run.stdout, dtype="<f4").astype(np.float64).reshape(n, rows)
+        x64 = x.astype(np.float64)
+        exact = x64 @ w.T
+        amax = np.abs(x64).reshape(n, -1, 32).max(axis=2)           # [n, blocks]
+        wsum = np.abs(w).reshape(rows, -1, 32).sum(axis=2)          # [rows, blocks]
+        bound = amax / 254.0 @ wsum.T + 1e-5 * (np.abs(x64) @ np.abs(w).T)
+        ratio = float((np.abs(got - exact) / bound).max())
+        rel = float(np.abs(got - exact).max() / np.abs(exact).max())
+        print(f"{name:5} int8 GEMV vs float64: max err {rel:.2e} of the largest output, "
+              f"{ratio:.2f} of the stated bound")
+        if not ratio <= 1.0:
+            failures.append(f"{name}: int8 GEMV error is {ratio:.3g} times its bound")
+    return failures
+
+
 def check_round_trips(rng) -> list:
     failures = []
     for name, (_, elems, _) in TYPES.items():
@@ -390,7 +428,8 @@ if __name__ == "__main__":
     if sys.argv[1:] == ["--vs-gguf-py"]:
         problems = check_vs_gguf_py(generator)
     elif len(sys.argv) == 2:
-        problems = check_engine_decoder(sys.argv[1], generator) + check_round_trips(generator)
+        problems = (check_engine_decoder(sys.argv[1], generator) + check_round_trips(generator) +
+                    check_engine_int8_gemv(sys.argv[1], generator))
     else:
         sys.exit("usage: ggml_blocks.py DECODER_BINARY | --vs-gguf-py")
     for p in problems:

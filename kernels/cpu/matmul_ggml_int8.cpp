@@ -1,0 +1,405 @@
+// The GGUF decode GEMV with int8 activations: what `--dtype auto` (MatmulOptions::
+// bf16_activations) runs for Q8_0, Q4_0, Q5_0, Q4_K and Q6_K weights; `--dtype float32` keeps the
+// exact float GEMV (matmul_ggml_gemv.cpp). llama.cpp computes these types the same way.
+//
+// Each row of x is quantized once per call, per 32-element block: step dx = max|x| / 127, q =
+// round(x / dx) in [-127, 127]. VPDPBUSD then multiplies 64 unsigned weight quants with 64 of
+// these int8 activations into 16 exact int32 sums (8 lanes per block) in one instruction, and the
+// block scales meet the sums in float32 once per block: about a third of the instructions of
+// decoding every weight to float32 and multiplying it with a float32 activation.
+//
+// Numerics: a quantized activation is off by at most dx / 2, so an output differs from the
+// exact product of the same weights by at most sum over blocks b of (max|x_b| / 254) *
+// sum_{i in b} |w_i|, plus float32 rounding; MatmulGgmlInt8 asserts that bound against the
+// float64 reference. Signed or offset quants become unsigned for VPDPBUSD by adding the offset
+// (Q8_0: 128, Q6_K: 32, Q5_0: 16, Q4_0: 8; Q4_K's are unsigned already); the sum starts at -offset
+// * sum(q of x), computed with the activations, so the result is exactly the signed sum.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/ggml_simd.h"
+#include "kernels/cpu/matmul_ggml.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scratch.h"
+#include "kernels/cpu/x86.h"
+
+namespace qmpi::cpu {
+
+#if defined(QMPI_GGML_SIMD) && defined(__AVX512VNNI__)
+namespace {
+
+// Below this many weights per thread, extra threads cost more than they bring.
+constexpr int64_t kGrain = 64 * 1024;
+// Rows of x one pass over a weight row serves (the row stays in L1 for the next tile).
+constexpr int kTokens = 4;
+// How far ahead of the block being decoded the next weight bytes are asked into L2: the GEMV
+// reads each weight once, so without it a core keeps too few misses in flight.
+constexpr int64_t kAhead = 4096;
+
+// 64 activations (two 32-blocks) as the kernels read them: int8 quants, each lane's block step,
+// and each lane's starting sum -offset * (its 4 quants' sum).
+struct alignas(64) XPair {
+  int8_t q[64];
+  float dx[16];
+  int32_t start[16];
+};
+
+// x quantized for one weight type: pairs[row * pairs_per_row + p]; for Q4_K also, per 256-block
+// of each row, the 8 sub-blocks' dx * sum(q), natural order (the mins' term).
+struct QuantX {
+  const XPair* pairs;
+  int64_t pairs_per_row;
+  const float* sums;
+  int64_t sums_per_row;
+};
+
+// Q4_K's pair k of a 256-block holds sub-blocks (0, 2), (1, 3), (4, 6), (5, 7): the low and
+// high nibbles of 64 quant bytes. Sub-block j therefore goes to slot j with bits 0 and 1 swapped.
+inline int64_t k_quant_slot(int64_t block) {
+  const int64_t j = block & 7;
+  return (block & ~int64_t(7)) | ((j & 1) << 1) | ((j >> 1) & 1) | (j & 4);
+}
+
+// One row of x (K a multiple of 64) into pairs; `sums` (Q4_K) gets dx * sum(q) per block.
+void quantize_row(const float* x, int64_t K, int offset, bool k_quant, XPair* pairs, float* sums) {
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    const float dx = amax / 127.0f;
+    const __m512 inv = _mm512_set1_ps(amax > 0.0f ? 127.0f / amax : 0.0f);
+    const __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, inv)));
+    const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, inv)));
+    const int64_t slot = k_quant ? k_quant_slot(b) : b;
+    XPair& p = pairs[slot / 2];
+    const int half = int(slot % 2);
+    _mm_store_si128(reinterpret_cast<__m128i*>(p.q + 32 * half), q0);
+    _mm_store_si128(reinterpret_cast<__m128i*>(p.q + 32 * half + 16), q1);
+    const __m256i q = _mm256_load_si256(reinterpret_cast<const __m256i*>(p.q + 32 * half));
+    // Each int32 lane: the sum of its 4 quants (unsigned ones times signed quants).
+    const __m256i four = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(p.start + 8 * half),
+                       _mm256_mullo_epi32(four, _mm256_set1_epi32(-offset)));
+    _mm256_store_ps(p.dx + 8 * half, _mm256_set1_ps(dx));
+    if (sums) {
+      alignas(32) int32_t lanes[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), four);
+      int32_t total = 0;
+      for (int32_t l : lanes) total += l;
+      sums[b] = dx * float(total);
+    }
+  }
+}
+
+QuantX quantize_x(const float* x, int64_t n, int64_t K, int offset, bool k_quant) {
+  const int64_t pairs = K / 64, blocks = K / 32;
+  XPair* xp = thread_scratch<XPair, 1>(size_t(n * pairs));
+  float* sums = k_quant ? thread_scratch<float, 2>(size_t(n * blocks)) : nullptr;
+  for (int64_t i = 0; i < n; ++i)
+    quantize_row(x + i * K, K, offset, k_quant, xp + i * pairs, sums ? sums + i * blocks : nullptr);
+  return {xp, pairs, sums, blocks};
+}
+
+inline __m512i load_si(const void* p) {
+  return _mm512_load_si512(p);
+}
+
+// Two f16 block scales as 16 lanes: 8 of the first, then 8 of the second.
+inline __m512 pair_scales(const uint8_t* a, const uint8_t* b) {
+  uint16_t ha, hb;
+  std::memcpy(&ha, a, 2);
+  std::memcpy(&hb, b, 2);
+  return _mm512_cvtph_ps(_mm256_set_m128i(_mm_set1_epi16(short(hb)), _mm_set1_epi16(short(ha))));
+}
+
+// The 32-element types: two consecutive blocks as 64 unsigned quants (element order) and their
+// scales. kOffset is what makes the quants unsigned.
+struct Q8_0 {
+  static constexpr int kBytes = 34, kOffset = 128;
+  static void pair(const uint8_t* b, __m512i& q, __m512& s) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 2));
+    const __m256i hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + kBytes + 2));
+    q = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1),
+                         _mm512_set1_epi8(char(0x80)));
+    s = pair_scales(b, b + kBytes);
+  }
+};
+
+// Q4_0 and Q5_0: element i < 16 is the low nibble of qs[i], element i + 16 its high nibble; Q5_0
+// adds 16 where bit i of qh is set.
+template <bool kFive>
+struct Q45_0 {
+  static constexpr int kBytes = kFive ? 22 : 18, kOffset = kFive ? 16 : 8;
+  static void pair(const uint8_t* b, __m512i& q, __m512& s) {
+    constexpr int qs = kFive ? 6 : 2;
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + qs));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kBytes + qs));
+    // [a, a, c, c], then each 128-bit lane shifted right by 0, 4, 0, 4 and masked to a nibble.
+    const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(a)),
+                                            _mm256_broadcastsi128_si256(c), 1);
+    const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    q = _mm512_and_si512(_mm512_srlv_epi64(both, shifts), _mm512_set1_epi8(0x0f));
+    if constexpr (kFive) {
+      uint32_t ha, hc;
+      std::memcpy(&ha, b + 2, 4);
+      std::memcpy(&hc, b + kBytes + 2, 4);
+      const __mmask64 high = _cvtu64_mask64(uint64_t(ha) | uint64_t(hc) << 32);
+      q = _mm512_mask_add_epi8(q, high, q, _mm512_set1_epi8(16));
+    }
+    s = pair_scales(b, b + kBytes);
+  }
+};
+
+template <class D, int T>
+void row_32(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0, const float* bias,
+            float* out) {
+  const uint8_t* row = w.data + r * w.row_bytes;
+  __m512 acc[2][T];
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+  const XPair* x0 = qx.pairs + t0 * qx.pairs_per_row;
+  for (int64_t p = 0; p < qx.pairs_per_row; ++p) {
+    const uint8_t* b = row + 2 * p * D::kBytes;
+    __builtin_prefetch(b + kAhead, 0, 2);
+    __builtin_prefetch(b + kAhead + 64, 0, 2);
+    __m512i q;
+    __m512 s;
+    D::pair(b, q, s);
+    for (int t = 0; t < T; ++t) {
+      const XPair& xp = x0[t * qx.pairs_per_row + p];
+      const __m512i sum = _mm512_dpbusd_epi32(load_si(xp.start), q, load_si(xp.q));
+      acc[p & 1][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                                      _mm512_mul_ps(s, _mm512_load_ps(xp.dx)), acc[p & 1][t]);
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    out[(t0 + t) * w.rows + r] =
+        _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t])) + (bias ? bias[r] : 0.0f);
+}
+
+// Q4_K: d * sc_j * q - dmin * m_j per sub-block j of 32. The scales' 6-bit fields unpacked 4 at
+// a time from 32-bit words of the 12 packed bytes (the layout of k_quant_scale_min).
+inline void q4_k_scales(const uint8_t* s, uint64_t& sc, uint64_t& mn) {
+  uint32_t u0, u1, u2;
+  std::memcpy(&u0, s, 4);
+  std::memcpy(&u1, s + 4, 4);
+  std::memcpy(&u2, s + 8, 4);
+  const uint32_t sc_hi = (u2 & 0x0f0f0f0fu) | (((u0 >> 6) & 0x03030303u) << 4);
+  const uint32_t mn_hi = ((u2 >> 4) & 0x0f0f0f0fu) | (((u1 >> 6) & 0x03030303u) << 4);
+  sc = uint64_t(u0 & 0x3f3f3f3fu) | uint64_t(sc_hi) << 32;
+  mn = uint64_t(u1 & 0x3f3f3f3fu) | uint64_t(mn_hi) << 32;
+}
+
+template <int T>
+void row_q4_k(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0, const float* bias,
+              float* out) {
+  constexpr int kBytes = 144;
+  const uint8_t* row = w.data + r * w.row_bytes;
+  // Lanes of pair k: 8 of its first sub-block's scale, then 8 of its second's.
+  const __m512i pick[4] = {_mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0),
+                           _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1),
+                           _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4),
+                           _mm512_set_epi32(7, 7, 7, 7, 7, 7, 7, 7, 5, 5, 5, 5, 5, 5, 5, 5)};
+  __m512 acc[2][T];
+  __m256 mins[T];
+  for (int t = 0; t < T; ++t) {
+    acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+    mins[t] = _mm256_setzero_ps();
+  }
+  const XPair* x0 = qx.pairs + t0 * qx.pairs_per_row;
+  const float* s0 = qx.sums + t0 * qx.sums_per_row;
+  for (int64_t g = 0; g < w.cols / 256; ++g) {
+    const uint8_t* b = row + g * kBytes;
+    __builtin_prefetch(b + kAhead, 0, 2);
+    __builtin_prefetch(b + kAhead + 64, 0, 2);
+    __builtin_prefetch(b + kAhead + 128, 0, 2);
+    uint64_t sc, mn;
+    q4_k_scales(b + 4, sc, mn);
+    const __m512 scales =
+        _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(sc)))),
+                      _mm512_set1_ps(ggml_simd::f16_at(b)));
+    const __m256 mins_g =
+        _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(mn)))),
+                      _mm256_set1_ps(ggml_simd::f16_at(b + 2)));
+    const __m512i raw[2] = {_mm512_loadu_si512(b + 16), _mm512_loadu_si512(b + 80)};
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    const __m512i q[4] = {
+        _mm512_and_si512(raw[0], nib), _mm512_and_si512(_mm512_srli_epi16(raw[0], 4), nib),
+        _mm512_and_si512(raw[1], nib), _mm512_and_si512(_mm512_srli_epi16(raw[1], 4), nib)};
+    __m512 s[4];
+    for (int k = 0; k < 4; ++k) s[k] = _mm512_permutexvar_ps(pick[k], scales);
+    for (int t = 0; t < T; ++t) {
+      const XPair* xp = x0 + t * qx.pairs_per_row + 4 * g;
+      for (int k = 0; k < 4; ++k) {
+        const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[k], load_si(xp[k].q));
+        acc[k & 1][t] = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(sum), _mm512_mul_ps(s[k], _mm512_load_ps(xp[k].dx)), acc[k & 1][t]);
+      }
+      mins[t] = _mm256_fmadd_ps(mins_g, _mm256_loadu_ps(s0 + t * qx.sums_per_row + 8 * g), mins[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    const __m256 m = mins[t];
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m);
+    float msum = 0.0f;
+    for (float l : lanes) msum += l;
+    out[(t0 + t) * w.rows + r] =
+        _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t])) - msum + (bias ? bias[r] : 0.0f);
+  }
+}
+
+// Q6_K: d * sc_c * (q - 32) with one int8 scale per 16 elements. The 256 elements in natural
+// order are 4 vectors of 64: vector 2h takes the low nibbles of ql[64 h, 64 h + 64) and bits 0-1
+// (first 32) and 2-3 (next 32) of qh[32 h, 32 h + 32) as the top two bits; vector 2h + 1 the
+// high nibbles and bits 4-5 and 6-7. Lane i of vector v (4 elements) has scale 4 v + i / 4.
+template <int T>
+void row_q6_k(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0, const float* bias,
+              float* out) {
+  constexpr int kBytes = 210;
+  const uint8_t* row = w.data + r * w.row_bytes;
+  __m512i pick[4];
+  for (int v = 0; v < 4; ++v)
+    pick[v] = _mm512_add_epi32(_mm512_set1_epi32(4 * v),
+                               _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0));
+  __m512 acc[2][T];
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+  const XPair* x0 = qx.pairs + t0 * qx.pairs_per_row;
+  const __m512i nib = _mm512_set1_epi8(0x0f), two = _mm512_set1_epi8(3);
+  for (int64_t g = 0; g < w.cols / 256; ++g) {
+    const uint8_t* b = row + g * kBytes;
+    __builtin_prefetch(b + kAhead, 0, 2);
+    __builtin_prefetch(b + kAhead + 64, 0, 2);
+    __builtin_prefetch(b + kAhead + 128, 0, 2);
+    __builtin_prefetch(b + kAhead + 192, 0, 2);
+    const __m512 scales = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                            reinterpret_cast<const __m128i*>(b + 192)))),
+                                        _mm512_set1_ps(ggml_simd::f16_at(b + 208)));
+    __m512i q[4];
+    for (int h = 0; h < 2; ++h) {
+      const __m512i ql = _mm512_loadu_si512(b + 64 * h);
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 128 + 32 * h));
+      const __m512i top_lo =
+          _mm512_inserti64x4(_mm512_castsi256_si512(qh), _mm256_srli_epi16(qh, 2), 1);
+      const __m512i top_hi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(qh, 4)),
+                                                _mm256_srli_epi16(qh, 6), 1);
+      q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, nib),
+                                 _mm512_slli_epi16(_mm512_and_si512(top_lo, two), 4));
+      q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), nib),
+                                     _mm512_slli_epi16(_mm512_and_si512(top_hi, two), 4));
+    }
+    __m512 s[4];
+    for (int v = 0; v < 4; ++v) s[v] = _mm512_permutexvar_ps(pick[v], scales);
+    for (int t = 0; t < T; ++t) {
+      const XPair* xp = x0 + t * qx.pairs_per_row + 4 * g;
+      for (int v = 0; v < 4; ++v) {
+        const __m512i sum = _mm512_dpbusd_epi32(load_si(xp[v].start), q[v], load_si(xp[v].q));
+        acc[v & 1][t] = _mm512_fmadd_ps(
+            _mm512_cvtepi32_ps(sum), _mm512_mul_ps(s[v], _mm512_load_ps(xp[v].dx)), acc[v & 1][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    out[(t0 + t) * w.rows + r] =
+        _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t])) + (bias ? bias[r] : 0.0f);
+}
+
+using RowFn = void (*)(const GgmlWeightView&, int64_t, const QuantX&, int64_t, const float*,
+                       float*);
+
+template <template <int> class Row>
+constexpr RowFn kRowFns[kTokens] = {Row<1>::run, Row<2>::run, Row<3>::run, Row<4>::run};
+
+template <class D>
+struct Row32 {
+  template <int T>
+  struct Of {
+    static void run(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0,
+                    const float* bias, float* out) {
+      row_32<D, T>(w, r, qx, t0, bias, out);
+    }
+  };
+};
+template <int T>
+struct RowQ6K {
+  static void run(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0,
+                  const float* bias, float* out) {
+    row_q6_k<T>(w, r, qx, t0, bias, out);
+  }
+};
+template <int T>
+struct RowQ4K {
+  static void run(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0,
+                  const float* bias, float* out) {
+    row_q4_k<T>(w, r, qx, t0, bias, out);
+  }
+};
+
+void gemv(const GgmlWeightView& w, int64_t n, const QuantX& qx, const RowFn* fns, const float* bias,
+          float* out, int threads) {
+  const int nt = threads_for(threads, w.rows * w.cols, kGrain);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t r = 0; r < w.rows; ++r)
+    for (int64_t t0 = 0; t0 < n; t0 += kTokens)
+      fns[std::min<int64_t>(kTokens, n - t0) - 1](w, r, qx, t0, bias, out);
+}
+
+}  // namespace
+
+bool ggml_int8_supported(const GgmlWeightView& w) {
+  switch (w.type) {
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q5_0:
+      return w.cols % 64 == 0;
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
+      return w.cols % 256 == 0;
+    default:
+      return false;
+  }
+}
+
+bool matmul_ggml_gemv_int8(const float* x, int64_t n, const GgmlWeightView& w,
+                           const WeightView* bias, float* out, const MatmulOptions& opt) {
+  if (!ggml_int8_supported(w)) return false;
+  const AlignedArray<float> b = widen(bias);
+  const auto run = [&](int offset, bool k_quant, const RowFn* fns) {
+    const QuantX qx = quantize_x(x, n, w.cols, offset, k_quant);
+    gemv(w, n, qx, fns, b.get(), out, opt.threads);
+  };
+  switch (w.type) {
+    case GgmlType::Q8_0:
+      run(Q8_0::kOffset, false, kRowFns<Row32<Q8_0>::Of>);
+      break;
+    case GgmlType::Q4_0:
+      run(Q45_0<false>::kOffset, false, kRowFns<Row32<Q45_0<false>>::Of>);
+      break;
+    case GgmlType::Q5_0:
+      run(Q45_0<true>::kOffset, false, kRowFns<Row32<Q45_0<true>>::Of>);
+      break;
+    case GgmlType::Q6_K:
+      run(32, false, kRowFns<RowQ6K>);
+      break;
+    default:
+      run(0, true, kRowFns<RowQ4K>);
+      break;
+  }
+  return true;
+}
+
+#else
+
+bool ggml_int8_supported(const GgmlWeightView&) {
+  return false;
+}
+
+bool matmul_ggml_gemv_int8(const float*, int64_t, const GgmlWeightView&, const WeightView*, float*,
+                           const MatmulOptions&) {
+  return false;
+}
+
+#endif
+
+}  // namespace qmpi::cpu
