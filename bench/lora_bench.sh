@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# LoRA overhead at batch 16 (issue 33): `qmpi batch` decode steps of 16 sequences with no
-# adapter, against the same 16 requests spread over 4 distinct adapters (4 sequences each, so
-# every step carries four row groups), on a preset (default qwen2.5-0.5b, bf16 weights), 1x1.
-# Adapters are `qmpi make-lora` ones: rank 16, all seven projections, f32 (PEFT's usual dtype).
-# Each request: 16 prompt tokens, 64 greedy output tokens (ignore_eos), --max-num-seqs 16, so
-# nearly every step is a decode of 16 rows; the step time is 16 / output tok/s.
-# Writes bench/results/lora-<date>.txt and prints both lines and the overhead.
-# Usage: bench/lora_bench.sh [build dir] [preset (qwen2.5-0.5b)] [threads (2)]
+# LoRA overhead at batch 16 (issue 33): the decode step of 16 sequences with no adapter, against
+# the same step with the 16 sequences spread over 4 distinct adapters (4 each, so every step
+# carries four row groups on every projection), on a preset (default qwen2.5-0.5b, bf16
+# weights, --dtype auto), 1x1. Adapters are `qmpi make-lora` ones: rank 16, all seven
+# projections, f32 files (PEFT's usual dtype; held in bf16 on the bf16 projections).
+# `qmpi bench --batch 16` times the steps once all 16 sequences decode (best of --repeats), the
+# two runs back to back, base first (no --lora-modules: what the server does without adapters).
+# Writes bench/results/lora-<date>.txt and prints one line to paste into docs/perf.md.
+# Usage: bench/lora_bench.sh [build dir] [preset (qwen2.5-0.5b)] [threads (2)] [gen-len (32)]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 qmpi="${1:-$here/build}/qmpi"
 preset="${2:-qwen2.5-0.5b}"
 threads="${3:-2}"
+gen="${4:-32}"
 model="$here/.cache/models/$preset-bf16"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -26,28 +28,28 @@ for a in 0 1 2 3; do
   modules+=("a$a=$work/a$a")
 done
 
-requests() {  # file, adapters (0: none): 16 greedy requests of 16 random prompt ids
-  /usr/bin/python3 - "$@" <<'PY'
-import json, random, sys
-path, adapters = sys.argv[1], int(sys.argv[2])
-rng = random.Random(16)
-with open(path, "w") as f:
-    for i in range(16):
-        line = {"id": f"r{i}", "prompt": [rng.randrange(1000, 150000) for _ in range(16)],
-                "max_tokens": 64, "temperature": 0, "ignore_eos": True}
-        if adapters:
-            line["model"] = f"a{i % adapters}"
-        f.write(json.dumps(line) + "\n")
-PY
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+step_ms() {  # label, extra flags...: the batch-16 step in ms
+  local label=$1 json
+  shift
+  json=$("$qmpi" bench --model "$model" --threads "$threads" --batch 16 --prompt-len 16 \
+         --gen-len "$gen" --repeats 2 --no-membw --max-model-len 256 --json "$@" \
+         2>"$work/$label.err" | tail -1) || { cat "$work/$label.err" >&2; exit 1; }
+  echo "$label: $json" >>"$out"
+  /usr/bin/python3 -c 'import json, sys; print("%.1f" % json.loads(sys.argv[1])["batch_step_ms"])' \
+    "$json"
 }
-run() {  # label, adapters
-  requests "$work/in.jsonl" "$2"
-  local line
-  line=$("$qmpi" batch --model "$model" --input "$work/in.jsonl" --output "$work/out.jsonl" \
-         --overwrite --max-num-seqs 16 --max-model-len 256 --threads "$threads" \
-         --lora-modules "${modules[@]}" --max-loras 4 2>&1 | grep " ok, " | tail -1)
-  echo "$1: $line" | tee -a "$out"
-}
-echo "# $preset bf16, 1x1, $threads threads, $(date -u +%FT%TZ), host load: $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out"
-run base 0
-run lora4 4
+before=$(load)
+echo "# $preset bf16, 1x1, $threads threads, $(date -u +%FT%TZ), load before: $before" >"$out"
+base=$(step_ms base)
+lora=$(step_ms lora4 --lora-modules "${modules[@]}" --max-loras 4)
+# A row of docs/perf.md's tables: | what | figure | host, date |
+line=$(/usr/bin/python3 -c '
+import sys
+b, l, preset, threads, before, after, day = sys.argv[1:]
+b, l = float(b), float(l)
+print(f"| LoRA: batch-16 decode step, 16 sequences over 4 adapters (r 16, all 7 projections) vs "
+      f"no adapter, {preset} bf16, {threads} threads | {l:.1f} vs {b:.1f} ms: "
+      f"{100 * (l / b - 1):+.1f}% | load {before} -> {after}, {day} (`bench/lora_bench.sh`) |")
+' "$base" "$lora" "$preset" "$threads" "$before" "$(load)" "$(date -u +%F)")
+echo "$line" | tee -a "$out"

@@ -18,6 +18,7 @@
 #include "core/dtype.h"
 #include "core/ggml_types.h"
 #include "kernels/kernel_types.h"
+#include "kernels/lora_segment.h"
 
 namespace qmpi {
 
@@ -153,6 +154,16 @@ class Backend {
   // scatter-add that returns an expert's outputs to its tokens' rows.
   virtual void scatter_add_rows(const float* src, const int32_t* rows, const float* scales,
                                 int64_t count, int64_t width, float* dst) = 0;
+
+  // The LoRA deltas of the projections that read x [n, in] (model/lora_delta.h): for every
+  // segment (kernels/lora_segment.h), out[rows[i], :] += scale * B (A x[rows[i], :]); x and the
+  // outputs in backend memory, the segments and their rows on the host. A backend with a fused
+  // op runs it and returns true; the default returns false, touching nothing, and the model
+  // runs each segment with gather_rows, matmul and scatter_add_rows.
+  virtual bool lora_delta(const float* /*x*/, int64_t /*n*/,
+                          std::span<const LoraSegment> /*segments*/) {
+    return false;
+  }
 
   // Runs task(0) .. task(count - 1), which touch disjoint outputs: the CPU backend spreads them
   // over its threads (each task's own ops then run on the thread that runs it), so many small

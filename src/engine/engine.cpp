@@ -99,7 +99,8 @@ Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
     source = open_model_weights(m.path, m.verify_checksums);
   if (!m.synthetic_weights) confirm_config_with_weights(cfg_, *source);
   DecoderWeights weights = load_decoder_weights(cfg_, plan, *source, *backend_);
-  weights.bytes += load_lora_adapters(cfg_, plan, opts_.lora, *backend_, weights);
+  weights.bytes += load_lora_adapters(cfg_, plan, opts_.lora, *backend_, weights,
+                                      opts_.backend.bf16_activations());
   weight_bytes_ = weights.bytes;
   bytes_read_ = source->bytes_read();
   const std::string origin = m.synthetic_weights

@@ -35,7 +35,7 @@ void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch,
 
   const LinearOut qkv[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}};
   forward_group(be_, x, T, qkv);
-  for (const LinearOut& p : qkv) lora_.add(*p.linear, x, T, batch.lora, p.out);
+  lora_.add(qkv, x, T, batch.lora);
   if (w.q_norm) {
     // [T, heads, d] is [T * heads] rows of d: the row norm is the per-head norm.
     be_.rmsnorm(q, T * nq, w.q_norm.view(), eps, q);
@@ -61,7 +61,8 @@ void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch,
   be_.attention(q, ab, kv, attn);
   dump(be_, layer, "attn", attn, T, nq * d);
   w.o.forward(be_, attn, T, out);
-  lora_.add(w.o, attn, T, batch.lora, out);
+  const LinearOut o_proj[] = {{&w.o, out}};
+  lora_.add(o_proj, attn, T, batch.lora);
 }
 
 }  // namespace qmpi

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <string_view>
+#include <vector>
 
 #include "core/errors.h"
 #include "io/checkpoint_dir.h"
@@ -95,13 +97,32 @@ void check_pair(const ModelConfig& cfg, const LoraAdapterConfig& ac, const PairK
   }
 }
 
+// `t`'s slice as a weight of dtype `held`: the file's dtype, or BF16 rounded from F32 / F16.
 Weight upload(Backend& be, const SafetensorsFile& f, const TensorInfo& t, const Slice& slice,
-              uint64_t& bytes) {
+              DType held, uint64_t& bytes) {
   int64_t rows = t.shape[0], cols = t.shape[1];
   if (slice.length >= 0) (slice.dim == 0 ? rows : cols) = slice.length;
-  bytes += uint64_t(rows * cols) * dtype_size(t.dtype);
-  return be.make_weight(t.dtype, rows, cols,
-                        [&](void* dst) { copy_slice(f.data(t.name), t, slice, dst); });
+  bytes += uint64_t(rows * cols) * dtype_size(held);
+  return be.make_weight(held, rows, cols, [&](void* dst) {
+    if (held == t.dtype) {
+      copy_slice(f.data(t.name), t, slice, dst);
+      return;
+    }
+    std::vector<uint8_t> raw(size_t(rows * cols) * dtype_size(t.dtype));
+    copy_slice(f.data(t.name), t, slice, raw.data());
+    auto* out = static_cast<uint16_t*>(dst);
+    for (size_t i = 0; i < size_t(rows * cols); ++i) {
+      float v;
+      if (t.dtype == DType::F32) {
+        std::memcpy(&v, raw.data() + 4 * i, 4);
+      } else {
+        uint16_t h;
+        std::memcpy(&h, raw.data() + 2 * i, 2);
+        v = f16_to_f32(h);
+      }
+      out[i] = f32_to_bf16(v);
+    }
+  });
 }
 
 // The adapter's safetensors file; its header and truncation errors become the adapter's.
@@ -117,7 +138,7 @@ SafetensorsFile open_adapter_file(const std::string& path, const std::string& wh
 }  // namespace
 
 uint64_t load_lora_adapters(const ModelConfig& cfg, const ShardPlan& plan, const LoraOptions& opts,
-                            Backend& be, DecoderWeights& w) {
+                            Backend& be, DecoderWeights& w, bool bf16_activations) {
   uint64_t bytes = 0;
   for (size_t i = 0; i < opts.modules.size(); ++i) {
     const LoraModule& m = opts.modules[i];
@@ -147,11 +168,14 @@ uint64_t load_lora_adapters(const ModelConfig& cfg, const ShardPlan& plan, const
       // B follows a column-parallel projection's output rows, A a row-parallel one's input
       // columns; the other half is whole on every rank.
       const bool rows_split = split->dim == 0;
-      LoraWeight lw;
-      lw.a = upload(be, f, *p.a, rows_split ? Slice::whole() : *split, bytes);
-      lw.b = upload(be, f, *p.b, rows_split ? *split : Slice::whole(), bytes);
-      lw.scale = ac.scale();
       Linear& lin = module_linear(w.layers[size_t(layer - plan.layers.begin)], module);
+      const bool bf16 = bf16_activations && lin.weight && lin.weight.dtype == DType::BF16;
+      LoraWeight lw;
+      lw.a = upload(be, f, *p.a, rows_split ? Slice::whole() : *split,
+                    bf16 ? DType::BF16 : p.a->dtype, bytes);
+      lw.b = upload(be, f, *p.b, rows_split ? *split : Slice::whole(),
+                    bf16 ? DType::BF16 : p.b->dtype, bytes);
+      lw.scale = ac.scale();
       if (lin.lora.size() <= i) lin.lora.resize(i + 1);
       lin.lora[i] = std::move(lw);
     }

@@ -18,10 +18,11 @@ void SwiGluMlp::forward(const MlpWeights& w, const float* x, int64_t n, float* o
   if (lora.empty()) return forward(w, x, n, out, gate, up);
   const LinearOut gate_up[] = {{&w.gate, gate}, {&w.up, up}};
   forward_group(be_, x, n, gate_up);
-  for (const LinearOut& p : gate_up) lora_.add(*p.linear, x, n, lora, p.out);
+  lora_.add(gate_up, x, n, lora);
   be_.silu_mul(gate, up, n, width, gate);
   w.down.forward(be_, gate, n, out);
-  lora_.add(w.down, gate, n, lora, out);
+  const LinearOut down[] = {{&w.down, out}};
+  lora_.add(down, gate, n, lora);
 }
 
 void SwiGluMlp::forward(const MlpWeights& w, const float* x, int64_t n, float* out, float* gate,

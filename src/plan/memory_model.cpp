@@ -6,6 +6,7 @@
 #include "engine/kv_sizing.h"
 #include "io/weight_source.h"
 #include "kernels/kv_dtype.h"
+#include "model/lora_config.h"
 
 namespace qmpi {
 namespace {
@@ -141,6 +142,8 @@ RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const Plan
     m.weights += bytes;
     if (t.name.find(".mlp.experts.") != std::string::npos) m.expert_weights += bytes;
   }
+  m.lora_weights = lora_weight_bytes(cfg, plan, in);
+  m.weights += m.lora_weights;
   m.kv_per_token =
       kv_bytes_per_token(cfg, plan.layers.size(), int64_t(plan.kv_heads.size()), in.kv_dtype);
   m.kv_cache = m.kv_per_token * uint64_t(kv_cache_tokens(cfg, in));
@@ -154,6 +157,31 @@ uint64_t model_weight_bytes(const ModelConfig& cfg, const PlanInputs& in) {
   for (const auto& t : expected_tensors(cfg))
     total += tensor_bytes(cfg, in, t.name, slice_numel(t.shape, Slice::whole()));
   return total;
+}
+
+uint64_t lora_weight_bytes(const ModelConfig& cfg, const ShardPlan& plan, const PlanInputs& in) {
+  if (in.max_loras <= 0 || in.max_lora_rank <= 0) return 0;
+  uint64_t elements_at[2] = {0, 0};  // [0]: held in float32, [1]: in bf16
+  for (int64_t layer = plan.layers.begin; layer < plan.layers.end; ++layer)
+    for (std::string_view module : kLoraModules) {
+      const LoraModuleShape s = lora_module_shape(cfg, module);
+      if (std::string_view(s.block) == "mlp" && cfg.is_moe_layer(layer)) continue;
+      const std::string base = "model.layers." + std::to_string(layer) + "." + s.block + "." +
+                               std::string(module) + ".weight";
+      const auto split = plan.slice_for(cfg, base);
+      if (!split) continue;
+      int64_t out = s.out, in_features = s.in;
+      if (split->length >= 0) (split->dim == 0 ? out : in_features) = split->length;
+      const bool bf16 = in.bf16_activations && !in.int4_weights && !cfg.quant &&
+                        !in.tensor_blocks.count(base) && tensor_dtype(cfg, in, base) == DType::BF16;
+      elements_at[bf16] += uint64_t(in_features + out);
+    }
+  const uint64_t slots = uint64_t(in.max_loras) * uint64_t(in.max_lora_rank);
+  return slots * (elements_at[0] * sizeof(float) + elements_at[1] * 2);
+}
+
+uint64_t lora_weight_bytes(const ModelConfig& cfg, const PlanInputs& in) {
+  return lora_weight_bytes(cfg, make_shard_plan(cfg, Layout{1, 1, {}}, 0), in);
 }
 
 }  // namespace qmpi

@@ -12,6 +12,12 @@
 // 133/256 bytes per weight
 //              (4-bit value + fp16 scale and 4-bit zero per group of 128: facts §7), every other
 //              tensor at 2 bytes (fp16).
+// LoRA:        adapters are held beside the weights and counted in them: max_loras x
+//              max_lora_rank x (in + out) per projection (q/k/v/o/gate/up/down; attention only
+//              on MoE layers) per layer of the rank, with in and out as the rank holds them (A
+//              whole and B split on column-parallel projections, the reverse on row-parallel
+//              ones: model/lora_loader.h), at 2 bytes on BF16 projections with bf16 activations
+//              and 4 otherwise (float32, the widest an adapter file has).
 // KV cache:    2 (K, V) x layers on the stage x KV heads on the rank x head_dim x KV dtype size
 //              (kv_bytes_per_token) x tokens: kv_blocks x block_size when given; else, on CUDA,
 //              one sequence of max_model_len in whole blocks, the least the cache must hold (the
@@ -80,6 +86,11 @@ struct PlanInputs {
   // the host's memory (kCpuKvMemoryShare).
   uint64_t kv_cache_memory = 0;
   int32_t speculative_tokens = 0;  // --speculative-config's guesses per step: more logit rows
+  // LoRA: --max-loras adapter slots of --max-lora-rank on every projection (0: no adapters),
+  // counted in the weights (see LoRA above); bf16_activations: --dtype is not float32.
+  int64_t max_loras = 0;
+  int64_t max_lora_rank = 0;
+  bool bf16_activations = true;
   DType kv_dtype = kEngineKvDType;
   bool int4_weights = false;  // size the weights as an int4-g128 AWQ/GPTQ checkpoint would be
   // Tensor dtypes from the checkpoint's safetensors headers; tensors not listed (or all, when
@@ -123,6 +134,7 @@ struct RankMemory {
   int64_t kv_heads = 0;         // KV heads held (an uneven TP split gives some ranks one more)
   uint64_t weights = 0;         // as they will be held (int4 estimate when in.int4_weights)
   uint64_t expert_weights = 0;  // the part of `weights` in this rank's routed experts (MoE)
+  uint64_t lora_weights = 0;    // the part of `weights` in LoRA adapters
   uint64_t kv_cache = 0;
   uint64_t kv_per_token = 0;  // this rank's share of one token's K and V
   uint64_t activations = 0;
@@ -142,5 +154,9 @@ RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const Plan
                        const std::vector<TensorSpec>& tensors);
 // The checkpoint as a whole (every tensor once), in its dtypes or as int4.
 uint64_t model_weight_bytes(const ModelConfig& cfg, const PlanInputs& in);
+// The LoRA adapters' bytes on the rank of `plan` (see LoRA above); 0 when in.max_loras is 0.
+uint64_t lora_weight_bytes(const ModelConfig& cfg, const ShardPlan& plan, const PlanInputs& in);
+// ... and on the whole model (every layer, unsplit).
+uint64_t lora_weight_bytes(const ModelConfig& cfg, const PlanInputs& in);
 
 }  // namespace qmpi

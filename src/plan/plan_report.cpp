@@ -70,6 +70,21 @@ std::string budget_line(const PlanInputs& in) {
          " run), " + where + ", backend cpu";
 }
 
+// "LoRA      4 adapters (--max-loras) x rank 16 ...": empty without adapters.
+std::string lora_line(const ModelConfig& cfg, const PlanInputs& in) {
+  const uint64_t bytes = lora_weight_bytes(cfg, in);
+  if (bytes == 0) return "";
+  PlanInputs as_f32 = in;
+  as_f32.bf16_activations = false;
+  const uint64_t f32 = lora_weight_bytes(cfg, as_f32);
+  const char* dtype = bytes == f32       ? "F32"
+                      : 2 * bytes == f32 ? "BF16"
+                                         : "BF16 on the BF16 projections, F32 on the others";
+  return "LoRA      " + std::to_string(in.max_loras) + " adapters (--max-loras) x rank " +
+         std::to_string(in.max_lora_rank) + " on q/k/v/o/gate/up/down: " + format_bytes(bytes) +
+         " in " + dtype + " over all ranks, counted in their weights\n";
+}
+
 std::string header(const ModelConfig& cfg, const PlanInputs& in) {
   PlanInputs as_int4 = in;
   as_int4.int4_weights = true;
@@ -95,7 +110,7 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
   if (!in.int4_weights && !cfg.quant)
     s += "; an int4-g128 AWQ/GPTQ checkpoint would be about " +
          format_gb(model_weight_bytes(cfg, as_int4));
-  s += "\n";
+  s += "\n" + lora_line(cfg, in);
   s += "KV cache  " + format_bytes(per_token) + " per token in " +
        std::string(dtype_name(in.kv_dtype));
   if (in.kv_dtype != DType::BF16)
@@ -156,6 +171,7 @@ json rank_json(const RankMemory& m) {
           {"kv_heads", m.kv_heads},
           {"weights_bytes", m.weights},
           {"expert_weights_bytes", m.expert_weights},
+          {"lora_weights_bytes", m.lora_weights},
           {"kv_cache_bytes", m.kv_cache},
           {"kv_bytes_per_token", m.kv_per_token},
           {"activations_bytes", m.activations},
@@ -215,6 +231,7 @@ json model_json(const ModelConfig& cfg, const PlanInputs& in) {
           {"vocab_size", cfg.vocab_size},
           {"weights_bytes", model_weight_bytes(cfg, in)},
           {"int4_weights_bytes", model_weight_bytes(cfg, as_int4)},
+          {"lora_weights_bytes", lora_weight_bytes(cfg, in)},
           {"kv_bytes_per_token", kv_bytes_per_token(cfg, in.kv_dtype)},
           {"kv_dtype", std::string(dtype_name(in.kv_dtype))},
           {"kv_cache_tokens", kv_cache_tokens(cfg, in)},
@@ -229,7 +246,9 @@ json inputs_json(const PlanInputs& in) {
           {"gpu_mem_bytes", in.gpu_mem},
           {"gpu_util", in.gpu_util},
           {"host_mem_bytes", in.host_mem},
-          {"int4_weights", in.int4_weights}};
+          {"int4_weights", in.int4_weights},
+          {"max_loras", in.max_loras},
+          {"max_lora_rank", in.max_lora_rank}};
 }
 
 }  // namespace

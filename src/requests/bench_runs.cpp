@@ -102,7 +102,7 @@ DecodeTiming BenchRunner::decode(int64_t batch, const std::vector<int32_t>& pref
               std::to_string(room) + " tokens after a " + std::to_string(t.prompt_tokens) +
               "-token prompt, fewer than --gen-len",
           "Raise --max-model-len or leave it out (qmpi bench then sizes it).");
-  const Request req = bench_request(std::min(
+  Request req = bench_request(std::min(
       room, bench_max_tokens(batch, t.prompt_tokens, gen_len, sched_.config().max_batched_tokens)));
   RequestPipeline pipeline(sched_, model_, {});
   std::vector<std::shared_ptr<CountingSink>> sinks;
@@ -115,6 +115,7 @@ DecodeTiming BenchRunner::decode(int64_t batch, const std::vector<int32_t>& pref
     prompt.insert(prompt.end(), own.begin(), own.end());
     sinks.push_back(std::make_shared<CountingSink>());
     keys.push_back(next_key_++);
+    if (!adapters_.empty()) req.model = adapters_[size_t(i) % adapters_.size()];
     pipeline.admit(keys.back(), req.custom_id, req, std::move(prompt), sinks.back());
   }
   const auto all = [&](auto pred) { return std::all_of(sinks.begin(), sinks.end(), pred); };

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "engine/draft_proposer.h"
@@ -60,6 +61,9 @@ class BenchRunner {
   std::vector<int32_t> random_prompt(int64_t n);
   // One request of `prompt`, to its first token; returns the seconds from admission.
   double time_to_first_token(const std::vector<int32_t>& prompt);
+  // Decodes from now on run LoRA adapters in turn, request i of a batch the adapter
+  // names[i % names.size()] (--lora-modules names; empty: the base model).
+  void use_adapters(std::vector<std::string> names) { adapters_ = std::move(names); }
   // `batch` requests, each `prefix` followed by `prompt_len` random ids, decoding together.
   // Raises Usage when the window cannot open (a sequence ends before the last one starts) or
   // --max-model-len leaves no room for gen_len tokens.
@@ -72,6 +76,7 @@ class BenchRunner {
   std::mt19937 rng_;
   std::uniform_int_distribution<int32_t> token_;
   int64_t next_key_ = 0;
+  std::vector<std::string> adapters_;
 };
 
 }  // namespace qmpi

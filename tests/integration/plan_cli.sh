@@ -213,6 +213,17 @@ run svg_bad plan --model-config "$M72" --gpus 6 --gpu-mem 80GiB --svg /nonexiste
 expect_rc 2 "plan --svg into a missing folder (a user error)"
 expect svg_bad.err "QM601"
 
+# LoRA adapter slots in the weights: 4 of rank 16 on 0.5B's seven projections are
+# 4 x 16 x 24 layers x 22912 (in + out) x 2 bytes = 70385664 bytes in bf16 (--dtype auto), twice
+# that in float32, on the one rank of --tp 1.
+run lora plan --model-config "$M05" --gpus 1 --gpu-mem 24GiB --max-loras 4 --max-lora-rank 16
+expect_rc 0 "plan --max-loras"
+expect lora.out "LoRA      4 adapters (--max-loras) x rank 16 on q/k/v/o/gate/up/down: 67.12 MiB in BF16 over all ranks, counted in their weights"
+run lora32 plan --model-config "$M05" --gpus 1 --gpu-mem 24GiB --max-loras 4 --max-lora-rank 16 --dtype float32 --tp 1 --json
+expect_rc 0 "plan --max-loras --dtype float32 --tp 1"
+expect lora32.out '"lora_weights_bytes": 140771328'
+grep -q '^LoRA ' "$TMP/big.out" && fail "a plan without --max-loras prints a LoRA line"
+
 if [ "$failures" -ne 0 ]; then
   echo "$failures check(s) failed; outputs in $TMP"
   exit 1

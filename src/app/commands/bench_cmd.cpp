@@ -6,6 +6,7 @@
 // share of the weights). With --batch 1,4,16 the decode runs again with that many sequences
 // decoding together, and the figure of merit is the step time. With --context N every sequence's
 // prompt follows N - prompt-len shared tokens, prefilled once and then served by the prefix cache.
+// With --lora-modules the sequences of each decode run the adapters in turn (bench/lora_bench.sh).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/commands/lora_options.h"
 #include "app/commands/options.h"
 #include "core/errors.h"
 #include "engine/replica_scheduler.h"
@@ -127,6 +129,7 @@ void measure_plain(Engine& engine, const ModelFacts& model, int64_t vocab, const
   ReplicaScheduler sched(engine.replica_runners(), engine.replica_blocks(), cfg,
                          engine.options().parallel.comm_timeout_s / 4);
   BenchRunner runner(sched, model, vocab, 1234);
+  runner.use_adapters(model.adapter_names);  // --lora-modules: the sequences take them in turn
   // A context prefix, prefilled once here; the prefix cache serves it from then on.
   const std::vector<int32_t> prefix = runner.random_prompt(o.context - o.prompt_len);
   if (!prefix.empty()) runner.time_to_first_token(prefix);
@@ -310,6 +313,7 @@ int run_bench(Engine& engine, const EngineConfig& config, const BenchOptions& o)
   if (tokenizer) engine.executor().set_valid_vocab(tokenizer->vocab_size());
   ModelFacts text;
   text.tokenizer = tokenizer.get();
+  text.adapter_names = lora_names(config.lora);
   const ModelFacts model = ModelFacts::from(engine, text);
   const int64_t vocab =
       tokenizer ? std::min<int64_t>(model.vocab_size, tokenizer->vocab_size()) : model.vocab_size;

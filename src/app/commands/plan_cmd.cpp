@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "app/commands/commands.h"
+#include "app/commands/dtype_option.h"
 #include "app/commands/kv_dtype_option.h"
 #include "app/commands/options.h"
 #include "core/byte_size.h"
@@ -27,6 +28,8 @@ struct PlanCli {
   // activations the plan counts (not a whole max-model-len prompt).
   int64_t max_batched_tokens = SchedulerConfig{}.max_batched_tokens;
   int block_size = 16;
+  int64_t max_loras = 0, max_lora_rank = LoraOptions{}.max_lora_rank;
+  ActivationDtype dtype = ActivationDtype::Auto;
   bool json = false;
   std::string svg;  // also draw the plan into this file
   ConfigOverrides overrides;
@@ -95,6 +98,11 @@ PlanInputs to_inputs(const PlanCli& c) {
     in.kv_cache_memory = parse_byte_size(c.kv_cache_memory, "--kv-cache-memory");
   }
   in.kv_dtype = c.kv_dtype;
+  if (c.max_loras < 0 || c.max_lora_rank < 1)
+    raise(Err::Usage, "--max-loras must not be negative and --max-lora-rank must be at least 1");
+  in.max_loras = c.max_loras;
+  in.max_lora_rank = c.max_lora_rank;
+  in.bf16_activations = c.dtype != ActivationDtype::Float32;
   in.model_arg = c.model.empty() ? "--model MODEL_DIR" : "--model " + c.model;
   // The suggested launch must read the config as planned.
   if (!c.overrides.hf_overrides.empty())
@@ -165,6 +173,12 @@ int cmd_plan(const Args& args) {
       ("pp", po::value(&c.pp), "explain this layout only: pipeline stages")
       ("dp", po::value(&c.dp), "explain this layout only: data-parallel replicas")
       ("pp-layers", po::value(&c.pp_layers), "with --pp: layers per stage, e.g. 27,27,26")
+      ("max-loras", po::value(&c.max_loras)->default_value(0),
+       "LoRA adapters the server holds (0: none), counted in the weights")
+      ("max-lora-rank", po::value(&c.max_lora_rank)->default_value(c.max_lora_rank),
+       "the adapters' largest rank r")
+      ("dtype", activation_dtype_value(&c.dtype),
+       "as serve's --dtype (auto): with float32, LoRA adapters are counted in float32")
       ("json", po::bool_switch(&c.json), "print JSON for scripts")
       ("svg", po::value(&c.svg), "also draw each layout's memory per rank into this SVG file");
   // clang-format on

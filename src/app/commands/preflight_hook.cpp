@@ -36,6 +36,11 @@ PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineConfig& c) {
   in.kv_cache_memory = c.cache.kv_cache_memory;
   in.speculative_tokens = c.scheduler.speculative.num_tokens;
   in.kv_dtype = c.cache.kv_dtype;
+  if (!c.lora.modules.empty()) {
+    in.max_loras = c.lora.max_loras;
+    in.max_lora_rank = c.lora.max_lora_rank;
+  }
+  in.bf16_activations = c.backend.bf16_activations();
   if (!c.model.synthetic_weights &&
       (std::filesystem::is_directory(c.model.path) || is_gguf_path(c.model.path))) {
     in.tensor_dtypes = read_checkpoint_dtypes(c.model.path);

@@ -12,6 +12,7 @@
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/host_pages.h"
 #include "kernels/cpu/kv_store.h"
+#include "kernels/cpu/lora_delta.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_fp8.h"
 #include "kernels/cpu/matmul_ggml.h"
@@ -158,6 +159,11 @@ void CpuBackend::gather_rows(const float* src, const int32_t* rows, int64_t coun
 void CpuBackend::scatter_add_rows(const float* src, const int32_t* rows, const float* scales,
                                   int64_t count, int64_t width, float* dst) {
   cpu::scatter_add_rows(src, rows, scales, count, width, dst);
+}
+
+bool CpuBackend::lora_delta(const float* x, int64_t n, std::span<const LoraSegment> segments) {
+  cpu::lora_delta(x, n, segments, options_.threads);
+  return true;
 }
 
 void CpuBackend::run_tasks(int64_t count, const std::function<void(int64_t)>& task) {

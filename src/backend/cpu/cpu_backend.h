@@ -62,6 +62,7 @@ class CpuBackend final : public Backend {
                    float* dst) override;
   void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
                         int64_t width, float* dst) override;
+  bool lora_delta(const float* x, int64_t n, std::span<const LoraSegment> segments) override;
   void run_tasks(int64_t count, const std::function<void(int64_t)>& task) override;
 
  protected:

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "../expect_error.h"
 #include "../temp_dir.h"
@@ -105,7 +106,8 @@ TEST_P(LoraLoader, BasePlusDeltaEqualsMergedWeightsOnEveryRank) {
     lin.forward(be, xs.data(), n, y.data());
     const LoraRows groups[] = {{1, {0, 2}}};
     LoraDelta delta(be);
-    delta.add(lin, xs.data(), n, groups, y.data());
+    const LinearOut target[] = {{&lin, y.data()}};
+    delta.add(target, xs.data(), n, groups);
     // Row-parallel ranks hold partial sums (the all-reduce adds them); column-parallel ones
     // hold output rows, a KV head's rows on two ranks when its group straddles them (TP 5).
     for (int64_t r = 0; r < n; ++r)
@@ -139,6 +141,42 @@ INSTANTIATE_TEST_SUITE_P(Modules, LoraLoader,
                          [](const auto& info) {
                            return info.param.module + "_tp" + std::to_string(info.param.tp);
                          });
+
+// --dtype auto (bf16 activations) holds the float32 adapter of a bf16 projection in bf16, half
+// the bytes; --dtype float32, and a float32 base under either, keep the file's float32.
+TEST(LoraLoaderDtype, Bf16ProjectionsHoldBf16AdaptersUnderBf16Activations) {
+  const ModelConfig cfg = small_config();
+  TempDir dir;
+  SyntheticLoraSpec spec;
+  spec.r = 4;
+  spec.targets = {"q_proj", "down_proj"};
+  write_synthetic_lora(dir.str(), cfg, spec);
+  LoraOptions opts;
+  opts.modules = {{"x", dir.str()}};
+  const ShardPlan plan = make_shard_plan(cfg, Layout{1, 1, {}}, 0);
+  const LoraModuleShape q = lora_module_shape(cfg, "q_proj");
+  const LoraModuleShape down = lora_module_shape(cfg, "down_proj");
+  const uint64_t elements = uint64_t(cfg.num_layers * spec.r * (q.in + q.out + down.in + down.out));
+  CpuBackend be;
+  for (const auto& [base, bf16_act, held] :
+       {std::tuple{DType::BF16, true, DType::BF16}, std::tuple{DType::BF16, false, DType::F32},
+        std::tuple{DType::F32, true, DType::F32}}) {
+    SyntheticWeights src(cfg, 0, base);
+    DecoderWeights w = load_decoder_weights(cfg, plan, src, be);
+    const uint64_t bytes = load_lora_adapters(cfg, plan, opts, be, w, bf16_act);
+    for (const LayerWeights& L : w.layers)
+      for (const Linear* lin : {&L.attn.q, &L.mlp.down}) {
+        EXPECT_EQ(lin->lora.at(0).a.dtype, held);
+        EXPECT_EQ(lin->lora.at(0).b.dtype, held);
+      }
+    EXPECT_EQ(bytes, elements * dtype_size(held));
+    if (held != DType::BF16 || base != DType::BF16) continue;
+    // Rounded to nearest even from the file's float32 values.
+    const auto A = values(spec.seed, peft_tensor_name(cfg, 0, "q_proj", 'A'), {spec.r, q.in});
+    const auto* got = w.layers[0].attn.q.lora.at(0).a.storage.as<uint16_t>();
+    for (size_t i = 0; i < A.size(); ++i) ASSERT_EQ(got[i], f32_to_bf16(float(A[i]))) << i;
+  }
+}
 
 // An adapter folder written by hand: the given tensors (F32 zeros) and a q_proj config.
 std::string write_adapter(const TempDir& dir,
