@@ -172,10 +172,11 @@ TEST(LoraDeltaKernel, ProjectionsOfOneInputInOneCall) {
         reference(x, in, widths[p], out0[size_t(p)], adapters[size_t(p)]);
     for (size_t i = 0; i < want.size(); ++i)
       ASSERT_NEAR(got[size_t(p)][i], want[i], 1e-5) << "projection " << p << " element " << i;
-    if (p == 1)  // rows 1, 2 and 4 have no adapter on this projection
+    if (p == 1) {  // rows 1, 2 and 4 have no adapter on this projection
       for (int64_t row : {1, 2, 4})
         for (int64_t o = 0; o < widths[p]; ++o)
           ASSERT_EQ(got[1][size_t(row * widths[p] + o)], out0[1][size_t(row * widths[p] + o)]);
+    }
   }
 }
 
