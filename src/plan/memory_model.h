@@ -33,6 +33,10 @@
 //              (2 x vocab floats). Attention is computed without a T x T score matrix, so it adds
 //              nothing here.
 // Overhead:    a constant per backend, kRuntimeOverheadCuda / kRuntimeOverheadCpu.
+// Draft model: (--speculative-config "model") rank 0 of a replica also holds the draft whole:
+//              its weights (counted in `weights`, as draft_weights) and, per token of the
+//              target's cache, the draft's own K and V (in kv_per_token): its cache has one
+//              block per target block (engine/draft_model_proposer.h).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -80,6 +84,9 @@ struct PlanInputs {
   // the host's memory (kCpuKvMemoryShare).
   uint64_t kv_cache_memory = 0;
   int32_t speculative_tokens = 0;  // --speculative-config's guesses per step: more logit rows
+  // A draft model on rank 0 (plan/draft_memory.h): its weights and K/V bytes per token.
+  uint64_t draft_weights = 0;
+  uint64_t draft_kv_per_token = 0;
   DType kv_dtype = kEngineKvDType;
   bool int4_weights = false;  // size the weights as an int4-g128 AWQ/GPTQ checkpoint would be
   // Tensor dtypes from the checkpoint's safetensors headers; tensors not listed (or all, when
@@ -123,6 +130,7 @@ struct RankMemory {
   int64_t kv_heads = 0;         // KV heads held (an uneven TP split gives some ranks one more)
   uint64_t weights = 0;         // as they will be held (int4 estimate when in.int4_weights)
   uint64_t expert_weights = 0;  // the part of `weights` in this rank's routed experts (MoE)
+  uint64_t draft_weights = 0;   // the part of `weights` that is the draft model's (rank 0)
   uint64_t kv_cache = 0;
   uint64_t kv_per_token = 0;  // this rank's share of one token's K and V
   uint64_t activations = 0;
