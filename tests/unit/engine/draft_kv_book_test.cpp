@@ -14,7 +14,7 @@ namespace qmpi {
 namespace {
 
 std::vector<int32_t> seq(int32_t from, int32_t n) {
-  std::vector<int32_t> v(size_t(n));
+  std::vector<int32_t> v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), from);
   return v;
 }

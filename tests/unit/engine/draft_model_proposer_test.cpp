@@ -74,11 +74,6 @@ std::vector<int32_t> prompt(int32_t seed, int n) {
   return p;
 }
 
-std::vector<int32_t> plus(std::vector<int32_t> a, std::initializer_list<int32_t> b) {
-  a.insert(a.end(), b);
-  return a;
-}
-
 // What a proposer that never saw the sequence guesses.
 std::vector<int32_t> fresh(const Sequence& s, int64_t max) {
   return proposer(4)->propose(s, max);
