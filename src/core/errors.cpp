@@ -338,6 +338,18 @@ constexpr std::array kCatalogue{
                "Write --lora-modules sql=/adapters/sql chat=/adapters/chat and select with "
                "--lora sql (run, logits) or \"model\": \"sql\" (serve, batch).",
                kExitUser, "vLLM's `argument --lora-modules: invalid parse_lora_modules value`."},
+    ErrorEntry{Err::DraftVocabMismatch, "draft-vocab-mismatch",
+               "The draft model of --speculative-config has another tokenizer than the model.",
+               "A draft model's guesses are token ids that the model checks as its own, so both "
+               "must give every id the same token and the same special tokens. (Their "
+               "config.json vocab_size may differ: Qwen2.5's small and large checkpoints pad "
+               "the same tokenizer to 151936 and 152064 rows.)",
+               "Use a draft of the same family and tokenizer (Qwen2.5-0.5B-Instruct for "
+               "Qwen2.5-72B-Instruct), or prompt lookup: '{\"method\": \"ngram\", "
+               "\"num_speculative_tokens\": 4}'.",
+               kExitModel,
+               "vLLM's draft/target vocabulary size assertion, or a draft whose guesses are "
+               "never accepted."},
     ErrorEntry{Err::TokenizerMissing, "tokenizer-missing", "The model has no tokenizer.json.",
                "qmpi reads the Hugging Face tokenizer.json next to config.json.",
                "Copy tokenizer.json and tokenizer_config.json from the model's repository into "

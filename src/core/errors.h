@@ -57,6 +57,8 @@ enum class Err : uint16_t {
   LoraConfigUnsupported = 264,
   LoraTooMany = 265,
   LoraOptionInvalid = 266,
+  // speculative decoding (QM27x)
+  DraftVocabMismatch = 270,
   // tokenizer (QM3xx)
   TokenizerMissing = 300,
   TokenizerInvalid = 301,

@@ -21,13 +21,13 @@ std::vector<int32_t> prompt_lookup(std::span<const int32_t> ctx, int32_t min_n, 
   return {};
 }
 
-std::vector<int32_t> NgramProposer::propose(const Sequence& s, int64_t max) const {
+std::vector<int32_t> NgramProposer::propose(const Sequence& s, int64_t max) {
   return prompt_lookup(s.tokens(0, s.total()), c_.prompt_lookup_min, c_.prompt_lookup_max,
                        std::min<int64_t>(max, c_.num_tokens));
 }
 
-std::shared_ptr<const DraftProposer> make_proposer(const SpeculativeConfig& c) {
-  if (!c.enabled()) return nullptr;
+std::shared_ptr<DraftProposer> make_proposer(const SpeculativeConfig& c) {
+  if (!c.enabled() || !c.model.empty()) return nullptr;
   return std::make_shared<NgramProposer>(c);
 }
 

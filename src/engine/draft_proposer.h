@@ -16,8 +16,11 @@ namespace qmpi {
 class DraftProposer {
  public:
   virtual ~DraftProposer() = default;
-  // Up to `max` tokens to follow `s`'s prompt and output (none is a fine answer).
-  virtual std::vector<int32_t> propose(const Sequence& s, int64_t max) const = 0;
+  // Up to `max` tokens to follow `s`'s prompt and output (none is a fine answer). Not const: a
+  // draft model keeps state per sequence (draft_model_proposer.h).
+  virtual std::vector<int32_t> propose(const Sequence& s, int64_t max) = 0;
+  // Sequence `id` has finished: drop whatever was kept for it.
+  virtual void forget(int64_t /*id*/) {}
 };
 
 // Prompt lookup: the longest suffix of `context` of between min_n and max_n tokens that also
@@ -28,13 +31,14 @@ std::vector<int32_t> prompt_lookup(std::span<const int32_t> context, int32_t min
 class NgramProposer final : public DraftProposer {
  public:
   explicit NgramProposer(const SpeculativeConfig& c) : c_(c) {}
-  std::vector<int32_t> propose(const Sequence& s, int64_t max) const override;
+  std::vector<int32_t> propose(const Sequence& s, int64_t max) override;
 
  private:
   SpeculativeConfig c_;
 };
 
-// The proposer `c` names; null when speculation is off.
-std::shared_ptr<const DraftProposer> make_proposer(const SpeculativeConfig& c);
+// Prompt lookup as `c` names it; null when speculation is off or uses a draft model (which the
+// Engine builds: it needs the backend).
+std::shared_ptr<DraftProposer> make_proposer(const SpeculativeConfig& c);
 
 }  // namespace qmpi

@@ -123,6 +123,16 @@ Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
   kv.kv_heads = int(plan.kv_heads.size());
   kv.head_dim = int(cfg_.head_dim);
   kv.dtype = opts_.cache.kv_dtype;
+  // A draft model lives on rank 0 beside its share of the target (draft_model_proposer.h says
+  // why): its weights load before the cache is sized, and its cache, one block per target
+  // block, counts in rank 0's bytes per block.
+  const SpeculativeConfig& spec = opts_.scheduler.speculative;
+  if (is_driver() && !spec.model.empty()) {
+    draft_ = std::make_shared<DraftModelProposer>(spec.model, cfg_, *backend_, spec.num_tokens);
+    weight_bytes_ += draft_->weight_bytes();
+    rank_line += fmt::format("; draft model {}: {:.1f} MiB of weights", spec.model,
+                             double(draft_->weight_bytes()) / (1 << 20));
+  }
   size_kv_cache(kv);
   cache_ = std::make_unique<KvCache>(*backend_, kv);
   if (opts_.memory_report) rank_line += "; " + opts_.memory_report(cfg_, *mesh_, opts_, measured_);
@@ -140,6 +150,7 @@ Engine::Engine(MpiRuntime& mpi, const EngineConfig& config) : opts_(config) {
   pos.result_rank = pos.replica_result_rank(mesh_->replica());
   executor_ = std::make_unique<Executor>(pos, *world_, *tp_, mesh_->replica_group(), *backend_,
                                          *model_, *cache_);
+  if (draft_) draft_->allocate_cache(kv, executor_.get());
   if (is_driver()) {
     // Every rank of every replica has the same number of blocks (agreed over the world), so each
     // replica's block table on rank 0 has that many.
@@ -165,7 +176,7 @@ std::vector<BlockManager*> Engine::replica_blocks() {
 
 void Engine::size_kv_cache(KvCacheShape& kv) {
   measured_.weight_bytes = weight_bytes_;
-  measured_.bytes_per_block = kv.bytes_per_block();
+  measured_.bytes_per_block = kv.bytes_per_block() + (draft_ ? draft_->kv_bytes_per_block(kv) : 0);
   const CacheConfig& c = opts_.cache;
   const int64_t max_num_seqs = opts_.scheduler.max_num_seqs;
   if (c.kv_blocks > 0) {
@@ -177,7 +188,7 @@ void Engine::size_kv_cache(KvCacheShape& kv) {
     DeviceKvRequest req;
     req.utilization = c.gpu_memory_utilization;
     req.ranks_per_device = ranks_sharing_device(mesh_->placements(), mesh_->rank());
-    req.bytes_per_block = kv.bytes_per_block();
+    req.bytes_per_block = measured_.bytes_per_block;
     KvCacheShape one_block = kv;
     one_block.num_blocks = 1;
     req.profile_kv_bytes = one_block.bytes();
@@ -194,7 +205,7 @@ void Engine::size_kv_cache(KvCacheShape& kv) {
                                   ? c.kv_cache_memory
                                   : uint64_t(kCpuKvMemoryShare * double(host_available_memory())) /
                                         uint64_t(ranks_on_host(mesh_->placements(), mesh_->rank()));
-      return cpu_kv_blocks(budget, kv.bytes_per_block(), max_num_seqs, max_model_len_,
+      return cpu_kv_blocks(budget, measured_.bytes_per_block, max_num_seqs, max_model_len_,
                            c.block_size);
     });
   }
@@ -206,6 +217,7 @@ SchedulerConfig Engine::scheduler_config() const {
   SchedulerConfig s = opts_.scheduler;
   s.max_model_len = max_model_len_;
   if (s.max_batched_tokens == 0) s.max_batched_tokens = max_model_len_;
+  s.draft_model = draft_;
   return s;
 }
 

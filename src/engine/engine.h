@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "engine/block_manager.h"
 #include "engine/device_memory.h"
+#include "engine/draft_model_proposer.h"
 #include "engine/engine_config.h"
 #include "engine/executor.h"
 #include "engine/replica_runner.h"
@@ -75,6 +76,7 @@ class Engine {
   std::unique_ptr<DecoderModel> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Executor> executor_;
+  std::shared_ptr<DraftModelProposer> draft_;                  // driver, with a draft model only
   std::vector<std::unique_ptr<BlockManager>> blocks_;          // driver: one per replica
   std::unique_ptr<ExecutorRunner> own_runner_;                 // driver: replica 0
   std::vector<std::unique_ptr<ReplicaRunner>> other_runners_;  // driver: replicas 1..dp-1

@@ -42,11 +42,13 @@ StepResult ExecutorRunner::collect() {
 }
 
 Scheduler::Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg,
-                     std::shared_ptr<const DraftProposer> drafts)
+                     std::shared_ptr<DraftProposer> drafts)
     : runner_(runner),
       pool_(blocks, cfg.prefix_caching),
       cfg_(cfg),
-      drafts_(drafts ? std::move(drafts) : make_proposer(cfg.speculative)) {
+      drafts_(drafts                          ? std::move(drafts)
+              : cfg.speculative.model.empty() ? make_proposer(cfg.speculative)
+                                              : cfg.draft_model) {
   if (cfg_.max_num_seqs < 1) raise(Err::Usage, "--max-num-seqs must be at least 1");
   if (cfg_.max_batched_tokens < 1) raise(Err::Usage, "--max-batched-tokens must be at least 1");
 }
@@ -267,6 +269,7 @@ void Scheduler::retire(Sequence& s) {
   const auto w = std::find(waiting_.begin(), waiting_.end(), &s);
   if (w != waiting_.end()) waiting_.erase(w);
   finished_.push_back(s.id);
+  if (drafts_) drafts_->forget(s.id);
   seqs_.erase(s.id);  // `s` is gone from here on
 }
 
@@ -326,8 +329,10 @@ void Scheduler::keep_alive() {
 
 std::vector<int64_t> Scheduler::abandon() {
   std::vector<int64_t> ids;
-  for (const auto& [id, seq] : seqs_)
+  for (const auto& [id, seq] : seqs_) {
     if (!seq->cancelled) ids.push_back(id);
+    if (drafts_) drafts_->forget(id);
+  }
   std::sort(ids.begin(), ids.end());
   runner_.abandon();
   in_flight_.clear();

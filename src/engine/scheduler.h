@@ -73,9 +73,10 @@ class ExecutorRunner final : public StepRunner {
 
 class Scheduler final : public SequenceScheduler {
  public:
-  // `drafts` guesses tokens (tests); by default the one cfg.speculative names, if any.
+  // `drafts` guesses tokens (tests); by default the one cfg.speculative names, if any (its draft
+  // model is cfg.draft_model).
   Scheduler(StepRunner& runner, BlockManager& blocks, const SchedulerConfig& cfg,
-            std::shared_ptr<const DraftProposer> drafts = nullptr);
+            std::shared_ptr<DraftProposer> drafts = nullptr);
 
   // Queues a sequence and returns its id. Raises PromptTooLong when its prompt plus max_tokens
   // cannot fit max_model_len or the whole KV cache, SamplingInvalid for max_tokens < 1.
@@ -155,7 +156,7 @@ class Scheduler final : public SequenceScheduler {
   StepRunner& runner_;
   BlockPool pool_;
   SchedulerConfig cfg_;
-  std::shared_ptr<const DraftProposer> drafts_;
+  std::shared_ptr<DraftProposer> drafts_;  // shared by the replicas' schedulers (ids differ)
   std::unordered_map<int64_t, std::unique_ptr<Sequence>> seqs_;
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order

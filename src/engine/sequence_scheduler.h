@@ -4,11 +4,13 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/errors.h"
+#include "engine/draft_proposer.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
 #include "engine/speculative_config.h"
@@ -22,6 +24,8 @@ struct SchedulerConfig {
   bool prefix_caching = true;
   int64_t micro_batches = 0;      // steps in flight at most (0: the runner's depth, one per stage)
   SpeculativeConfig speculative;  // guesses for decoding sequences (off by default)
+  // speculative.model loaded on rank 0 (Engine::scheduler_config sets it; null elsewhere).
+  std::shared_ptr<DraftProposer> draft_model;
 };
 
 // One sampled token of one sequence.

@@ -146,6 +146,11 @@ RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const Plan
   m.weights += m.lora_weights;
   m.kv_per_token =
       kv_bytes_per_token(cfg, plan.layers.size(), int64_t(plan.kv_heads.size()), in.kv_dtype);
+  if (m.rank == 0) {
+    m.draft_weights = in.draft_weights;
+    m.weights += in.draft_weights;
+    m.kv_per_token += in.draft_kv_per_token;
+  }
   m.kv_cache = m.kv_per_token * uint64_t(kv_cache_tokens(cfg, in));
   m.activations = activation_bytes(cfg, plan, in);
   m.overhead = runtime_overhead(in.backend);

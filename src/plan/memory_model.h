@@ -39,6 +39,10 @@
 //              (2 x vocab floats). Attention is computed without a T x T score matrix, so it adds
 //              nothing here.
 // Overhead:    a constant per backend, kRuntimeOverheadCuda / kRuntimeOverheadCpu.
+// Draft model: (--speculative-config "model") rank 0 of a replica also holds the draft whole:
+//              its weights (counted in `weights`, as draft_weights) and, per token of the
+//              target's cache, the draft's own K and V (in kv_per_token): its cache has one
+//              block per target block (engine/draft_model_proposer.h).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -91,6 +95,9 @@ struct PlanInputs {
   int64_t max_loras = 0;
   int64_t max_lora_rank = 0;
   bool bf16_activations = true;
+  // A draft model on rank 0 (plan/draft_memory.h): its weights and K/V bytes per token.
+  uint64_t draft_weights = 0;
+  uint64_t draft_kv_per_token = 0;
   DType kv_dtype = kEngineKvDType;
   bool int4_weights = false;  // size the weights as an int4-g128 AWQ/GPTQ checkpoint would be
   // Tensor dtypes from the checkpoint's safetensors headers; tensors not listed (or all, when
@@ -135,6 +142,7 @@ struct RankMemory {
   uint64_t weights = 0;         // as they will be held (int4 estimate when in.int4_weights)
   uint64_t expert_weights = 0;  // the part of `weights` in this rank's routed experts (MoE)
   uint64_t lora_weights = 0;    // the part of `weights` in LoRA adapters
+  uint64_t draft_weights = 0;   // the part of `weights` that is the draft model's (rank 0)
   uint64_t kv_cache = 0;
   uint64_t kv_per_token = 0;  // this rank's share of one token's K and V
   uint64_t activations = 0;

@@ -111,6 +111,10 @@ std::string header(const ModelConfig& cfg, const PlanInputs& in) {
     s += "; an int4-g128 AWQ/GPTQ checkpoint would be about " +
          format_gb(model_weight_bytes(cfg, as_int4));
   s += "\n" + lora_line(cfg, in);
+  if (in.draft_weights > 0)
+    s += "draft     " + format_gb(in.draft_weights) + " of weights and " +
+         format_bytes(in.draft_kv_per_token) +
+         " of its K and V per cached token, on rank 0 of each replica (--speculative-config)\n";
   s += "KV cache  " + format_bytes(per_token) + " per token in " +
        std::string(dtype_name(in.kv_dtype));
   if (in.kv_dtype != DType::BF16)
@@ -172,6 +176,7 @@ json rank_json(const RankMemory& m) {
           {"weights_bytes", m.weights},
           {"expert_weights_bytes", m.expert_weights},
           {"lora_weights_bytes", m.lora_weights},
+          {"draft_weights_bytes", m.draft_weights},
           {"kv_cache_bytes", m.kv_cache},
           {"kv_bytes_per_token", m.kv_per_token},
           {"activations_bytes", m.activations},

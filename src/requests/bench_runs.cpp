@@ -55,7 +55,7 @@ std::pair<int64_t, int64_t> tokens_and_sequences(const std::vector<TokenEvent>& 
 
 }  // namespace
 
-std::vector<int32_t> RepeatLastToken::propose(const Sequence& s, int64_t max) const {
+std::vector<int32_t> RepeatLastToken::propose(const Sequence& s, int64_t max) {
   const int32_t last = s.output.empty() ? s.spec.prompt.back() : s.output.back();
   return std::vector<int32_t>(size_t(std::min<int64_t>(max, guesses_)), last);
 }

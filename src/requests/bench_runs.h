@@ -41,7 +41,7 @@ struct DecodeTiming {
 class RepeatLastToken final : public DraftProposer {
  public:
   explicit RepeatLastToken(int32_t guesses) : guesses_(guesses) {}
-  std::vector<int32_t> propose(const Sequence& s, int64_t max) const override;
+  std::vector<int32_t> propose(const Sequence& s, int64_t max) override;
 
  private:
   int32_t guesses_;

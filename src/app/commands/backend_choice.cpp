@@ -4,6 +4,8 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/byte_size.h"
 #include "core/errors.h"
+#include "parallel/launcher.h"
+#include "requests/draft_tokenizer.h"
 #ifdef QMPI_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/memory_budget.h"
@@ -124,6 +126,9 @@ void choose_backend(EngineConfig& c) {
 void finish_engine_config(EngineConfig& c) {
   check_engine_limits(c);
   choose_backend(c);
+  // A draft model of another tokenizer fails before any weight loads (on rank 0, which holds it).
+  const std::string& draft = c.scheduler.speculative.model;
+  if (!draft.empty() && launcher_rank() == 0) check_draft_tokenizer(c.model.files(), draft);
   c.preflight = launch_preflight;
   c.memory_report = launch_memory_report;
 }

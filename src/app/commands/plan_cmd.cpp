@@ -9,7 +9,9 @@
 #include "app/commands/kv_dtype_option.h"
 #include "app/commands/options.h"
 #include "core/byte_size.h"
+#include "engine/speculative_config.h"
 #include "plan/checkpoint_dtypes.h"
+#include "plan/draft_memory.h"
 #include "plan/plan_report.h"
 #include "plan/plan_svg.h"
 #include "plan/planner.h"
@@ -33,6 +35,7 @@ struct PlanCli {
   bool json = false;
   std::string svg;  // also draw the plan into this file
   ConfigOverrides overrides;
+  std::string speculative;  // --speculative-config: a draft model costs rank 0 its memory
 };
 
 void write_svg(const std::string& path, const std::string& svg) {
@@ -109,6 +112,10 @@ PlanInputs to_inputs(const PlanCli& c) {
     in.model_arg += " --hf-overrides '" + c.overrides.hf_overrides + "'";
   if (!c.overrides.rope_scaling.empty())
     in.model_arg += " --rope-scaling '" + c.overrides.rope_scaling + "'";
+  const SpeculativeConfig spec = parse_speculative_config(c.speculative);
+  in.speculative_tokens = spec.num_tokens;
+  add_draft_model(in, spec.model);
+  if (spec.enabled()) in.model_arg += " --speculative-config '" + c.speculative + "'";
   return in;
 }
 
@@ -180,7 +187,8 @@ int cmd_plan(const Args& args) {
       ("dtype", activation_dtype_value(&c.dtype),
        "as serve's --dtype (auto): with float32, LoRA adapters are counted in float32")
       ("json", po::bool_switch(&c.json), "print JSON for scripts")
-      ("svg", po::value(&c.svg), "also draw each layout's memory per rank into this SVG file");
+      ("svg", po::value(&c.svg), "also draw each layout's memory per rank into this SVG file")
+      ("speculative-config", po::value(&c.speculative), kSpeculativeConfigHelp);
   // clang-format on
   add_config_override_options(desc, c.overrides);
   po::variables_map vm;

@@ -13,6 +13,7 @@
 #include "io/gguf_file.h"
 #include "parallel/mesh.h"
 #include "plan/checkpoint_dtypes.h"
+#include "plan/draft_memory.h"
 #include "plan/memory_report.h"
 #include "plan/planner.h"
 
@@ -41,6 +42,7 @@ PlanInputs launch_plan_inputs(const Mesh& mesh, const EngineConfig& c) {
     in.max_lora_rank = c.lora.max_lora_rank;
   }
   in.bf16_activations = c.backend.bf16_activations();
+  add_draft_model(in, c.scheduler.speculative.model);
   if (!c.model.synthetic_weights &&
       (std::filesystem::is_directory(c.model.path) || is_gguf_path(c.model.path))) {
     in.tensor_dtypes = read_checkpoint_dtypes(c.model.path);
@@ -73,6 +75,8 @@ void launch_preflight(const ModelConfig& cfg, const Mesh& mesh, const EngineConf
 std::string launch_memory_report(const ModelConfig& cfg, const Mesh& mesh, const EngineConfig& c,
                                  const MeasuredMemory& measured) {
   PlanInputs in = launch_plan_inputs(mesh, c);
+  // The planner costs a draft model on every replica's first rank; it is on world rank 0 only.
+  if (mesh.rank() != 0) in.draft_weights = in.draft_kv_per_token = 0;
   if (measured.device) in.gpu_mem = measured.total_bytes;
   const PredictedMemory p =
       predict_rank_memory(cfg, make_shard_plan(cfg, mesh.layout(), mesh.replica_rank()), in,

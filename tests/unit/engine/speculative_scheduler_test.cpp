@@ -24,7 +24,7 @@ constexpr int64_t kVocab = 64;
 class Oracle final : public DraftProposer {
  public:
   explicit Oracle(double wrong) : model_(1, 1, kVocab), wrong_(wrong) {}
-  std::vector<int32_t> propose(const Sequence& s, int64_t max) const override {
+  std::vector<int32_t> propose(const Sequence& s, int64_t max) override {
     std::vector<int32_t> ctx = s.tokens(0, s.total()), out;
     std::mt19937 rng(uint32_t(s.id * 7919 + s.total()));
     const int64_t n = 1 + int64_t(rng() % uint32_t(max));
@@ -53,7 +53,7 @@ struct Limits {
   bool prefix_caching = true;
   int depth = 1;
   int32_t k = 4;  // guesses per step; 0 = plain
-  std::shared_ptr<const DraftProposer> drafts;
+  std::shared_ptr<DraftProposer> drafts;
 };
 
 Limits with_oracle(double wrong) {
