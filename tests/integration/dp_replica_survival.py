@@ -187,7 +187,11 @@ def batch_part(c: t.Checks, model: str) -> None:
             f"with a line saying why" + ("" if rc == 5 else "\n" + text[-2000:]))
 
     def bodies(path):
+        """{id: [choices or None per result line]}; none when the job ended before it created
+        the file."""
         got = {}
+        if not os.path.exists(path):
+            return got
         with open(path) as f:
             for line in f:
                 j = json.loads(line)

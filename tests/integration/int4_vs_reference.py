@@ -45,15 +45,18 @@ def make_int4(label: str, args) -> tuple:
                                    ["--preset", "tiny", "--seed", "21"] + args)
 
 
-def check_unpacking(c, label, model_dir, twin_dir) -> None:
-    """The reference's unpacking of the int4 files == the float twin's weights, exactly."""
+def check_unpacking(c, label, model_dir, twin_dir) -> qwen2_ref.Qwen2Reference:
+    """The reference's unpacking of the int4 files == the float twin's weights, exactly; the
+    reference model on those weights (as qwen2_ref.load_model unpacks them, done once)."""
     with open(os.path.join(model_dir, "config.json")) as f:
-        quant = json.load(f)["quantization_config"]
-    mine = int4_ref.dequantize_tensors(safetensors_ref.read_model_dir(model_dir), quant)
+        raw = json.load(f)
+    mine = int4_ref.dequantize_tensors(safetensors_ref.read_model_dir(model_dir),
+                                       raw["quantization_config"])
     twin = safetensors_ref.read_model_dir(twin_dir)
     c.check(sorted(mine) == sorted(twin), f"{label}: reference unpacking names the twin's tensors")
     worst = max(float(np.max(np.abs(mine[n] - twin[n]))) for n in twin if n in mine)
     c.check(worst == 0.0, f"{label}: reference unpacking == float twin (max diff {worst:g})")
+    return qwen2_ref.Qwen2Reference(qwen2_ref.Qwen2Config(raw), mine)
 
 
 def batch_texts(model_dir: str, tp: int, pp: int) -> dict:
@@ -107,8 +110,7 @@ def check_model(c: testlib.Checks, label: str, args, convert: bool) -> None:
     if made is None:
         return
     model_dir, twin_dir = made
-    check_unpacking(c, label, model_dir, twin_dir)
-    ref = qwen2_ref.load_model(model_dir)
+    ref = check_unpacking(c, label, model_dir, twin_dir)
     ids = testlib.random_ids(31, LOGITS_LEN)
     want = ref.logits(ids)
     single = None

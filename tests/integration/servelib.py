@@ -50,14 +50,15 @@ def npm_clients_dir() -> str:
         return True
 
     own = os.path.join(os.environ.get("QMPI_BUILD_DIR") or t.test_tmp(), "npm-tests")
-    for d in (os.path.join(t.SOURCE_DIR, ".cache", "npm-tests"), own):
-        if complete(d):
-            return d
-    os.makedirs(own, exist_ok=True)
-    with open(os.path.join(own, "package.json"), "w") as f:
-        f.write('{"name": "qmpi-tests", "private": true}\n')
-    t.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", own,
-           *NPM_CLIENTS], timeout=600)
+    with t.locked("npm-tests"):  # two serve tests may run at once
+        for d in (os.path.join(t.SOURCE_DIR, ".cache", "npm-tests"), own):
+            if complete(d):
+                return d
+        os.makedirs(own, exist_ok=True)
+        with open(os.path.join(own, "package.json"), "w") as f:
+            f.write('{"name": "qmpi-tests", "private": true}\n')
+        t.run(["npm", "install", "--silent", "--no-audit", "--no-fund", "--prefix", own,
+               *NPM_CLIENTS], timeout=600)
     return own
 
 

@@ -190,8 +190,13 @@ def batch_property(c: t.Checks, model: str) -> None:
 
 
 def read_answers(path: str) -> dict:
-    with open(path) as f:
-        rows = [json.loads(raw) for raw in f]
+    """{id: (text, finish_reason)} of a batch output; none when the job was stopped before it
+    created the file (a loaded machine may take the whole wait to start it)."""
+    try:
+        with open(path) as f:
+            rows = [json.loads(raw) for raw in f]
+    except FileNotFoundError:
+        return {}
     return {r.get("custom_id") or r.get("id"): answer(r) for r in rows}
 
 
@@ -227,15 +232,10 @@ def distributed(c: t.Checks, model: str) -> None:
                             env=dict(os.environ, OMP_NUM_THREADS="1"))
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
-        if os.path.exists(out) and sum(1 for _ in open(out)) >= 10:
+        if os.path.exists(out) and open(out, "rb").read().count(b"\n") >= 10:
             break
         time.sleep(0.2)
-    pid = None
-    for child in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                                text=True).stdout.split():
-        with open(f"/proc/{child}/environ", "rb") as f:
-            if b"OMPI_COMM_WORLD_RANK=0\0" in f.read():
-                pid = int(child)
+    pid = t.rank_pids(proc.pid).get(0)
     if proc.poll() is None and pid:
         os.kill(pid, signal.SIGTERM)
     _, err = proc.communicate(timeout=240)

@@ -7,6 +7,8 @@ printed when they fail. Tiny models are made once and cached under QMPI_TEST_TMP
 keyed by their make-model options and remade when the qmpi binary changes.
 """
 
+import contextlib
+import fcntl
 import json
 import os
 import shlex
@@ -106,6 +108,16 @@ def qmpi(args, tp: int = 1, pp: int = 1, mpi: bool = False, timeout: float = 120
     return run([qmpi_binary()] + args, timeout=timeout)
 
 
+@contextlib.contextmanager
+def locked(name: str):
+    """Holds QMPI_TEST_TMP/.NAME.lock: single-rank tests run two at a time (ctest -j 2,
+    tests/integration/schedule.txt), and two of them may need the same cached model at once;
+    the second waits for the first to make it and then finds it made."""
+    with open(os.path.join(test_tmp(), f".{name}.lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def _binary_identity() -> str:
     st = os.stat(qmpi_binary())
     return f"{st.st_size}:{st.st_mtime_ns}"
@@ -119,21 +131,18 @@ def make_model(preset: str = "tiny", seed: int = 1, dtype: str = "f32", shards: 
     dest = os.path.join(root, key)
     stamp = os.path.join(dest, ".made-by")
     identity = _binary_identity()
-    if os.path.exists(stamp) and open(stamp).read() == identity:
-        return dest
-    work = os.path.join(root, f".{key}.{os.getpid()}")
-    shutil.rmtree(work, ignore_errors=True)
-    args = ["make-model", "--out", work, "--preset", preset, "--seed", seed, "--dtype", dtype,
-            "--shards", shards] + (["--untied"] if untied else [])
-    qmpi(args, timeout=300)
-    with open(os.path.join(work, ".made-by"), "w") as f:
-        f.write(identity)
-    shutil.rmtree(dest, ignore_errors=True)
-    try:
-        os.rename(work, dest)
-    except OSError:
-        # Another test made the same model at the same moment; keep theirs.
+    with locked("model-" + key):
+        if os.path.exists(stamp) and open(stamp).read() == identity:
+            return dest
+        work = os.path.join(root, f".{key}.{os.getpid()}")
         shutil.rmtree(work, ignore_errors=True)
+        args = ["make-model", "--out", work, "--preset", preset, "--seed", seed, "--dtype", dtype,
+                "--shards", shards] + (["--untied"] if untied else [])
+        qmpi(args, timeout=300)
+        with open(os.path.join(work, ".made-by"), "w") as f:
+            f.write(identity)
+        shutil.rmtree(dest, ignore_errors=True)
+        os.rename(work, dest)  # a killed run leaves a stray .KEY.PID folder, never half a model
     return dest
 
 
@@ -264,13 +273,15 @@ def make_model_pair(key: str, args) -> tuple:
     dest, twin = os.path.join(root, key), os.path.join(root, key + "-float")
     stamp = os.path.join(dest, ".made-by")
     identity = _binary_identity()
-    if os.path.exists(stamp) and open(stamp).read() == identity and os.path.isdir(twin):
-        return dest, twin
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.rmtree(twin, ignore_errors=True)
-    qmpi(["make-model", "--out", dest, "--float-out", twin] + [str(a) for a in args], timeout=300)
-    with open(stamp, "w") as f:
-        f.write(identity)
+    with locked("model-" + key):
+        if os.path.exists(stamp) and open(stamp).read() == identity and os.path.isdir(twin):
+            return dest, twin
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.rmtree(twin, ignore_errors=True)
+        qmpi(["make-model", "--out", dest, "--float-out", twin] + [str(a) for a in args],
+             timeout=300)
+        with open(stamp, "w") as f:
+            f.write(identity)
     return dest, twin
 
 
