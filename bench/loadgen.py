@@ -183,7 +183,9 @@ async def stream_async(host: str, port: int, key: str, prompt: list, n_out: int,
                 return
             chunk = json.loads(payload)
             if "error" in chunk:
-                r.error = chunk["error"].get("qmpi_code", "error")
+                e = chunk["error"]
+                r.error = e.get("qmpi_code") or str(e.get("message", "error"))[:60]
+                r.error += f" after {len(r.token_times)} tokens"
                 return
             if llama:  # one chunk per token, the last one with "stop": true
                 r.token_times += [now] * len(chunk.get("tokens", []))

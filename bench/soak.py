@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Soak test for `qmpi serve`: valid, hostile and slow clients at once over ZeroMQ and HTTP for
---duration seconds against a running server. Reports requests ok, errors by catalogue code,
+--duration seconds against a running server (hostile chat bodies too, meant for the template
+bench/soak_template.jinja that bench/soak.sh serves). Reports requests ok, errors by catalogue code,
 lost replies (a request that got neither a final nor an error: must be 0) and rank 0's RSS over
 time (--rss-pid), with a PNG plot (python3-matplotlib) and a CSV beside it.
 
@@ -26,6 +27,22 @@ HOSTILE = [b"", b"{", b"null", b"[1]", b'{"id": "h", "prompt": "x", "max_tokens"
            b'{"id": "h", "messages": [{"role": "user", "content": [{"type": 5}]}]}',
            b'{"id": "h", "prompt": "\xff\xfe"}', b'{"id": "h", "prompt": "x", "max_tokens": 99999}',
            b'{"type": "cancel", "id": "nope"}', b'{"v": 2, "type": "health"}']
+
+
+# Chat bodies a client can send against any template: too many messages for a template whose
+# cost grows with their square (bench/soak_template.jinja), reserved template variables,
+# unknown roles, content of the wrong shape, deep nesting.
+MANY = [{"role": "user" if i % 2 == 0 else "assistant", "content": "m"} for i in range(6000)]
+HOSTILE_CHAT = [json.dumps(b).encode() for b in (
+    {"messages": MANY, "max_tokens": 4},
+    {"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"messages": []}},
+    {"messages": [{"role": "user", "content": "x"}],
+     "chat_template_kwargs": {"add_generation_prompt": False}},
+    {"messages": [{"role": "wizard", "content": "x"}]},
+    {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": "x"}]}]},
+    {"messages": "hello"},
+    {"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "regex"}},
+)] + [b'{"messages": [{"role": "user", "content": ' + b"[" * 50000 + b"]" * 50000 + b"}]}"]
 
 
 class Tally:
@@ -155,6 +172,35 @@ def hostile_http(args, tally: Tally, stop: threading.Event):
         time.sleep(0.02)
 
 
+def valid_chat(args, tally: Tally, stop: threading.Event):
+    rng = random.Random(300)
+    while not stop.is_set():
+        turns = [{"role": "user", "content": "soak " * rng.randint(1, 8)}]
+        body = json.dumps({"messages": turns, "max_tokens": rng.randint(4, 16),
+                           "temperature": 0}).encode()
+        try:
+            status, text = http_call(args, "POST", "/v1/chat/completions", body)
+        except OSError:
+            tally.add("lost")
+            continue
+        tally.add("ok" if status == 200 else
+                  json.loads(text)["error"].get("qmpi_code", "http-" + str(status))
+                  if text.startswith("{") else "lost")
+
+
+def hostile_chat(args, tally: Tally, stop: threading.Event):
+    rng = random.Random(8)
+    while not stop.is_set():
+        try:
+            status, text = http_call(args, "POST", "/v1/chat/completions",
+                                     rng.choice(HOSTILE_CHAT), 60)
+            tally.add("hostile answered" if 400 <= status < 500 and text.startswith("{") else
+                      f"hostile chat {status}")
+        except OSError:
+            tally.add("lost")
+        time.sleep(0.05)
+
+
 def rss_kib(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -175,7 +221,7 @@ def main() -> int:
     workers = [threading.Thread(target=valid_zmq, args=(args, tally, stop, k)) for k in range(3)]
     workers += [threading.Thread(target=valid_http, args=(args, tally, stop, k)) for k in range(2)]
     workers += [threading.Thread(target=f, args=(args, tally, stop))
-                for f in (hostile_zmq, hostile_http, slow_zmq)]
+                for f in (hostile_zmq, hostile_http, slow_zmq, valid_chat, hostile_chat)]
     for w in workers:
         w.start()
     start, samples = time.monotonic(), []

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Soak: `qmpi serve` on RANKS ranks (default 6: --tp 2 --pp 3) of MODEL under valid, hostile and
-# slow ZeroMQ and HTTP clients for SECONDS (default 600), then SIGTERM. Prints requests ok,
+# slow ZeroMQ and HTTP clients for SECONDS (default 600), then SIGTERM. The chat template is
+# bench/soak_template.jinja (QMPI_SOAK_TEMPLATE), whose cost hostile chat clients try to blow up. Prints requests ok,
 # errors by code, lost replies (must be 0) and rank 0's RSS; writes OUT.png and OUT.csv.
 #   bash bench/soak.sh MODEL [SECONDS] [OUT]        e.g. QMPI_SOAK_LAYOUT="--tp 1 --pp 1"
 set -euo pipefail
@@ -20,7 +21,8 @@ mkdir -p "$(dirname "$out")"
 export OMP_NUM_THREADS=1
 mpirun --oversubscribe -np "$ranks" -x OMP_NUM_THREADS "$qmpi" serve --model "$model" $layout \
   --zmq "tcp://127.0.0.1:$zport" --http "127.0.0.1:$hport" --max-model-len 256 \
-  --client-buffer-bytes 65536 --comm-timeout 120 >"$log" 2>&1 &
+  --client-buffer-bytes 65536 --comm-timeout 120 \
+  --chat-template "${QMPI_SOAK_TEMPLATE:-$here/bench/soak_template.jinja}" >"$log" 2>&1 &
 launcher=$!
 trap 'kill $launcher 2>/dev/null || true' EXIT
 # Rank 0's pid: the child of mpirun whose environment says rank 0.

@@ -26,7 +26,8 @@ bin="$("$here/bench/llama_cpp/build.sh")"
 model="${QMPI_MODEL:-$here/.cache/models/$preset-bf16}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-[[ -f "$model/config.json" ]] || "$build/qmpi" make-model --preset "$preset" --dtype bf16 --out "$model" >/dev/null
+[[ -n "${QMPI_MODEL:-}" || -f "$model/config.json" ]] ||
+  "$build/qmpi" make-model --preset "$preset" --dtype bf16 --out "$model" >/dev/null
 gguf="${GGUF:-$model.gguf}"
 [[ -n "${GGUF:-}" || ( -f "$gguf" && "$gguf" -nt "$model/config.json" ) ]] ||
   /usr/bin/python3 "$here/tests/reference/gguf_ref.py" "$model" "$gguf"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Serving throughput, qmpi serve against llama.cpp's own llama-server (issue 34): the same
-# random-weight Qwen2.5-0.5B-shaped bf16 weights (GGUF by tests/reference/gguf_ref.py, byte for byte), N streams
+# random-weight Qwen2.5-0.5B-shaped bf16 weights (GGUF by tests/reference/gguf_ref.py, byte for byte;
+# tokens that are not whole UTF-8 text never win the argmax, see text_safe_model.py), N streams
 # opened at once (bench/loadgen.py --sweep), each a PROMPT-token prompt of random ids and exactly
 # GEN greedy tokens, one server after the other on the same threads. llama-server runs as its
 # users run it for many clients: --parallel N slots, continuous batching (its default), a context
@@ -19,15 +20,19 @@ streams="${STREAMS:-64}" prompt="${PROMPT_LEN:-128}" gen="${GEN_LEN:-64}"
 threads="${QMPI_THREADS:-2}" preset="${QMPI_PRESET:-qwen2.5-0.5b}" duration="${DURATION:-600}"
 out="${QMPI_BENCH_OUT:-$here/bench/results/serve-llama-cpp-$(date +%Y%m%d).jsonl}"
 bin="$("$here/bench/llama_cpp/build.sh")"
-model="$here/.cache/models/$preset-bf16"
+base="$here/.cache/models/$preset-bf16"
+model="$base-text"  # its greedy output is whole UTF-8 text: see text_safe_model.py
 gguf="$model.gguf"
 port=18431
-[[ -f "$model/config.json" ]] || "$build/qmpi" make-model --preset "$preset" --dtype bf16 --out "$model" >/dev/null
+[[ -f "$base/config.json" ]] || "$build/qmpi" make-model --preset "$preset" --dtype bf16 --out "$base" >/dev/null
+[[ -f "$model/config.json" && "$model/config.json" -nt "$base/config.json" ]] ||
+  /usr/bin/python3 "$here/bench/llama_cpp/text_safe_model.py" "$base" "$model"
 [[ -f "$gguf" && "$gguf" -nt "$model/config.json" ]] || /usr/bin/python3 "$here/tests/reference/gguf_ref.py" "$model" "$gguf"
 mkdir -p "$(dirname "$out")"
 : >"$out"
 server=""
-trap '[[ -n "$server" ]] && kill "$server" 2>/dev/null; true' EXIT
+side="$(mktemp -d)"  # the servers' logs (kept when a step fails), the sweep's rows, the check
+trap '[[ -n "$server" ]] && kill "$server" 2>/dev/null; echo "logs: $side" >&2' EXIT
 
 wait_health() {  # wait_health URL PID
   for _ in $(seq 600); do
@@ -43,24 +48,25 @@ sweep() {  # sweep ENGINE [loadgen flags]
   shift
   /usr/bin/python3 "$here/bench/loadgen.py" --http "http://127.0.0.1:$port" --sweep "$streams" \
     --prompt-tokens "$prompt" --output-tokens "$gen" --duration "$duration" --pid "$server" \
-    --json "$out.tmp" "$@" >&2
-  sed "s#^{#{\"engine\":\"$engine\",#" "$out.tmp" >>"$out"
-  rm -f "$out.tmp"
+    --json "$side/sweep.json" "$@" >&2
+  sed "s#^{#{\"engine\":\"$engine\",#" "$side/sweep.json" >>"$out"
+  rm -f "$side/sweep.json"
 }
 
 # qmpi: as many sequences at once as streams, on the same threads.
 # shellcheck disable=SC2086
 OMP_NUM_THREADS="$threads" "$build/qmpi" serve --model "$model" --port "$port" --threads "$threads" \
   --max-num-seqs "$streams" --max-model-len $((prompt + gen + 16)) --no-prefix-caching \
-  ${QMPI_SERVE_ARGS:-} >"$out.qmpi.log" 2>&1 &
+  ${QMPI_SERVE_ARGS:-} >"$side/qmpi.log" 2>&1 &
 server=$!
 wait_health "http://127.0.0.1:$port/health" "$server"
 sweep qmpi
 kill -TERM "$server" && wait "$server" || true
 server=""
 
+port=$((port + 1))  # the first server's socket may linger in TIME_WAIT
 "$bin/llama-server" -m "$gguf" --port "$port" -t "$threads" -tb "$threads" --parallel "$streams" \
-  -c $((streams * (prompt + gen + 16))) --no-webui >"$out.llama.log" 2>&1 &
+  -c $((streams * (prompt + gen + 16))) --no-webui >"$side/llama-server.log" 2>&1 &
 server=$!
 wait_health "http://127.0.0.1:$port/health" "$server"
 sweep llama.cpp --llama-server
@@ -70,9 +76,9 @@ cont="$(curl -sf "http://127.0.0.1:$port/completion" -d "{\"prompt\": [$ids], \"
   /usr/bin/python3 -c 'import json, sys; print(",".join(map(str, json.load(sys.stdin)["tokens"])))')"
 kill -TERM "$server" && wait "$server" || true
 server=""
-"$build/qmpi" logits --model "$model" --ids "$ids,$cont" --out "$out.check.npy" >/dev/null 2>&1
+"$build/qmpi" logits --model "$model" --ids "$ids,$cont" --out "$side/check.npy" >/dev/null 2>&1
 
-/usr/bin/python3 - "$out" "$out.check.npy" "$ids" "$cont" <<'PY'
+/usr/bin/python3 - "$out" "$side/check.npy" "$ids" "$cont" <<'PY'
 import json, sys
 import numpy as np
 rows = {r["engine"]: r for r in map(json.loads, open(sys.argv[1]))}

@@ -18,11 +18,15 @@ tiny model with the Qwen3 chat template, one rank.
 
 import json
 import os
+import shutil
 import subprocess
 import time
 
+import numpy as np
+
+import testlib as t  # first: it puts tests/reference on the path
+import safetensors_ref as st
 import servelib as sz
-import testlib as t
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather of a city",
@@ -38,10 +42,14 @@ HISTORY = [
     {"role": "user", "content": "And tomorrow?"},
 ]
 KWARGS = {"enable_thinking": False}
-# ChatML whose generation prompt opens a <think> block (as Qwen3 thinking-only models' do).
+# ChatML whose generation prompt opens a <think> block (as Qwen3 thinking-only models' do), and
+# closes it empty with enable_thinking false (as Qwen3's own template does).
 THINK_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}")
+    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n"
+    "{% if enable_thinking is defined and not enable_thinking %}\n</think>\n\n{% endif %}"
+    "{% endif %}")
+YES_NO = {"type": "json_schema", "json_schema": {"name": "answer", "schema": {"enum": ["yes", "no"]}}}
 
 
 def tokenize_chat(model: str, fields: dict) -> list:
@@ -223,7 +231,68 @@ def body(c: t.Checks) -> None:
                 "streamed reasoning_content deltas add up to the message's")
     finally:
         server.stop()
+    constrained_after_think(c, model, tpl)
     vllm_flags(c, model)
+
+
+def think_closer(model: str, after: list, think_end: int) -> str:
+    """A copy of `model` that answers </think> to any of the tokens `after`: with every
+    attention and MLP output projection zero the last hidden state is the input token's
+    embedding, so those tokens' embeddings (the unit vector e0) meet </think>'s output row
+    (40 e0) and nothing else comes close; everything else stays random."""
+    out = t.test_tmp("serve_openai_chat", "think-closer")
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(model, out, ignore=shutil.ignore_patterns("*.safetensors*"))
+    w = st.read_model_dir(model)
+    for name in w:
+        if name.endswith(("o_proj.weight", "down_proj.weight")):
+            w[name] = np.zeros_like(w[name])
+    w["model.norm.weight"] = np.ones_like(w["model.norm.weight"])
+    emb = w["model.embed_tokens.weight"]
+    for i in after:
+        emb[i] = 0.0
+        emb[i, 0] = 1.0
+    head = w.get("lm_head.weight", emb)
+    head[think_end] = 0.0
+    head[think_end, 0] = 40.0
+    st.write_model_dir(out, w, "F32")
+    return out
+
+
+def constrained_after_think(c: t.Checks, model: str, tpl: str) -> None:
+    """A response_format holds from </think> on, as vLLM's reasoning parser has it. On a model
+    that closes its thought at once, the answer starts with </think> (the constraint did not
+    forbid it) and the text after it fits the schema; when the prompt closed the thought
+    already, the constraint holds from the first token, so the same model cannot say
+    </think>."""
+    think_end = encode(model, "</think>")
+    c.check(len(think_end) == 1, f"</think> is one token ({think_end})")
+    closer = think_closer(model, encode(model, "\n") + encode(model, "\n\n"), think_end[0])
+    server = sz.Server(closer, tp=1, pp=1, extra=["--chat-template", tpl,
+                                                   "--reasoning-parser", "qwen3"])
+    try:
+        server.wait_ready()
+        req = {"messages": [{"role": "user", "content": "yes or no?"}], "max_tokens": 24,
+               "temperature": 0, "return_token_ids": True}
+        status, r = post(server, "/v1/chat/completions", req)
+        ids = r["choices"][0]["token_ids"] if status == 200 else []
+        c.check(ids[:1] == think_end, f"the crafted model closes its thought first ({r})")
+        status, r = post(server, "/v1/chat/completions", dict(req, response_format=YES_NO))
+        choice = r["choices"][0] if status == 200 else {}
+        c.check(status == 200 and choice["token_ids"][:1] == think_end and
+                choice["finish_reason"] == "stop" and
+                json.loads(choice["message"]["content"]) in ("yes", "no"),
+                f"thinking on: </think> first, then an answer that fits the schema ({r})")
+        status, r = post(server, "/v1/chat/completions",
+                         dict(req, response_format=YES_NO,
+                              chat_template_kwargs={"enable_thinking": False}))
+        choice = r["choices"][0] if status == 200 else {}
+        c.check(status == 200 and think_end[0] not in choice.get("token_ids", []) and
+                choice["finish_reason"] == "stop" and
+                json.loads(choice["message"]["content"]) in ("yes", "no"),
+                f"thinking closed in the prompt: constrained from the first token ({r})")
+    finally:
+        server.stop()
 
 
 def vllm_flags(c: t.Checks, model: str) -> None:

@@ -106,8 +106,9 @@ TEST(Attention, MatchesReferenceForMixedBatches) {
   const std::vector<SeqSpec> specs{{1, 1},  {15, 15}, {16, 1},   {17, 17},
                                    {17, 5}, {100, 1}, {100, 37}, {16, 16}};
   for (int32_t bs : {16, 4})
-    for (auto [heads, kvh] : {std::pair<int32_t, int32_t>{2, 2}, {4, 2}, {14, 2}, {7, 1}})
-      for (int32_t d : {64, 24})
+    // 40 query heads on one KV head: more than one block of query vectors per token.
+    for (auto [heads, kvh] : {std::pair<int32_t, int32_t>{2, 2}, {4, 2}, {14, 2}, {7, 1}, {40, 1}})
+      for (int32_t d : {64, 24, 128})
         for (DType dt : kKvTypes) {
           Pool pool(200, bs, kvh, d, rng, dt);
           Batch b = make_batch(specs, pool, rng);
