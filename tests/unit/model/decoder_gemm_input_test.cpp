@@ -5,6 +5,8 @@
 // here is the CPU one with those ops watched, so this runs on any host.
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -70,27 +72,29 @@ class Bf16InputsBackend final : public testing::ForwardingBackend {
   }
 };
 
-ModelConfig small_config() {
-  nlohmann::json j = preset_config("tiny").raw;
-  j["hidden_size"] = 48;
-  j["num_hidden_layers"] = 2;
-  j["num_attention_heads"] = 6;
-  j["num_key_value_heads"] = 2;
-  j["intermediate_size"] = 96;
+// A preset with `layers` layers and a 500-token vocabulary.
+ModelConfig small(const std::string& preset, int layers) {
+  nlohmann::json j = preset_config(preset).raw;
+  j["num_hidden_layers"] = layers;
   j["vocab_size"] = 500;
   return ModelConfig::from_json(j, "test");
 }
 
-// A prefill of `T` tokens of one sequence (logits of its last two) and then one decode step.
-void run_two_steps(DecoderModel& model, Backend& be, const ModelConfig& cfg, const ShardPlan& plan,
-                   int64_t T) {
+// What the watching backend saw of a prefill of `T` tokens of one sequence (logits of its last
+// two) and then one decode step, on `cfg` with synthetic `dtype` weights.
+std::unique_ptr<Bf16InputsBackend> run_two_steps(const ModelConfig& cfg, DType dtype, int32_t T) {
+  auto be = std::make_unique<Bf16InputsBackend>();
+  const ShardPlan plan = make_shard_plan(cfg, Layout{1, 1, {}}, 0);
+  SyntheticWeights src(cfg, 3, dtype);
+  testing::SoloComm tp;
+  DecoderModel model(cfg, plan, *be, tp, load_decoder_weights(cfg, plan, src, *be));
   KvCacheShape kv;
   kv.num_layers = int(plan.layers.size());
   kv.num_blocks = 2;
   kv.kv_heads = int(plan.kv_heads.size());
   kv.head_dim = int(cfg.head_dim);
-  KvCache cache(be, kv);
-  const std::pair<int32_t, int32_t> steps[] = {{0, int32_t(T)}, {int32_t(T), 1}};
+  KvCache cache(*be, kv);
+  const std::pair<int32_t, int32_t> steps[] = {{0, T}, {T, 1}};
   for (const auto& [begin, count] : steps) {
     BatchInput b;
     for (int32_t i = 0; i < count; ++i) {
@@ -101,64 +105,46 @@ void run_two_steps(DecoderModel& model, Backend& be, const ModelConfig& cfg, con
     b.seqs.push_back(AttentionSeq{0, count, begin + count, 0});
     b.block_tables = {0, 1};
     b.logit_rows = count > 1 ? std::vector<int32_t>{count - 2, count - 1} : std::vector<int32_t>{0};
-    Buffer hidden = be.alloc(size_t(count * cfg.hidden_size) * sizeof(float));
+    Buffer hidden = be->alloc(size_t(count * cfg.hidden_size) * sizeof(float));
     model.embed(b, hidden.as<float>());
     model.run_layers(b, hidden.as<float>(), cache);
     std::vector<float> logits(b.logit_rows.size() * size_t(cfg.vocab_size));
     model.logits(b, hidden.as<float>(), logits.data());
   }
+  return be;
 }
 
-TEST(DecoderGemmInput, EveryGemmAfterANormOrSiluGetsAFreshBf16Copy) {
-  const ModelConfig cfg = small_config();
-  const ShardPlan plan = make_shard_plan(cfg, Layout{1, 1, {}}, 0);
-  Bf16InputsBackend be;
-  SyntheticWeights src(cfg, 3, DType::BF16);
-  testing::SoloComm tp;
-  DecoderModel model(cfg, plan, be, tp, load_decoder_weights(cfg, plan, src, be));
-  run_two_steps(model, be, cfg, plan, 12);
+constexpr int64_t kSteps = 2;
 
+TEST(DecoderGemmInput, EveryGemmAfterANormOrSiluGetsAFreshBf16Copy) {
+  const ModelConfig cfg = small("tiny", 2);
+  const auto be = run_two_steps(cfg, DType::BF16, 12);
   // Per layer and step: the q/k/v group after the input norm, gate/up after the post norm, down
   // after silu_mul; per step the head after the final norm. o_proj reads attention's output,
   // which no op rounds.
-  const int64_t layers = cfg.num_layers, steps = 2;
-  EXPECT_EQ(be.gemms_with_copy, steps * (3 * layers + 1));
-  EXPECT_EQ(be.gemms_without, steps * layers);
-  EXPECT_EQ(be.copies_written, be.gemms_with_copy);
-  EXPECT_EQ(be.stale_elements, 0);
+  EXPECT_EQ(be->gemms_with_copy, kSteps * (3 * cfg.num_layers + 1));
+  EXPECT_EQ(be->gemms_without, kSteps * cfg.num_layers);
+  EXPECT_EQ(be->copies_written, be->gemms_with_copy);
+  EXPECT_EQ(be->stale_elements, 0);
 }
 
 TEST(DecoderGemmInput, MoeLayersPassFreshCopiesToRouterSharedExpertAndExpertDowns) {
-  nlohmann::json j = preset_config("tiny-qwen2-moe").raw;  // a shared expert, layer 2 dense
-  j["num_hidden_layers"] = 3;
-  j["vocab_size"] = 500;
-  const ModelConfig cfg = ModelConfig::from_json(j, "test");
-  const ShardPlan plan = make_shard_plan(cfg, Layout{1, 1, {}}, 0);
-  Bf16InputsBackend be;
-  SyntheticWeights src(cfg, 4, DType::BF16);
-  testing::SoloComm tp;
-  DecoderModel model(cfg, plan, be, tp, load_decoder_weights(cfg, plan, src, be));
-  run_two_steps(model, be, cfg, plan, 9);
+  const auto be = run_two_steps(small("tiny-qwen2-moe", 3), DType::BF16, 9);  // layer 2 dense
   // Per step: the dense layer's three and the head, and per sparse layer q/k/v, the router, the
   // shared gate and the shared expert's gate/up (the post-norm copy), the shared expert's down
   // and the down of each active expert, at least top-2 of them (silu_mul copies); the experts'
   // gate/up read gathered rows, which no op rounds.
-  const int64_t sparse = 2, steps = 2;
-  EXPECT_GE(be.gemms_with_copy, steps * (3 + 1 + sparse * (5 + 2)));
-  EXPECT_EQ(be.stale_elements, 0);
+  const int64_t sparse = 2;
+  EXPECT_GE(be->gemms_with_copy, kSteps * (3 + 1 + sparse * (5 + 2)));
+  EXPECT_EQ(be->stale_elements, 0);
 }
 
 TEST(DecoderGemmInput, Float32WeightsAskForNoCopy) {
-  const ModelConfig cfg = small_config();
-  const ShardPlan plan = make_shard_plan(cfg, Layout{1, 1, {}}, 0);
-  Bf16InputsBackend be;
-  SyntheticWeights src(cfg, 3, DType::F32);
-  testing::SoloComm tp;
-  DecoderModel model(cfg, plan, be, tp, load_decoder_weights(cfg, plan, src, be));
-  run_two_steps(model, be, cfg, plan, 5);
-  EXPECT_EQ(be.copies_written, 0);
-  EXPECT_EQ(be.gemms_with_copy, 0);
-  EXPECT_EQ(be.gemms_without, 2 * (4 * cfg.num_layers + 1));
+  const ModelConfig cfg = small("tiny", 2);
+  const auto be = run_two_steps(cfg, DType::F32, 5);
+  EXPECT_EQ(be->copies_written, 0);
+  EXPECT_EQ(be->gemms_with_copy, 0);
+  EXPECT_EQ(be->gemms_without, kSteps * (4 * cfg.num_layers + 1));
 }
 
 }  // namespace
