@@ -12,7 +12,7 @@
 # decode tokens/s with graphs next to the eager bench.
 # Kernel timing rows: flash-decoding against the single-pass attention kernel at contexts 4k and
 # 16k, the fused residual add + RMSNorm against add then RMSNorm, and RMSNorm + q/k/v GEMMs with
-# the bf16 handoff against converting x (each checked equal first).
+# the bf16 copy the norm writes against converting x (each checked equal first).
 # int4 rows: the int4 device test (in the CUDA unit tests), `qmpi logits` cuda vs cpu on a GPTQ
 # act-order tiny model and an AWQ g128 qwen2.5-0.5b, and that model's decode / prefill tokens/s.
 # Finishes inside QMPI_CHECK_BUDGET_S seconds (default 450) and prints a short table last;

@@ -9,6 +9,7 @@
 #include "core/ggml_types.h"
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/ggml_launchers.h"
+#include "kernels/cuda/warp_gemv.cuh"
 
 namespace qmpi::cuda {
 namespace {
@@ -71,8 +72,6 @@ __device__ float q6_k(const uint8_t* b, int e) {
   return f16_at(b + 208) * float(sc) * float((lo | hi << 4) - 32);
 }
 
-constexpr int kWarpsPerBlock = 4;
-
 // Element e of the block at b (a constant `type` folds the switch away).
 __device__ __forceinline__ float decode(uint32_t type, const uint8_t* b, int e) {
   switch (GgmlType(type)) {
@@ -118,42 +117,29 @@ __global__ void dequant_kernel(GgmlDevice w, __nv_bfloat16* dst) {
 
 template <uint32_t kType>
 __global__ void gemv_kernel(const float* x, int n, GgmlDevice w, float* out) {
-  const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
+  const int64_t row = gemv_row();
   if (row >= w.rows) return;
-  float acc[kGgmlGemvMaxRows];
-#pragma unroll
-  for (int i = 0; i < kGgmlGemvMaxRows; ++i) acc[i] = 0.0f;
+  GemvSums<int(kGgmlGemvMaxRows)> sums;
   const uint8_t* q = w.data + row * w.row_bytes;
-  for (int64_t c = lane; c < w.cols; c += kWarp) {
-    const float wt = decode(kType, q + c / w.block_elems * w.block_bytes, int(c % w.block_elems));
-#pragma unroll
-    for (int i = 0; i < kGgmlGemvMaxRows; ++i)
-      if (i < n) acc[i] += wt * x[int64_t(i) * w.cols + c];
-  }
-#pragma unroll
-  for (int i = 0; i < kGgmlGemvMaxRows; ++i) {
-    if (i >= n) break;
-    const float sum = warp_sum(acc[i]);
-    if (lane == 0) out[int64_t(i) * w.rows + row] = sum;
-  }
+  for (int64_t c = int64_t(threadIdx.x % kWarp); c < w.cols; c += kWarp)
+    sums.add(decode(kType, q + c / w.block_elems * w.block_bytes, int(c % w.block_elems)), x, n,
+             w.cols, c);
+  sums.store(n, out, w.rows, row);
 }
 
 template <uint32_t kType>
 void launch_gemv(const float* x, int64_t n, const GgmlDevice& w, float* out, uint32_t blocks,
                  cudaStream_t stream) {
-  gemv_kernel<kType><<<blocks, kWarpsPerBlock * kWarp, 0, stream>>>(x, int(n), w, out);
+  gemv_kernel<kType><<<blocks, kGemvThreads, 0, stream>>>(x, int(n), w, out);
 }
 
 }  // namespace
 
 cudaError_t launch_ggml_gemv(const float* x, int64_t n, const GgmlDevice& w, float* out,
                              cudaStream_t stream) {
-  if (n <= 0 || w.rows <= 0) return cudaSuccess;
-  if (n > kGgmlGemvMaxRows) return cudaErrorInvalidValue;
-  const int64_t blocks = ceil_div(w.rows, int64_t(kWarpsPerBlock));
-  if (blocks > kMaxGridX) return cudaErrorInvalidValue;
-  const auto b = uint32_t(blocks);
+  uint32_t b = 0;
+  if (const cudaError_t e = gemv_grid(n, kGgmlGemvMaxRows, w.rows, &b); e != cudaSuccess || b == 0)
+    return e;
   switch (GgmlType(w.type)) {
     case GgmlType::F32:
       launch_gemv<uint32_t(GgmlType::F32)>(x, n, w, out, b, stream);

@@ -4,11 +4,10 @@
 // GEMM (prefill).
 #include "kernels/cuda/device_common.cuh"
 #include "kernels/cuda/int4_launchers.h"
+#include "kernels/cuda/warp_gemv.cuh"
 
 namespace qmpi::cuda {
 namespace {
-
-constexpr int kWarpsPerBlock = 4;
 
 __global__ void gather_kernel(const float* x, int64_t n, int64_t in_features, int64_t kp,
                               const int32_t* x_index, float* dst) {
@@ -20,36 +19,24 @@ __global__ void gather_kernel(const float* x, int64_t n, int64_t in_features, in
   }
 }
 
-// One warp per output row; lanes stride over the words of each group. Up to kInt4GemvMaxRows
-// rows of x share every weight word while it is in registers.
+// One warp per output row (warp_gemv.cuh); lanes stride over the words of each group.
 __global__ void gemv_kernel(const float* xg, int n, int64_t kp, Int4Device w, float* out) {
-  const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  const int lane = threadIdx.x % kWarp;
+  const int64_t row = gemv_row();
   if (row >= w.rows) return;
-  float acc[kInt4GemvMaxRows];
-#pragma unroll
-  for (int i = 0; i < kInt4GemvMaxRows; ++i) acc[i] = 0.0f;
+  GemvSums<int(kInt4GemvMaxRows)> sums;
   const uint32_t* q = w.qweight + row * w.words;
   for (int64_t g = 0; g < w.groups; ++g) {
     const float s = __half2float(__ushort_as_half(w.scales[row * w.groups + g]));
     const float z = float(w.zeros[row * w.groups + g]);
-    for (int64_t v = w.group_words[g] + lane; v < w.group_words[g + 1]; v += kWarp) {
+    for (int64_t v = w.group_words[g] + int64_t(threadIdx.x % kWarp); v < w.group_words[g + 1];
+         v += kWarp) {
       const uint32_t word = q[v];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const float wt = (float((word >> (4 * j)) & 15u) - z) * s;
-#pragma unroll
-        for (int i = 0; i < kInt4GemvMaxRows; ++i)
-          if (i < n) acc[i] += wt * xg[int64_t(i) * kp + v * 8 + j];
-      }
+      for (int j = 0; j < 8; ++j)
+        sums.add((float((word >> (4 * j)) & 15u) - z) * s, xg, n, kp, v * 8 + j);
     }
   }
-#pragma unroll
-  for (int i = 0; i < kInt4GemvMaxRows; ++i) {
-    if (i >= n) break;
-    const float sum = warp_sum(acc[i]);
-    if (lane == 0) out[int64_t(i) * w.rows + row] = sum;
-  }
+  sums.store(n, out, w.rows, row);
 }
 
 // One thread per weight word: its 8 inputs as bf16 into dst[row, kp].
@@ -86,12 +73,11 @@ cudaError_t launch_int4_gather(const float* x, int64_t n, int64_t in_features, i
 
 cudaError_t launch_int4_gemv(const float* xg, int64_t n, const Int4Device& w, float* out,
                              cudaStream_t stream) {
-  if (n <= 0 || w.rows <= 0) return cudaSuccess;
-  if (n > kInt4GemvMaxRows) return cudaErrorInvalidValue;
-  const int64_t blocks = ceil_div(w.rows, int64_t(kWarpsPerBlock));
-  if (blocks > kMaxGridX) return cudaErrorInvalidValue;
-  gemv_kernel<<<uint32_t(blocks), kWarpsPerBlock * kWarp, 0, stream>>>(xg, int(n), w.words * 8, w,
-                                                                       out);
+  uint32_t blocks = 0;
+  if (const cudaError_t e = gemv_grid(n, kInt4GemvMaxRows, w.rows, &blocks);
+      e != cudaSuccess || blocks == 0)
+    return e;
+  gemv_kernel<<<blocks, kGemvThreads, 0, stream>>>(xg, int(n), w.words * 8, w, out);
   return cudaGetLastError();
 }
 

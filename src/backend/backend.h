@@ -2,7 +2,9 @@
 // written once over this interface; CPU (kernels/cpu) and CUDA (kernels/cuda) implement it.
 //
 // Conventions:
-// - Activations are float32, row-major, one row per token, in backend memory.
+// - Activations are float32, row-major, one row per token, in backend memory. A GEMM's input
+//   may also carry a copy in the dtype the backend multiplies in (activation.h, GemmInput), which
+//   the model asks the op before to write where gemm_input_dtype says the backend reads one.
 // - Weights stay in their checkpoint dtype (BF16/F16/F32) in backend memory: bf16 weights
 //   stream half the bytes per token, and compute accumulates in float32.
 // - Small metadata arrays (token ids, positions, KV slots, attention sequences, block tables)
@@ -15,6 +17,7 @@
 #include <span>
 #include <string_view>
 
+#include "backend/activation.h"
 #include "core/dtype.h"
 #include "core/ggml_types.h"
 #include "kernels/kernel_types.h"
@@ -97,15 +100,28 @@ class Backend {
   // (vocab-parallel embedding: the TP all-reduce then assembles full rows).
   virtual void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
                          float* out) = 0;
+  // The dtype this backend's dense GEMM reads its input in for a weight of dtype `weight`: F32
+  // (x as it is) on the CPU; BF16 for BF16 weights on CUDA, whose tensor-core GEMMs would
+  // otherwise round x first. Where it is not F32, the model passes the op that writes the GEMM's
+  // input a `rounded` view of that dtype to fill as well, and the GEMM the pair (GemmInput).
+  virtual DType gemm_input_dtype(DType weight) const {
+    (void)weight;
+    return DType::F32;
+  }
+
+  // The ops that write a GEMM's input take `rounded`: empty, or a view [n, width] of
+  // gemm_input_dtype that they also write, out's values rounded to it (activation.h).
+
   // out = x * rsqrt(mean(x^2) + eps) * w, per row of width w.cols.
-  virtual void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) = 0;
+  virtual void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out,
+                       const ActivationView& rounded) = 0;
   // out[n, w.rows] = x[n, w.cols] . w^T (+ bias). bias may be null.
-  virtual void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+  virtual void matmul(const GemmInput& x, int64_t n, const WeightView& w, const WeightView* bias,
                       float* out) = 0;
   // Several projections of the same input (q/k/v, gate/up; MatmulTarget is in
   // kernels/kernel_types.h): one pass and one barrier where the backend can; the default runs
   // matmul() once per target.
-  virtual void matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) {
+  virtual void matmul_group(const GemmInput& x, int64_t n, std::span<const MatmulTarget> targets) {
     for (const MatmulTarget& t : targets) matmul(x, n, t.w, t.bias, t.out);
   }
   // out[n, w.rows] = x[n, w.in_features] . W^T (+ bias) for an int4 weight (see
@@ -133,17 +149,17 @@ class Backend {
   virtual void attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
                          float* out) = 0;
   // out[n, width] = silu(gate) * up
-  virtual void silu_mul(const float* gate, const float* up, int64_t n, int64_t width,
-                        float* out) = 0;
+  virtual void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out,
+                        const ActivationView& rounded) = 0;
   // x += y over count elements
   virtual void add(float* x, const float* y, int64_t count) = 0;
 
   // The residual add and the norm after it in one op: x[n, w.cols] += y, then out = rmsnorm(x).
   // out may be x. A backend overrides it to read and write x once instead of twice.
   virtual void add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps,
-                           float* out) {
+                           float* out, const ActivationView& rounded) {
     add(x, y, n * w.cols);
-    rmsnorm(x, n, w, eps, out);
+    rmsnorm(x, n, w, eps, out, rounded);
   }
 
   // Copies rows (host indices) of src[*, width] into dst[count, width].

@@ -22,7 +22,7 @@ AttentionWeights load_attention(WeightLoader& ld, const ModelConfig& cfg,
 AttentionBlock::AttentionBlock(const ModelConfig& cfg, const ShardPlan& plan, Backend& be)
     : cfg_(cfg), plan_(plan), be_(be), rope_(cfg), scratch_(be, kSlots), lora_(be) {}
 
-void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch, const float* x,
+void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch, const GemmInput& x,
                              const KvLayerView& kv, float* out, const TensorDump& dump,
                              int64_t layer) {
   const int64_t T = batch.num_tokens(), d = cfg_.head_dim;
@@ -35,11 +35,11 @@ void AttentionBlock::forward(const AttentionWeights& w, const BatchInput& batch,
 
   const LinearOut qkv[] = {{&w.q, q}, {&w.k, k}, {&w.v, v}};
   forward_group(be_, x, T, qkv);
-  lora_.add(qkv, x, T, batch.lora);
+  lora_.add(qkv, x.x, T, batch.lora);
   if (w.q_norm) {
     // [T, heads, d] is [T * heads] rows of d: the row norm is the per-head norm.
-    be_.rmsnorm(q, T * nq, w.q_norm.view(), eps, q);
-    be_.rmsnorm(k, T * nkv, w.k_norm.view(), eps, k);
+    be_.rmsnorm(q, T * nq, w.q_norm.view(), eps, q, {});
+    be_.rmsnorm(k, T * nkv, w.k_norm.view(), eps, k, {});
   }
   const RopeFreqs freqs = rope_.of(batch);
   be_.rope(q, T, nq, batch.positions.data(), freqs);

@@ -36,7 +36,7 @@ class AttentionBlock {
 
   // out[T, hidden] = this rank's o_proj(attention(x)) for the normed x[T, hidden]; writes the
   // batch's K/V into kv.
-  void forward(const AttentionWeights& w, const BatchInput& batch, const float* x,
+  void forward(const AttentionWeights& w, const BatchInput& batch, const GemmInput& x,
                const KvLayerView& kv, float* out, const TensorDump& dump, int64_t layer);
 
  private:

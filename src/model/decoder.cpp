@@ -55,25 +55,32 @@ void DecoderModel::run_layers(const BatchInput& batch, float* x, KvCache& cache)
     const LayerWeights& L = w_.layers[l];
     const int64_t layer = plan_.layers.begin + int64_t(l);
 
-    // x += attention(norm(x)), the blocks' partial sums all-reduced over TP.
+    // x += attention(norm(x)), the blocks' partial sums all-reduced over TP. Each norm also
+    // writes its output rounded to the dtype the next GEMMs read, where the backend asks.
+    const ActivationView attn_in =
+        scratch_.rounded(kNormedRounded, L.attn.q.input_dtype(be_), T, h);
     if (l == 0) {
-      be_.rmsnorm(x, T, L.input_norm.view(), eps, xn);
+      be_.rmsnorm(x, T, L.input_norm.view(), eps, xn, attn_in);
     } else {
-      be_.add_rmsnorm(x, proj, T, L.input_norm.view(), eps, xn);  // the previous layer's MLP
+      // the previous layer's MLP
+      be_.add_rmsnorm(x, proj, T, L.input_norm.view(), eps, xn, attn_in);
       dump_(be_, layer - 1, "hidden", x, T, h);
     }
     dump_(be_, layer, "attn_norm", xn, T, h);
-    attention_.forward(L.attn, batch, xn, cache.layer(int(l)), proj, dump_, layer);
+    attention_.forward(L.attn, batch, {xn, attn_in}, cache.layer(int(l)), proj, dump_, layer);
     all_reduce(proj, T * h);
     dump_(be_, layer, "attn_out", proj, T, h);
 
     // x += mlp(norm(x)), dense or sparse.
-    be_.add_rmsnorm(x, proj, T, L.post_norm.view(), eps, xn);
+    const Linear& mlp_first = L.moe ? L.moe->router : L.mlp.gate;
+    const ActivationView mlp_in =
+        scratch_.rounded(kNormedRounded, mlp_first.input_dtype(be_), T, h);
+    be_.add_rmsnorm(x, proj, T, L.post_norm.view(), eps, xn, mlp_in);
     dump_(be_, layer, "mlp_norm", xn, T, h);
     if (L.moe)
-      moe_.forward(*L.moe, xn, T, proj, dump_, layer);
+      moe_.forward(*L.moe, {xn, mlp_in}, T, proj, dump_, layer);
     else
-      mlp_.forward(L.mlp, xn, T, proj, batch.lora);
+      mlp_.forward(L.mlp, {xn, mlp_in}, T, proj, batch.lora);
     all_reduce(proj, T * h);
     dump_(be_, layer, "mlp_out", proj, T, h);
   }
@@ -88,12 +95,13 @@ void DecoderModel::logits(const BatchInput& batch, const float* hidden, float* h
   if (R == 0) return;
   float* rows = scratch_.get(kRows, size_t(R * h));
   be_.gather_rows(hidden, batch.logit_rows.data(), R, h, rows);
-  be_.rmsnorm(rows, R, w_.final_norm.view(), float(cfg_.rms_norm_eps), rows);
+  const ActivationView rows16 = scratch_.rounded(kRowsRounded, w_.head_input_dtype(be_), R, h);
+  be_.rmsnorm(rows, R, w_.final_norm.view(), float(cfg_.rms_norm_eps), rows, rows16);
 
   const int64_t local = plan_.vocab.size();
   if (tp_.size() == 1) {
     float* out = scratch_.get(kLogits, size_t(R * local));
-    w_.head_matmul(be_, rows, R, out);
+    w_.head_matmul(be_, {rows, rows16}, R, out);
     be_.copy_to_host(host_logits, out, size_t(R * V) * sizeof(float));
     return;
   }
@@ -101,7 +109,7 @@ void DecoderModel::logits(const BatchInput& batch, const float* hidden, float* h
   // padded blocks [tp][R][per_rank] and reassemble [R][V] on the host.
   const int64_t per_rank = plan_.max_vocab_rows(cfg_);
   float* out = scratch_.get(kLogits, size_t(R * per_rank));
-  w_.head_matmul(be_, rows, R, out);
+  w_.head_matmul(be_, {rows, rows16}, R, out);
   if (local < per_rank) {
     // Pad each row of [R][local] to per_rank floats so every rank sends the same amount.
     std::vector<float> tmp(size_t(R * local));

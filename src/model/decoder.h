@@ -49,7 +49,7 @@ class DecoderModel {
  private:
   void all_reduce(float* x, int64_t count);
 
-  enum { kNormed, kProj, kRows, kLogits, kGathered, kSlots };
+  enum { kNormed, kNormedRounded, kProj, kRows, kRowsRounded, kLogits, kGathered, kSlots };
   const ModelConfig& cfg_;
   ShardPlan plan_;
   Backend& be_;

@@ -48,9 +48,9 @@ DecoderWeights load_decoder_weights(const ModelConfig& cfg, const ShardPlan& pla
   return w;
 }
 
-void DecoderWeights::head_matmul(Backend& be, const float* x, int64_t n, float* out) const {
+void DecoderWeights::head_matmul(Backend& be, const GemmInput& x, int64_t n, float* out) const {
   if (lm_head_blocks)
-    be.matmul_ggml(x, n, lm_head_blocks.view(), nullptr, out);
+    be.matmul_ggml(x.x, n, lm_head_blocks.view(), nullptr, out);
   else
     be.matmul(x, n, head().view(), nullptr, out);
 }

@@ -36,7 +36,11 @@ struct DecoderWeights {
 
   const Weight& head() const { return lm_head ? lm_head : embedding; }
   // out[n, vocab slice] = x[n, hidden] . head^T, whichever form the head is held in.
-  void head_matmul(Backend& be, const float* x, int64_t n, float* out) const;
+  void head_matmul(Backend& be, const GemmInput& x, int64_t n, float* out) const;
+  // The dtype head_matmul's GEMM reads x in (Linear::input_dtype).
+  DType head_input_dtype(const Backend& be) const {
+    return lm_head_blocks ? DType::F32 : be.gemm_input_dtype(head().dtype);
+  }
 };
 
 // Reads exactly this rank's slices from `source` into backend memory, checking every tensor's

@@ -5,19 +5,19 @@
 
 namespace qmpi {
 
-void Linear::forward(Backend& be, const float* x, int64_t n, float* out) const {
+void Linear::forward(Backend& be, const GemmInput& x, int64_t n, float* out) const {
   const WeightView b = bias.view();
   if (int4)
-    be.matmul_int4(x, n, int4.view(), bias ? &b : nullptr, out);
+    be.matmul_int4(x.x, n, int4.view(), bias ? &b : nullptr, out);
   else if (fp8)
-    be.matmul_fp8(x, n, fp8.view(), bias ? &b : nullptr, out);
+    be.matmul_fp8(x.x, n, fp8.view(), bias ? &b : nullptr, out);
   else if (ggml)
-    be.matmul_ggml(x, n, ggml.view(), bias ? &b : nullptr, out);
+    be.matmul_ggml(x.x, n, ggml.view(), bias ? &b : nullptr, out);
   else
     be.matmul(x, n, weight.view(), bias ? &b : nullptr, out);
 }
 
-void forward_group(Backend& be, const float* x, int64_t n, std::span<const LinearOut> group) {
+void forward_group(Backend& be, const GemmInput& x, int64_t n, std::span<const LinearOut> group) {
   const bool dense = std::none_of(group.begin(), group.end(), [](const LinearOut& g) {
     return g.linear->int4 || g.linear->fp8 || g.linear->ggml;
   });

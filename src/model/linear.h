@@ -26,8 +26,14 @@ struct Linear {
   // merged into `weight`.
   std::vector<LoraWeight> lora;
 
-  // out[n, out_features] = x[n, in_features] . W^T (+ bias), accumulated in float32.
-  void forward(Backend& be, const float* x, int64_t n, float* out) const;
+  // out[n, out_features] = x[n, in_features] . W^T (+ bias), accumulated in float32. Only a
+  // dense weight's GEMM reads x's rounded copy; the quantized kernels read x.x.
+  void forward(Backend& be, const GemmInput& x, int64_t n, float* out) const;
+  // The dtype the backend's GEMM reads this projection's input in (Backend::gemm_input_dtype):
+  // what the op writing that input is asked to round a copy to. F32 for quantized weights.
+  DType input_dtype(const Backend& be) const {
+    return weight ? be.gemm_input_dtype(weight.dtype) : DType::F32;
+  }
 
   int64_t out_features() const {
     return int4 ? int4.rows() : fp8 ? fp8.rows() : ggml ? ggml.rows() : weight.rows;
@@ -47,6 +53,6 @@ struct LinearOut {
 // Every projection of the group applied to x[n, in_features]: one backend matmul_group (one
 // pass over the weights, one barrier) when all are dense, else forward() one by one (the int4,
 // FP8 and GGUF kernels take no groups).
-void forward_group(Backend& be, const float* x, int64_t n, std::span<const LinearOut> group);
+void forward_group(Backend& be, const GemmInput& x, int64_t n, std::span<const LinearOut> group);
 
 }  // namespace qmpi

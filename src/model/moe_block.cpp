@@ -26,7 +26,7 @@ MoeWeights load_moe(WeightLoader& ld, const ModelConfig& cfg, const ShardPlan& p
 MoeBlock::MoeBlock(const ModelConfig& cfg, const ShardPlan& plan, Backend& be)
     : cfg_(cfg), plan_(plan), be_(be), scratch_(be, kSlots), mlp_(be) {}
 
-void MoeBlock::forward(const MoeWeights& w, const float* x, int64_t T, float* out,
+void MoeBlock::forward(const MoeWeights& w, const GemmInput& x, int64_t T, float* out,
                        const TensorDump& dump, int64_t layer) {
   const int64_t h = cfg_.hidden_size, E = cfg_.moe.num_experts;
   float* logits = scratch_.get(kLogits, size_t(T * E));
@@ -59,6 +59,10 @@ void MoeBlock::forward(const MoeWeights& w, const float* x, int64_t T, float* ou
   float* rows_out = scratch_.get(kRowsOut, size_t(held * h));
   float* gate = scratch_.get(kGate, size_t(held * width));
   float* up = scratch_.get(kUp, size_t(held * width));
+  const ActivationView gate16 = scratch_.rounded(
+      kGateRounded,
+      active.empty() ? DType::F32 : w.experts[size_t(active[0])].down.input_dtype(be_), held,
+      width);
   const auto scatter = [&](size_t i, int64_t at) {
     const ExpertTokens& g = groups[size_t(active[i])];
     be_.scatter_add_rows(rows_out + at * h, g.rows.data(), g.weights.data(), int64_t(g.rows.size()),
@@ -67,9 +71,9 @@ void MoeBlock::forward(const MoeWeights& w, const float* x, int64_t T, float* ou
   const auto expert = [&](int64_t i) {
     const ExpertTokens& g = groups[size_t(active[size_t(i)])];
     const int64_t n = int64_t(g.rows.size()), at = side_by_side ? first[size_t(i)] : 0;
-    be_.gather_rows(x, g.rows.data(), n, h, rows + at * h);
+    be_.gather_rows(x.x, g.rows.data(), n, h, rows + at * h);
     mlp_.forward(w.experts[size_t(active[size_t(i)])], rows + at * h, n, rows_out + at * h,
-                 gate + at * width, up + at * width);
+                 gate + at * width, up + at * width, gate16.rows_from(at, n));
     if (!side_by_side) scatter(size_t(i), 0);
   };
   if (side_by_side) {

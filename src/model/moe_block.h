@@ -38,13 +38,13 @@ class MoeBlock {
   MoeBlock(const ModelConfig& cfg, const ShardPlan& plan, Backend& be);
 
   // out[T, hidden] = this rank's share of the block's output for the normed x[T, hidden].
-  void forward(const MoeWeights& w, const float* x, int64_t T, float* out, const TensorDump& dump,
-               int64_t layer);
+  void forward(const MoeWeights& w, const GemmInput& x, int64_t T, float* out,
+               const TensorDump& dump, int64_t layer);
 
  private:
   // Experts run side by side (Backend::run_tasks) when none has more rows than this.
   static constexpr int64_t kSideBySideRows = 64;
-  enum { kLogits, kRows, kRowsOut, kGate, kUp, kShared, kSlots };
+  enum { kLogits, kRows, kRowsOut, kGate, kUp, kGateRounded, kShared, kSlots };
   const ModelConfig& cfg_;
   const ShardPlan& plan_;
   Backend& be_;

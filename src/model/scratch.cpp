@@ -11,4 +11,10 @@ float* Scratch::get(int slot, size_t floats) {
   return b.as<float>();
 }
 
+ActivationView Scratch::rounded(int slot, DType dtype, int64_t rows, int64_t cols) {
+  if (dtype == DType::F32) return {};
+  const size_t bytes = size_t(rows * cols) * dtype_size(dtype);
+  return {get(slot, (bytes + sizeof(float) - 1) / sizeof(float)), dtype, rows, cols};
+}
+
 }  // namespace qmpi

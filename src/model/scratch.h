@@ -1,7 +1,9 @@
-// Step-sized float32 work buffers in backend memory, one per slot, grown on demand and reused
-// across steps. Each block owns one, so its slots are its own business.
+// Step-sized work buffers in backend memory (float32, or a GEMM input's rounded copy), one per
+// slot, grown on demand and reused across steps. Each block owns one, so its slots are its own
+// business.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "backend/backend.h"
@@ -14,6 +16,9 @@ class Scratch {
 
   // At least `floats` floats in `slot`; earlier contents are lost when it grows.
   float* get(int slot, size_t floats);
+  // A GEMM input's rounded copy (backend/activation.h) in `slot`: rows x cols of `dtype`, or an
+  // empty view for F32, where the backend's GEMM reads x itself (Backend::gemm_input_dtype).
+  ActivationView rounded(int slot, DType dtype, int64_t rows, int64_t cols);
 
  private:
   Backend& be_;

@@ -30,15 +30,16 @@ class SwiGluMlp {
 
   // out[n, hidden] = down(silu(gate(x)) * up(x)) for x[n, hidden], each projection with the
   // LoRA deltas of `lora`'s row groups (the dense MLP; experts take none).
-  void forward(const MlpWeights& w, const float* x, int64_t n, float* out,
+  void forward(const MlpWeights& w, const GemmInput& x, int64_t n, float* out,
                std::span<const LoraRows> lora = {});
-  // Without LoRA, with the caller's gate and up buffers ([n, width] each), so that several MLPs
-  // (experts) may run at once (Backend::run_tasks).
-  void forward(const MlpWeights& w, const float* x, int64_t n, float* out, float* gate,
-               float* up) const;
+  // Without LoRA, with the caller's gate and up buffers ([n, width] each) and gate's rounded
+  // copy for down (Scratch::rounded), so that several MLPs (experts) may run at once
+  // (Backend::run_tasks).
+  void forward(const MlpWeights& w, const float* x, int64_t n, float* out, float* gate, float* up,
+               const ActivationView& gate_rounded) const;
 
  private:
-  enum { kGate, kUp, kSlots };
+  enum { kGate, kUp, kGateRounded, kSlots };
   Backend& be_;
   Scratch scratch_;
   LoraDelta lora_;

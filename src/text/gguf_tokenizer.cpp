@@ -2,7 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <utility>
+
 #include "core/errors.h"
+#include "text/qwen_tokenizer_json.h"
 
 namespace qmpi {
 namespace {
@@ -10,10 +13,6 @@ using nlohmann::json;
 
 // llama.cpp's token types (tokenizer.ggml.token_type).
 constexpr int64_t kNormal = 1, kControl = 3, kUserDefined = 4;
-
-// Qwen2's (and Qwen3's) pre-tokenizer split, as their tokenizer.json states it.
-constexpr const char* kQwen2Split =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 [[noreturn]] void invalid(const GgufFile& f, const std::string& what) {
   raise(Err::TokenizerInvalid, f.path() + ": the embedded tokenizer " + what,
@@ -25,13 +24,6 @@ const GgufValue& array(const GgufFile& f, const std::string& key) {
   const GgufValue* v = f.find(key);
   if (!v || v->kind != GgufKind::Array) invalid(f, "has no " + key + " array");
   return *v;
-}
-
-json byte_level() {
-  return {{"type", "ByteLevel"},
-          {"add_prefix_space", false},
-          {"trim_offsets", false},
-          {"use_regex", false}};
 }
 
 }  // namespace
@@ -60,38 +52,9 @@ std::optional<GgufTokenizerFiles> gguf_tokenizer_files(const GgufFile& f) {
     if (type == kNormal)
       vocab[text] = id;
     else if (type == kControl || type == kUserDefined)
-      added.push_back({{"id", id},
-                       {"content", text},
-                       {"single_word", false},
-                       {"lstrip", false},
-                       {"rstrip", false},
-                       {"normalized", false},
-                       {"special", type == kControl}});
+      added.push_back(added_token_json(int64_t(id), text, type == kControl));
   }
-  json tok = {
-      {"version", "1.0"},
-      {"added_tokens", added},
-      {"normalizer", {{"type", "NFC"}}},
-      {"pre_tokenizer",
-       {{"type", "Sequence"},
-        {"pretokenizers", json::array({{{"type", "Split"},
-                                        {"pattern", {{"Regex", kQwen2Split}}},
-                                        {"behavior", "Isolated"},
-                                        {"invert", false}},
-                                       byte_level()})}}},
-      {"decoder", byte_level()},
-      {"model",
-       {{"type", "BPE"},
-        {"dropout", nullptr},
-        {"unk_token", nullptr},
-        {"continuing_subword_prefix", ""},
-        {"end_of_word_suffix", ""},
-        {"fuse_unk", false},
-        {"byte_fallback", false},
-        {"ignore_merges", false},
-        {"vocab", vocab},
-        {"merges", merges.strings}}},
-  };
+  const json tok = qwen_tokenizer_json(std::move(vocab), merges.strings, std::move(added));
   json cfg = json::object();
   auto special = [&](const char* key, const char* name) {
     const auto id = f.integer(key);

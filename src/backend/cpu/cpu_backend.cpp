@@ -29,6 +29,13 @@ namespace {
 // sequences have written (alloc_zeroed need not touch them).
 constexpr size_t kMappedFrom = size_t(2) << 20;
 
+// The CPU's GEMMs read float32 (gemm_input_dtype), so the model asks its ops for no copy.
+void require_no_copy(const ActivationView& rounded, const char* op) {
+  if (rounded)
+    raise(Err::Internal, std::string("the CPU backend's ") + op +
+                             " was given a rounded copy to write, but its GEMMs read float32");
+}
+
 }  // namespace
 
 CpuBackend::CpuBackend(const CpuBackendOptions& options) : options_(options) {}
@@ -97,17 +104,20 @@ void CpuBackend::embedding(const int32_t* ids, int64_t n, const WeightView& tabl
   cpu::embedding(ids, n, table, row_offset, out, options_.threads);
 }
 
-void CpuBackend::rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) {
+void CpuBackend::rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out,
+                         const ActivationView& rounded) {
+  require_no_copy(rounded, "rmsnorm");
   cpu::rmsnorm(x, n, w, eps, out, options_.threads);
 }
 
-void CpuBackend::matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+void CpuBackend::matmul(const GemmInput& x, int64_t n, const WeightView& w, const WeightView* bias,
                         float* out) {
-  cpu::matmul(x, n, w, bias, out, {options_.threads, options_.bf16_activations});
+  cpu::matmul(x.x, n, w, bias, out, {options_.threads, options_.bf16_activations});
 }
 
-void CpuBackend::matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) {
-  cpu::matmul_group(x, n, targets, {options_.threads, options_.bf16_activations});
+void CpuBackend::matmul_group(const GemmInput& x, int64_t n,
+                              std::span<const MatmulTarget> targets) {
+  cpu::matmul_group(x.x, n, targets, {options_.threads, options_.bf16_activations});
 }
 
 void CpuBackend::matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w,
@@ -142,8 +152,9 @@ void CpuBackend::attention(const float* q, const AttentionBatch& batch, const Kv
   cpu::attention(q, batch, kv, out, options_.threads);
 }
 
-void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t width,
-                          float* out) {
+void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out,
+                          const ActivationView& rounded) {
+  require_no_copy(rounded, "silu_mul");
   cpu::silu_mul(gate, up, n, width, out, options_.threads);
 }
 

@@ -39,10 +39,12 @@ class CpuBackend final : public Backend {
 
   void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
                  float* out) override;
-  void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) override;
-  void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+  void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out,
+               const ActivationView& rounded) override;
+  // Multiply x.x: a rounded copy is for backends whose GEMMs read another dtype.
+  void matmul(const GemmInput& x, int64_t n, const WeightView& w, const WeightView* bias,
               float* out) override;
-  void matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) override;
+  void matmul_group(const GemmInput& x, int64_t n, std::span<const MatmulTarget> targets) override;
   void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                   float* out) override;
   void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
@@ -56,7 +58,8 @@ class CpuBackend final : public Backend {
                 const KvLayerView& kv) override;
   void attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
                  float* out) override;
-  void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out) override;
+  void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out,
+                const ActivationView& rounded) override;
   void add(float* x, const float* y, int64_t count) override;
   void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                    float* dst) override;

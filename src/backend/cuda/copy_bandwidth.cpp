@@ -5,7 +5,6 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_errors.h"
-#include "backend/cuda/device_writes.h"
 
 namespace qmpi {
 
@@ -13,7 +12,6 @@ double measure_copy_bandwidth(CudaBackend& backend, const void* src, void* dst, 
                               int repeats) {
   using cuda::check_cuda;
   const cudaStream_t s = backend.stream();
-  cuda::note_device_write();
   check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s), "cudaMemcpyAsync");
   cuda::CudaEvent start(true), stop(true);
   std::vector<double> gbps;

@@ -10,7 +10,6 @@
 
 #include "backend/cuda/attention_plan.h"
 #include "backend/cuda/cuda_errors.h"
-#include "backend/cuda/device_writes.h"
 #include "core/errors.h"
 #include "kernels/cuda/fp8_launchers.h"
 #include "kernels/cuda/ggml_launchers.h"
@@ -43,7 +42,6 @@ KvPoolsDev pools_of(const KvLayerView& kv) {
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options)
     : split_attention_(options.split_attention),
-      bf16_handoff_(options.bf16_handoff),
       device_(select_cuda_device(options.device)),
       gemm_(allocator_, stream_.get(), options.cublas_workspace_bytes),
       ids_(allocator_, "token ids"),
@@ -77,14 +75,12 @@ Buffer CudaBackend::alloc(size_t bytes) {
 }
 
 void CudaBackend::release(void* data, size_t) {
-  note_device_write();  // the memory may come back as another buffer
   allocator_.release(data);
 }
 
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
   require_eager("copy_to_device");
   if (bytes == 0) return;
-  note_device_write();
   check_cuda(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_.get()),
              "cudaMemcpyAsync (host to device)");
   stream_.synchronize();
@@ -101,7 +97,6 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 void CudaBackend::fill_zero(void* dst, size_t bytes) {
   require_eager("fill_zero");
   if (bytes == 0) return;
-  note_device_write();
   check_cuda(cudaMemsetAsync(dst, 0, bytes, stream_.get()), "cudaMemsetAsync");
 }
 
@@ -124,7 +119,6 @@ Weight CudaBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
   if (bytes == 0) return w;
   void* host = weight_staging_.reserve(bytes);
   fill(host);
-  note_device_write();
   check_cuda(cudaMemcpyAsync(w.storage.data(), host, bytes, cudaMemcpyHostToDevice, stream_.get()),
              "cudaMemcpyAsync (weight upload)");
   stream_.synchronize();  // the staging memory is reused by the next weight
@@ -134,53 +128,48 @@ Weight CudaBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
 void CudaBackend::embedding(const int32_t* ids, int64_t n, const WeightView& table,
                             int64_t row_offset, float* out) {
   const int32_t* d_ids = ids_.upload_i32(ids, n, stream_.get());
-  note_device_write();
   if (refreshing()) return;
   check_cuda(launch_embedding(d_ids, n, table.data, table.dtype, table.rows, table.cols, row_offset,
                               out, stream_.get()),
              "embedding kernel");
 }
 
-void CudaBackend::rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) {
-  const uint64_t gen = note_device_write();
-  void* copy = handoff_target(n * w.cols);
-  if (!refreshing())
-    check_cuda(launch_rmsnorm(x, n, w.data, w.dtype, w.cols, eps, out, copy, stream_.get()),
-               "rmsnorm kernel");
-  handoff_made(out, n * w.cols, copy, gen);
+DType CudaBackend::gemm_input_dtype(DType weight) const {
+  // The copy the norm and silu_mul kernels write is bf16; F16 weights convert x as before.
+  return weight == DType::BF16 ? DType::BF16 : DType::F32;
 }
 
-void* CudaBackend::handoff_target(int64_t count) {
-  return bf16_handoff_ && count > 0 ? gemm_.input_scratch(count) : nullptr;
+void CudaBackend::rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out,
+                          const ActivationView& rounded) {
+  check_rounded(rounded, DType::BF16, n, w.cols, "rmsnorm");
+  if (refreshing()) return;
+  check_cuda(launch_rmsnorm(x, n, w.data, w.dtype, w.cols, eps, out, rounded.data, stream_.get()),
+             "rmsnorm kernel");
 }
 
-void CudaBackend::handoff_made(const float* out, int64_t count, const void* copy, uint64_t gen) {
-  if (copy) handoff_.stage(out, count, gen);
+const void* CudaBackend::rounded_for(const GemmInput& x, int64_t n, const WeightView& w) const {
+  check_rounded(x.rounded, x.rounded.dtype, n, w.cols, "matmul");
+  return x.rounded && x.rounded.dtype == w.dtype ? x.rounded.data : nullptr;
 }
 
-const void* CudaBackend::handed_off(const float* x, int64_t count) {
-  if (!handoff_.holds(x, count, device_write_generation())) return nullptr;
-  return gemm_.input_scratch(count);  // already that large: returns the copy, moves nothing
-}
-
-void CudaBackend::matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+void CudaBackend::matmul(const GemmInput& x, int64_t n, const WeightView& w, const WeightView* bias,
                          float* out) {
-  const void* x16 = w.dtype == DType::BF16 ? handed_off(x, n * w.cols) : nullptr;
-  note_device_write();
+  const void* x16 = rounded_for(x, n, w);
   if (refreshing()) return;
   if (x16)
     gemm_.run_16bit(x16, n, w, out);
   else
-    gemm_.run(x, n, w, out);
+    gemm_.run(x.x, n, w, out);
   add_bias(out, n, w, bias);
 }
 
-void CudaBackend::matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) {
+void CudaBackend::matmul_group(const GemmInput& x, int64_t n,
+                               std::span<const MatmulTarget> targets) {
   // Targets of a group share x's width (the Linear seam checks it), so one 16-bit copy of x per
-  // 16-bit type serves them all: the one the op before handed off, or one converted here.
-  const void* x16 = targets.empty() ? nullptr : handed_off(x, n * targets[0].w.cols);
-  DType x16_type = x16 ? DType::BF16 : DType::F32;
-  note_device_write();
+  // 16-bit type serves them all: the one the model passed, or one converted here.
+  if (!targets.empty()) check_rounded(x.rounded, x.rounded.dtype, n, targets[0].w.cols, "matmul");
+  const void* x16 = x.rounded.data;
+  DType x16_type = x16 ? x.rounded.dtype : DType::F32;
   if (refreshing()) return;
   for (const MatmulTarget& t : targets) {
     if (n <= 0 || t.w.rows <= 0) continue;
@@ -189,7 +178,7 @@ void CudaBackend::matmul_group(const float* x, int64_t n, std::span<const Matmul
       continue;
     }
     if (!x16 || x16_type != t.w.dtype) {
-      x16 = gemm_.convert_input(x, n, t.w);
+      x16 = gemm_.convert_input(x.x, n, t.w);
       x16_type = t.w.dtype;
     }
     gemm_.run_16bit(x16, n, t.w, t.out);
@@ -217,7 +206,6 @@ void CudaBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w
   if (w.layout != Int4Layout::Rows)
     raise(Err::Internal, "the CUDA int4 matmul got a weight in the CPU's Blocks16 layout");
   if (n <= 0 || w.rows == 0) return;
-  note_device_write();
   if (refreshing()) return;
   const int64_t kp = w.words * 8;
   auto* xg = static_cast<float*>(int4_x_.reserve(size_t(n * kp) * sizeof(float)));
@@ -240,7 +228,6 @@ void CudaBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w
 void CudaBackend::matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w,
                              const WeightView* bias, float* out) {
   if (n <= 0 || w.rows == 0) return;
-  note_device_write();
   if (refreshing()) return;
   // The weight as bf16 once per call (each e4m3 value times its scale, rounded to bf16), then the
   // GEMM path every bf16 weight takes.
@@ -260,7 +247,6 @@ void CudaBackend::matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w
   // Plain floats in whole rows are a dense weight: the cuBLAS path serves them as they are.
   if (const std::optional<WeightView> dense = ggml_as_dense(w, t))
     return matmul(x, n, *dense, bias, out);
-  note_device_write();
   if (refreshing()) return;
   const cuda::GgmlDevice d{w.data,      uint32_t(w.type), w.rows,       w.cols,
                            w.row_bytes, t.block_elems,    t.block_bytes};
@@ -289,7 +275,6 @@ void CudaBackend::rope(float* x, int64_t n, int32_t heads, const int32_t* positi
                              std::to_string(f.rows) + " frequency rows for " + std::to_string(n) +
                              " tokens");
   const int32_t* d_pos = positions_.upload_i32(positions, n, stream_.get());
-  note_device_write();
   const auto* d_inv = static_cast<const float*>(inv_freq_.upload(
       f.inv_freq, size_t(f.rows) * size_t(f.head_dim / 2) * sizeof(float), stream_.get()));
   if (refreshing()) return;
@@ -307,7 +292,6 @@ void CudaBackend::kv_store(const float* k, const float* v, int64_t n, const int3
                                std::to_string(i) + " is outside the cache's " +
                                std::to_string(slots_total) + " slots");
   const int32_t* d_slots = slots_.upload_i32(slots, n, stream_.get());
-  note_device_write();
   if (refreshing()) return;
   check_cuda(launch_kv_store(k, v, n, d_slots, pools_of(kv), stream_.get()), "kv_store kernel");
 }
@@ -349,40 +333,35 @@ void CudaBackend::attention(const float* q, const AttentionBatch& batch, const K
     p.partial_max = base + parts * kAttentionMaxHeadDim;
     p.partial_sum = p.partial_max + parts;
   }
-  note_device_write();
   if (refreshing()) return;
   check_cuda(launch_attention(p, stream_.get()), "attention kernel");
 }
 
-void CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t width,
-                           float* out) {
-  const uint64_t gen = note_device_write();
-  void* copy = handoff_target(n * width);
-  if (!refreshing())
-    check_cuda(launch_silu_mul(gate, up, n * width, out, copy, stream_.get()), "silu_mul kernel");
-  handoff_made(out, n * width, copy, gen);
+void CudaBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out,
+                           const ActivationView& rounded) {
+  check_rounded(rounded, DType::BF16, n, width, "silu_mul");
+  if (refreshing()) return;
+  check_cuda(launch_silu_mul(gate, up, n * width, out, rounded.data, stream_.get()),
+             "silu_mul kernel");
 }
 
 void CudaBackend::add(float* x, const float* y, int64_t count) {
-  note_device_write();
   if (refreshing()) return;
   check_cuda(launch_add(x, y, count, stream_.get()), "add kernel");
 }
 
 void CudaBackend::add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps,
-                              float* out) {
-  const uint64_t gen = note_device_write();
-  void* copy = handoff_target(n * w.cols);
-  if (!refreshing())
-    check_cuda(launch_add_rmsnorm(x, y, n, w.data, w.dtype, w.cols, eps, out, copy, stream_.get()),
-               "add_rmsnorm kernel");
-  handoff_made(out, n * w.cols, copy, gen);
+                              float* out, const ActivationView& rounded) {
+  check_rounded(rounded, DType::BF16, n, w.cols, "add_rmsnorm");
+  if (refreshing()) return;
+  check_cuda(
+      launch_add_rmsnorm(x, y, n, w.data, w.dtype, w.cols, eps, out, rounded.data, stream_.get()),
+      "add_rmsnorm kernel");
 }
 
 void CudaBackend::gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                               float* dst) {
   const int32_t* d_rows = rows_.upload_i32(rows, count, stream_.get());
-  note_device_write();
   if (refreshing()) return;
   check_cuda(launch_gather_rows(src, d_rows, count, width, dst, stream_.get()),
              "gather_rows kernel");
@@ -393,7 +372,6 @@ void CudaBackend::scatter_add_rows(const float* src, const int32_t* rows, const 
   const int32_t* d_rows = rows_.upload_i32(rows, count, stream_.get());
   const auto* d_scales = static_cast<const float*>(
       scales_.upload(scales, size_t(count) * sizeof(float), stream_.get()));
-  note_device_write();
   if (refreshing()) return;
   check_cuda(launch_scatter_add_rows(src, d_rows, d_scales, count, width, dst, stream_.get()),
              "scatter_add_rows kernel");
@@ -493,8 +471,6 @@ void CudaBackend::begin_pass(Pass pass) {
 void CudaBackend::end_pass(bool launched) {
   pass_ = Pass::Eager;
   for (MetadataMirror* m : mirrors()) m->end(launched, stream_.get());
-  // The pass staged bf16 copies (bf16_handoff.h) that nothing wrote when no graph ran.
-  if (!launched) note_device_write();
 }
 
 void CudaBackend::require_eager(const char* op) const {

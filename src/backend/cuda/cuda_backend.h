@@ -8,9 +8,10 @@
 // - Sampling stays on the host: the model copies the logits rows to host memory and the
 //   engine's sampler (engine/sampler.h) applies penalties, temperature, top-k/top-p/min-p there.
 //   For one row of a 152k vocabulary that is 0.6 MB per token, far below a decode step's cost.
-// - bf16 activations between kernels: rmsnorm, add_rmsnorm and silu_mul also write their output
-//   rounded to bf16, and the matmul that reads that output next multiplies the copy instead of
-//   converting x again (bf16_handoff.h says when the copy may be used).
+// - bf16 GEMM inputs: gemm_input_dtype asks for bf16 copies for BF16 weights, so rmsnorm,
+//   add_rmsnorm and silu_mul write their output rounded to bf16 into the view the model passes,
+//   and the matmul the model hands that pair (GemmInput) multiplies the copy instead of
+//   converting x again.
 // - CUDA graphs (--cuda-graphs): run_step records a decode step's ops as a graph after one eager
 //   warm-up of its shape and replays it afterwards; before a replay the step's ops run their host
 //   half only (checks, metadata into the pinned staging the graph copies from), launching
@@ -27,7 +28,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cuda/bf16_handoff.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_graph.h"
 #include "backend/cuda/cuda_handles.h"
@@ -44,9 +44,6 @@ struct CudaBackendOptions {
   // Flash-decoding (launch_shapes.h, attention_split); off runs every attention single-pass,
   // the kernel's behaviour before the split, for side-by-side timings on the device.
   bool split_attention = true;
-  // The bf16 copy of a GEMM input written by the op before (bf16_handoff.h); off converts x in
-  // front of every GEMM, for the device test that the two give the same floats.
-  bool bf16_handoff = true;
   // Record decode steps as CUDA graphs and replay them (run_step, graph_book.h).
   bool cuda_graphs = false;
 };
@@ -77,11 +74,14 @@ class CudaBackend final : public Backend {
 
   void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
                  float* out) override;
-  void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) override;
-  void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias,
+  DType gemm_input_dtype(DType weight) const override;
+  void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out,
+               const ActivationView& rounded) override;
+  void matmul(const GemmInput& x, int64_t n, const WeightView& w, const WeightView* bias,
               float* out) override;
-  // Converts x to bf16 once for all the 16-bit weights of a group (q/k/v, gate/up).
-  void matmul_group(const float* x, int64_t n, std::span<const MatmulTarget> targets) override;
+  // Converts x to bf16 once for all the 16-bit weights of a group (q/k/v, gate/up), unless the
+  // model passed the copy.
+  void matmul_group(const GemmInput& x, int64_t n, std::span<const MatmulTarget> targets) override;
   void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                   float* out) override;
   void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
@@ -94,10 +94,11 @@ class CudaBackend final : public Backend {
                 const KvLayerView& kv) override;
   void attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
                  float* out) override;
-  void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out) override;
+  void silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out,
+                const ActivationView& rounded) override;
   void add(float* x, const float* y, int64_t count) override;
-  void add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps,
-                   float* out) override;
+  void add_rmsnorm(float* x, const float* y, int64_t n, const WeightView& w, float eps, float* out,
+                   const ActivationView& rounded) override;
   void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
                    float* dst) override;
   void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
@@ -116,11 +117,8 @@ class CudaBackend final : public Backend {
 
  private:
   void add_bias(float* out, int64_t n, const WeightView& w, const WeightView* bias);
-  // Where an op that writes out[count] puts its bf16 copy (null when the handoff is off), and
-  // the bf16 copy of x[count] when the handoff holds it (else null).
-  void* handoff_target(int64_t count);
-  void handoff_made(const float* out, int64_t count, const void* copy, uint64_t gen);
-  const void* handed_off(const float* x, int64_t count);
+  // x's rounded copy when it has the weight's dtype (then run_16bit multiplies it), else null.
+  const void* rounded_for(const GemmInput& x, int64_t n, const WeightView& w) const;
 
   // A recorded step's passes: Capture records the ops into a graph, Refresh runs their host
   // half before a replay. Ops that wait for the device refuse both.
@@ -140,8 +138,6 @@ class CudaBackend final : public Backend {
   std::array<cuda::MetadataMirror*, 10> mirrors();
 
   bool split_attention_;
-  bool bf16_handoff_;
-  cuda::Bf16Handoff handoff_;
   cuda::CudaDeviceInfo device_;  // selected first: everything below lives on it
   cuda::DeviceAllocator allocator_;
   cuda::CudaStream stream_;

@@ -43,14 +43,10 @@ void Gemm::run(const float* x, int64_t n, const WeightView& w, float* out) {
 
 const void* Gemm::convert_input(const float* x, int64_t n, const WeightView& w) {
   require_16bit(w);
-  void* x16 = input_scratch(n * w.cols);
+  void* x16 = x16_.reserve(size_t(std::max<int64_t>(n * w.cols, 0)) * 2);
   check_cuda(launch_convert_from_f32(x, n * w.cols, x16, w.dtype, stream_),
              "convert_from_f32 kernel");
   return x16;
-}
-
-void* Gemm::input_scratch(int64_t count) {
-  return x16_.reserve(size_t(std::max<int64_t>(count, 0)) * 2);
 }
 
 void Gemm::run_16bit(const void* x16, int64_t n, const WeightView& w, float* out) {

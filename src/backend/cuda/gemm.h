@@ -28,10 +28,9 @@ class Gemm {
   // convert_input rounds x[n, w.cols] to w's 16-bit type into scratch that stays valid until
   // the next convert_input or run; run_16bit takes x already in that type (BF16 / F16 weights).
   const void* convert_input(const float* x, int64_t n, const WeightView& w);
+  // A copy of x the op that wrote x rounded itself (backend/activation.h, GemmInput) goes
+  // straight to run_16bit.
   void run_16bit(const void* x16, int64_t n, const WeightView& w, float* out);
-  // The scratch convert_input writes, grown to `count` 16-bit elements: an op that writes a
-  // GEMM's input may write its bf16 rounding here itself (bf16_handoff.h) for run_16bit.
-  void* input_scratch(int64_t count);
 
  private:
   // out = x . w^T with x in w's type (float32, or the 16-bit type of a BF16 / F16 weight).

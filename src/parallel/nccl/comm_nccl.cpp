@@ -3,7 +3,6 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/cuda_errors.h"
-#include "backend/cuda/device_writes.h"
 #include "core/errors.h"
 
 namespace qmpi {
@@ -71,21 +70,18 @@ void NcclComm::check(ncclResult_t r, const char* operation) const {
 
 void NcclComm::all_reduce_sum(float* data, size_t count) {
   if (count == 0) return;
-  cuda::note_device_write();
   check(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_, cudaStreamLegacy),
         "ncclAllReduce");
 }
 
 void NcclComm::all_gather(const void* send, void* recv, size_t bytes_per_rank) {
   if (bytes_per_rank == 0) return;
-  cuda::note_device_write();
   check(ncclAllGather(send, recv, bytes_per_rank, ncclUint8, comm_, cudaStreamLegacy),
         "ncclAllGather");
 }
 
 void NcclComm::broadcast(void* data, size_t bytes, int root) {
   if (bytes == 0) return;
-  cuda::note_device_write();
   check(ncclBroadcast(data, data, bytes, ncclUint8, root, comm_, cudaStreamLegacy),
         "ncclBroadcast");
 }
@@ -97,7 +93,6 @@ void NcclComm::send(const void* data, size_t bytes, int peer) {
 
 void NcclComm::recv(void* data, size_t bytes, int peer) {
   if (bytes == 0) return;
-  cuda::note_device_write();
   check(ncclRecv(data, bytes, ncclUint8, peer, comm_, cudaStreamLegacy), "ncclRecv");
 }
 

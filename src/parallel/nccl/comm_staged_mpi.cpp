@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "backend/cuda/cuda_errors.h"
-#include "backend/cuda/device_writes.h"
 #include "parallel/comm_mpi.h"
 #include "parallel/gather_strings.h"
 
@@ -29,7 +28,6 @@ void* StagedMpiComm::to_host(cuda::PinnedBuffer& staging, const void* device, si
 }
 
 void StagedMpiComm::to_device(void* device, const void* host, size_t bytes) {
-  cuda::note_device_write();
   check_cuda(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, cudaStreamLegacy),
              "cudaMemcpyAsync (staging host to device)");
   check_cuda(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize (staging)");

@@ -45,12 +45,12 @@ TEST_F(CudaKernels, RmsNormMatchesForEveryWeightType) {
       WeightPair w = weight(dt, 1, width, 0.5f, 1.5f);
       const std::vector<float> x = random(size_t(n * width), -3.0f, 3.0f);
       std::vector<float> want(x.size());
-      cpu_->rmsnorm(x.data(), n, w.cpu.view(), 1e-6f, want.data());
+      cpu_->rmsnorm(x.data(), n, w.cpu.view(), 1e-6f, want.data(), {});
       Buffer dx = to_gpu(x), out = poisoned(x.size());
-      gpu_->rmsnorm(dx.as<float>(), n, w.gpu.view(), 1e-6f, out.as<float>());
+      gpu_->rmsnorm(dx.as<float>(), n, w.gpu.view(), 1e-6f, out.as<float>(), {});
       expect_close(from_gpu(out, x.size()), want, kF32,
                    std::string("rmsnorm ") + name_of(dt) + " width " + std::to_string(width));
-      gpu_->rmsnorm(dx.as<float>(), n, w.gpu.view(), 1e-6f, dx.as<float>());  // in place
+      gpu_->rmsnorm(dx.as<float>(), n, w.gpu.view(), 1e-6f, dx.as<float>(), {});  // in place
       expect_close(from_gpu(dx, x.size()), want, kF32, "rmsnorm in place");
     }
 }
@@ -63,15 +63,17 @@ TEST_F(CudaKernels, AddRmsNormUpdatesTheResidualAndNormsIt) {
       const std::vector<float> x = random(size_t(n * width), -3.0f, 3.0f);
       const std::vector<float> y = random(x.size(), -3.0f, 3.0f);
       std::vector<float> sum = x, want(x.size());
-      cpu_->add_rmsnorm(sum.data(), y.data(), n, w.cpu.view(), 1e-6f, want.data());
+      cpu_->add_rmsnorm(sum.data(), y.data(), n, w.cpu.view(), 1e-6f, want.data(), {});
       const std::string what =
           std::string("add_rmsnorm ") + name_of(dt) + " width " + std::to_string(width);
       Buffer dx = to_gpu(x), dy = to_gpu(y), out = poisoned(x.size());
-      gpu_->add_rmsnorm(dx.as<float>(), dy.as<float>(), n, w.gpu.view(), 1e-6f, out.as<float>());
+      gpu_->add_rmsnorm(dx.as<float>(), dy.as<float>(), n, w.gpu.view(), 1e-6f, out.as<float>(),
+                        {});
       EXPECT_EQ(mismatches(from_gpu(dx, x.size()), sum), 0u) << what << ": x + y";
       expect_close(from_gpu(out, x.size()), want, kF32, what);
       Buffer dx2 = to_gpu(x);  // out == x: the normed rows replace the sum
-      gpu_->add_rmsnorm(dx2.as<float>(), dy.as<float>(), n, w.gpu.view(), 1e-6f, dx2.as<float>());
+      gpu_->add_rmsnorm(dx2.as<float>(), dy.as<float>(), n, w.gpu.view(), 1e-6f, dx2.as<float>(),
+                        {});
       expect_close(from_gpu(dx2, x.size()), want, kF32, what + " in place");
     }
 }
@@ -272,9 +274,9 @@ TEST_F(CudaKernels, SiluMulAddGatherAndScatterRows) {
   const int64_t n = 13, width = 4864;
   const std::vector<float> gate = random(size_t(n * width), -6.0f, 6.0f), up = random(gate.size());
   std::vector<float> want(gate.size());
-  cpu_->silu_mul(gate.data(), up.data(), n, width, want.data());
+  cpu_->silu_mul(gate.data(), up.data(), n, width, want.data(), {});
   Buffer dg = to_gpu(gate), du = to_gpu(up), out = poisoned(gate.size());
-  gpu_->silu_mul(dg.as<float>(), du.as<float>(), n, width, out.as<float>());
+  gpu_->silu_mul(dg.as<float>(), du.as<float>(), n, width, out.as<float>(), {});
   expect_close(from_gpu(out, want.size()), want, kF32, "silu_mul");
 
   std::vector<float> x = gate;

@@ -42,10 +42,11 @@ TEST_F(CudaMemoryBudget, ProfileStepMeasuresTheWorkspace) {
   const uint64_t T = 1000, R = 8, h = 192, q = 192, kvw = 96, im = 384, V = 4096;
   const uint64_t step = T * (3 * h + 2 * q + 2 * kvw + 2 * im) * 4;  // hidden + model scratch
   const uint64_t logits = R * (h + V) * 4;
-  // cuBLAS workspace (32 MiB), bf16 copies of GEMM inputs, the metadata mirrors and the
-  // flash-decoding partials.
+  // cuBLAS workspace (32 MiB), bf16 copies of GEMM inputs (the model's of the normed rows, the
+  // MLP's gate and the logit rows; the backend's of o_proj's input, which it converts), the
+  // metadata mirrors and the flash-decoding partials.
   const uint64_t backend_scratch =
-      (32ull << 20) + T * im * 2 + (1ull << 20) +
+      (32ull << 20) + (T * (h + im + q) + R * h) * 2 + (1ull << 20) +
       uint64_t(cuda::attention_split_workspace_bytes(gpu_->device().multiprocessors));
   EXPECT_GE(d.input.workspace_bytes, step + logits);
   EXPECT_LE(d.input.workspace_bytes, step + logits + backend_scratch);

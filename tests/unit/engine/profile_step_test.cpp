@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 
+#include "../forwarding_backend.h"
 #include "../solo_comm.h"
 #include "backend/cpu/cpu_backend.h"
 #include "model/presets.h"
@@ -18,72 +19,19 @@ namespace qmpi {
 namespace {
 
 // CPU backend whose Backend::alloc buffers are counted (weights are not: make_weight).
-class CountingBackend final : public Backend {
+class CountingBackend final : public testing::ForwardingBackend {
  public:
   std::string_view name() const override { return "counting"; }
-  bool host_memory() const override { return true; }
   Buffer alloc(size_t bytes) override {
-    Buffer b = cpu_->alloc(bytes);
+    Buffer b = inner().alloc(bytes);
     void* p = b.data();
     held_.emplace(p, std::move(b));
     in_use += bytes;
     peak = std::max(peak, in_use);
     return Buffer(this, p, bytes);
   }
-  void copy_to_device(void* d, const void* s, size_t n) override { cpu_->copy_to_device(d, s, n); }
-  void copy_to_host(void* d, const void* s, size_t n) override { cpu_->copy_to_host(d, s, n); }
-  void fill_zero(void* d, size_t n) override { cpu_->fill_zero(d, n); }
-  void synchronize() override { cpu_->synchronize(); }
-  Weight make_weight(DType t, int64_t rows, int64_t cols,
-                     const std::function<void(void*)>& fill) override {
-    return cpu_->make_weight(t, rows, cols, fill);
-  }
-  void embedding(const int32_t* ids, int64_t n, const WeightView& t, int64_t off,
-                 float* out) override {
-    cpu_->embedding(ids, n, t, off, out);
-  }
-  void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out) override {
-    cpu_->rmsnorm(x, n, w, eps, out);
-  }
-  void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* b,
-              float* out) override {
-    cpu_->matmul(x, n, w, b, out);
-  }
-  void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* b,
-                   float* out) override {
-    cpu_->matmul_int4(x, n, w, b, out);
-  }
-  void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* b,
-                  float* out) override {
-    cpu_->matmul_fp8(x, n, w, b, out);
-  }
-  void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* b,
-                   float* out) override {
-    cpu_->matmul_ggml(x, n, w, b, out);
-  }
-  void rope(float* x, int64_t n, int32_t heads, const int32_t* pos, const RopeFreqs& f) override {
-    cpu_->rope(x, n, heads, pos, f);
-  }
-  void kv_store(const float* k, const float* v, int64_t n, const int32_t* slots,
-                const KvLayerView& kv) override {
-    cpu_->kv_store(k, v, n, slots, kv);
-  }
-  void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv,
-                 float* out) override {
-    cpu_->attention(q, b, kv, out);
-  }
-  void silu_mul(const float* g, const float* u, int64_t n, int64_t w, float* out) override {
-    cpu_->silu_mul(g, u, n, w, out);
-  }
-  void add(float* x, const float* y, int64_t count) override { cpu_->add(x, y, count); }
-  void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width,
-                   float* dst) override {
-    cpu_->gather_rows(src, rows, count, width, dst);
-  }
-  void scatter_add_rows(const float* src, const int32_t* rows, const float* scales, int64_t count,
-                        int64_t width, float* dst) override {
-    cpu_->scatter_add_rows(src, rows, scales, count, width, dst);
-  }
+  // Through alloc above, so the zeroed buffers (the KV cache) are counted too.
+  Buffer alloc_zeroed(size_t bytes) override { return Backend::alloc_zeroed(bytes); }
 
   uint64_t in_use = 0, peak = 0;
 
@@ -94,7 +42,6 @@ class CountingBackend final : public Backend {
   }
 
  private:
-  std::unique_ptr<Backend> cpu_ = make_cpu_backend(CpuBackendOptions{1});
   std::map<void*, Buffer> held_;
 };
 

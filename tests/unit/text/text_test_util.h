@@ -4,12 +4,14 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "text/byte_level.h"
+#include "text/qwen_tokenizer_json.h"
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -41,13 +43,10 @@ inline std::string bl(std::string_view raw) {
   return byte_level::encode(raw);
 }
 
-// The Qwen pre-tokenizer regex, as tokenizer.json stores it.
-inline const char* kQwenSplitRegex =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-
-// A byte-level BPE tokenizer.json: ids 0..255 are the bytes in order, then one id per merge
-// result in merge order, then `added` (objects in tokenizer.json's added_tokens form).
-// `pair_merges` writes merges as ["a", "b"] instead of "a b".
+// A byte-level BPE tokenizer.json in Qwen's form (text/qwen_tokenizer_json.h): ids 0..255 are
+// the bytes in order, then one id per merge result in merge order, then `added` (objects in
+// tokenizer.json's added_tokens form). `pair_merges` writes merges as ["a", "b"] instead of
+// "a b".
 inline nlohmann::json tiny_tokenizer(const std::vector<std::pair<std::string, std::string>>& merges,
                                      bool pair_merges = false,
                                      nlohmann::json added = nlohmann::json::array()) {
@@ -61,41 +60,18 @@ inline nlohmann::json tiny_tokenizer(const std::vector<std::pair<std::string, st
     else
       merge_list.push_back(a + " " + b);
   }
-  nlohmann::json split = {{"type", "Split"},
-                          {"pattern", {{"Regex", kQwenSplitRegex}}},
-                          {"behavior", "Isolated"},
-                          {"invert", false}};
-  nlohmann::json byte_level = {{"type", "ByteLevel"},
-                               {"add_prefix_space", false},
-                               {"trim_offsets", false},
-                               {"use_regex", false}};
-  return {{"version", "1.0"},
-          {"truncation", nullptr},
-          {"padding", nullptr},
-          {"added_tokens", added},
-          {"normalizer", {{"type", "NFC"}}},
-          {"pre_tokenizer", {{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}}},
-          {"post_processor", nullptr},
-          {"decoder", byte_level},
-          {"model",
-           {{"type", "BPE"},
-            {"dropout", nullptr},
-            {"unk_token", nullptr},
-            {"continuing_subword_prefix", ""},
-            {"end_of_word_suffix", ""},
-            {"fuse_unk", false},
-            {"byte_fallback", false},
-            {"ignore_merges", false},
-            {"vocab", vocab},
-            {"merges", merge_list}}}};
+  return qwen_tokenizer_json(std::move(vocab), std::move(merge_list), std::move(added));
 }
 
 inline nlohmann::json added_token(int id, const std::string& content, bool special,
                                   bool normalized = false, bool lstrip = false, bool rstrip = false,
                                   bool single_word = false) {
-  return {{"id", id},          {"content", content}, {"single_word", single_word},
-          {"lstrip", lstrip},  {"rstrip", rstrip},   {"normalized", normalized},
-          {"special", special}};
+  nlohmann::json t = added_token_json(id, content, special);
+  t["normalized"] = normalized;
+  t["lstrip"] = lstrip;
+  t["rstrip"] = rstrip;
+  t["single_word"] = single_word;
+  return t;
 }
 
 inline Tokenizer from(const nlohmann::json& j, const std::string& config = "") {
