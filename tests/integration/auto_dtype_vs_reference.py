@@ -10,7 +10,11 @@ max error leaves out the positions where the reference's router has a near tie i
 (the k-th and (k+1)-th router logits within ROUTER_TIE of the row's largest |logit|): there any
 rounding may pick the other expert, a jump no bound on the arithmetic covers (`--dtype float32`
 with the bf16 KV cache jumps there too: 8.8e-2 on qwen3-moe); those positions still count for
-top-1 agreement, and at most a quarter of the positions may be left out. `auto` must also
+top-1 agreement, and at most a quarter of the positions may be left out. Top-1 agreement is
+counted where the reference's two best logits are at least TOP1_TIE of the row's largest |logit|
+apart: closer than that the exact path itself flips with the bf16 KV cache (`--dtype float32`
+picks another token at 2 of qwen3-moe's 64 positions, margins 0.15% and 0.28%), and at most a
+quarter of the positions may be that close. `auto` must also
 differ from `--dtype float32` on the bf16 models (so the test sees the bf16 path, not the exact
 one) and equal it on the int4 model (whose float tensors are f16: auto changes nothing there).
 
@@ -32,6 +36,7 @@ from int4_vs_reference import make_int4
 MAX_ERR = 1.85e-2
 MIN_TOP1 = 62 / 64  # the 96.9%: 62 of HF's 64 positions
 ROUTER_TIE = 1e-2
+TOP1_TIE = 5e-3
 PROMPT_LEN = 64
 GREEDY_PROMPTS = 8
 GREEDY_TOKENS = 16
@@ -94,12 +99,19 @@ def check_model(c, label: str, model_dir: str, bf16_weights: bool, tally: list) 
     if auto is None or exact is None:
         return
     err = testlib.rel_err(auto[clear], want[clear])
-    top1 = float(np.mean(np.argmax(auto[:, :vocab], 1) == np.argmax(want[:, :vocab], 1)))
+    best = -np.sort(-want[:, :vocab], axis=1)[:, :2]
+    decided = (best[:, 0] - best[:, 1]) >= TOP1_TIE * np.max(np.abs(want), axis=1)
+    agree = np.argmax(auto[:, :vocab], 1) == np.argmax(want[:, :vocab], 1)
+    top1 = float(np.mean(agree[decided]))
     exact_err = testlib.rel_err(exact[clear], want[clear])
     ties = int(np.sum(~clear))
-    c.check(err <= MAX_ERR and top1 >= MIN_TOP1 and ties <= PROMPT_LEN // 4,
+    close = int(np.sum(~decided))
+    c.check(err <= MAX_ERR and top1 >= MIN_TOP1 and ties <= PROMPT_LEN // 4 and
+            close <= PROMPT_LEN // 4,
             f"{label}: auto rel err {err:.2e} (limit {MAX_ERR:g}), top-1 agreement "
-            f"{top1:.2%} (limit {MIN_TOP1:.2%}); float32 {exact_err:.2e}; {ties} positions "
+            f"{top1:.2%} (limit {MIN_TOP1:.2%}) over the {PROMPT_LEN - close} positions whose "
+            f"top two differ by {TOP1_TIE:g} or more (all: {np.mean(agree):.2%}); float32 "
+            f"{exact_err:.2e}; {ties} positions "
             f"with a router near tie left out of the error (all: auto "
             f"{testlib.rel_err(auto, want):.2e}, float32 {testlib.rel_err(exact, want):.2e})")
     differs = not np.array_equal(auto, exact)

@@ -4,9 +4,9 @@
 # ssh). `mpirun -np 6` over a hostfile of the two hosts with 3 slots each, started by the
 # launch/mpirun/qmpi.sh recipe, running `qmpi logits --tp 3 --pp 2`, must then place one TP group
 # on each host, send the pipeline hop over TCP between them, and produce the logits of a
-# single-rank run (both with float32 K/V, so that the 1e-5 bound is about the layout, not about
-# where a bf16 rounding of K/V falls). Needs root (ip netns, unshare); fails, never skips, when
-# that is not allowed.
+# single-rank run (both with float32 activations and K/V, so that the 1e-5 bound is about the
+# layout, not about where a bf16 rounding falls). Needs root (ip netns, unshare); fails, never
+# skips, when that is not allowed.
 # Traffic stays on the link this test creates: the root namespace gets no address on it.
 set -euo pipefail
 
@@ -84,7 +84,7 @@ chmod +x "$agent"
 "$QMPI" make-model --preset tiny --seed 5 --out "$tmp/tiny" >"$tmp/make-model.log" 2>&1 ||
   { cat "$tmp/make-model.log"; die "qmpi make-model failed"; }
 ids=9707,11,1879,0,25,13,151644,872,198,3838,374,279,6722,315,9625,30
-exact_kv=(--kv-dtype f32)  # testlib.EXACT_KV (tests/integration/testlib.py says why)
+exact_kv=(--dtype float32 --kv-dtype f32)  # testlib.EXACT_KV (tests/integration/testlib.py says why)
 "$QMPI" logits --model "$tmp/tiny" --ids "$ids" "${exact_kv[@]}" --out "$tmp/single.npy" >"$tmp/single.log" 2>&1 ||
   { cat "$tmp/single.log"; die "single-rank qmpi logits failed"; }
 

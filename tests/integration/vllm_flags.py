@@ -68,8 +68,13 @@ def body(c: t.Checks):
                 c.check(f"  {target} " in help_text, f"{label}: {target} is in --help")
 
     # A vLLM deployment guide's whole line at once.
-    line = [w for words, _, _ in rows["serve"] for w in words
-            if words[0] not in ("-tp", "-pp", "-dp", "-q")]  # their long forms are there
+    # Each flag once (a flag with two example rows, like --speculative-config, keeps its first);
+    # -tp, -pp, -dp and -q: their long forms are there.
+    line, seen = [], {"-tp", "-pp", "-dp", "-q"}
+    for words, _, _ in rows["serve"]:
+        if words[0] not in seen:
+            seen.add(words[0])
+            line += words
     p = qmpi("serve", *line, "--help")
     c.check(p.returncode == 0, f"all {len(rows['serve'])} serve rows on one line (exit "
             f"{p.returncode}) {p.stderr[-300:] if p.returncode else ''}")
