@@ -3,18 +3,9 @@
 #include <algorithm>
 
 #include "core/errors.h"
+#include "core/splitmix64.h"
 
 namespace qmpi {
-namespace {
-
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
 
 BlockPool::BlockPool(BlockManager& blocks, bool prefix_caching)
     : blocks_(blocks),
@@ -29,13 +20,13 @@ BlockPool::~BlockPool() {
 }
 
 uint64_t BlockPool::chain_hash(uint64_t parent, std::span<const int32_t> tokens) {
-  uint64_t h = mix(parent ^ 0x51ed270b27a4c1d3ull);
-  for (int32_t t : tokens) h = mix(h ^ uint64_t(uint32_t(t)));
+  uint64_t h = splitmix64(parent ^ 0x51ed270b27a4c1d3ull);
+  for (int32_t t : tokens) h = splitmix64(h ^ uint64_t(uint32_t(t)));
   return h == 0 ? 1 : h;  // 0 means "no parent"
 }
 
 uint64_t BlockPool::chain_root(int32_t adapter) {
-  return adapter < 0 ? 0 : mix(0x10ca0000ull + uint64_t(adapter)) | 1;
+  return adapter < 0 ? 0 : splitmix64(0x10ca0000ull + uint64_t(adapter)) | 1;
 }
 
 int64_t BlockPool::match_prefix(std::span<const int32_t> tokens, int64_t max_blocks,

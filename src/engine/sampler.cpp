@@ -7,17 +7,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/splitmix64.h"
 #include "kernels/cpu/log_sum_exp.h"
 
 namespace qmpi {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // HF's repetition penalty (divide positive logits, multiply negative ones) and OpenAI's
 // presence/frequency penalties, each over the tokens the sequence has seen.
@@ -54,7 +48,7 @@ std::vector<TokenLogprob> top_of(std::span<const float> row, double lse, int32_t
 }  // namespace
 
 uint64_t choice_seed(uint64_t seed, uint32_t choice) {
-  return choice == 0 ? seed : splitmix64(seed ^ (uint64_t(choice) * 0x9e3779b97f4a7c15ull));
+  return choice == 0 ? seed : splitmix64(seed ^ (uint64_t(choice) * kGoldenGamma));
 }
 
 double sampling_uniform(uint64_t seed, uint32_t index) {

@@ -4,19 +4,10 @@
 #include <cstring>
 
 #include "core/errors.h"
+#include "core/splitmix64.h"
 
 namespace qmpi {
 namespace {
-
-// splitmix64's finaliser: a bijective mix whose outputs for consecutive counters pass
-// statistical tests, which is all a counter-based generator needs.
-uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
 
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 0xcbf29ce484222325ull;
@@ -66,7 +57,7 @@ SyntheticTensor::SyntheticTensor(uint64_t seed, const std::string& name,
 }
 
 float SyntheticTensor::value(int64_t index) const {
-  const uint64_t bits = mix64(key_ + uint64_t(index + 1) * kGolden);
+  const uint64_t bits = mix64(key_ + uint64_t(index + 1) * kGoldenGamma);
   // 24 random bits give a float in [-1, 1) exactly, with no rounding bias.
   const float u = float(int32_t(bits >> 40) - (1 << 23)) * (1.0f / float(1 << 23));
   return offset_ + scale_ * u;

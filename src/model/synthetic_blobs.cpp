@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "io/safetensors_writer.h"
+#include "model/int4_tensors.h"
 #include "model/synthetic.h"
 #include "model/synthetic_folder.h"
 
@@ -54,6 +55,31 @@ Blob dense_blob(uint64_t seed, const TensorSpec& t, DType dtype) {
   Blob b{t.name, dtype, t.shape, std::vector<uint8_t>(size_t(n) * dtype_size(dtype))};
   SyntheticTensor(seed, t.name, t.shape).fill(0, n, dtype, b.bytes.data());
   return b;
+}
+
+CheckpointSummary write_quantized_model(const std::string& dir, const json& config,
+                                        const std::vector<TensorSpec>& specs, int shards,
+                                        const ModelConfig& cfg, uint64_t seed, DType dense_dtype,
+                                        const QuantizedBlobs& q, const std::string& float_dir) {
+  const CheckpointSummary summary = write_blob_model(
+      dir, config, specs, shards,
+      [&](const TensorSpec& t) -> std::vector<Blob> {
+        if (!is_quantized_projection(t.name)) return {dense_blob(seed, t, dense_dtype)};
+        return q.stored(t);
+      },
+      cfg);
+  if (!float_dir.empty()) {
+    json float_config = config;
+    float_config.erase("quantization_config");
+    write_blob_model(
+        float_dir, float_config, specs, shards,
+        [&](const TensorSpec& t) -> std::vector<Blob> {
+          if (!is_quantized_projection(t.name)) return {dense_blob(seed, t, dense_dtype)};
+          return {q.dequantized(t)};
+        },
+        cfg);
+  }
+  return summary;
 }
 
 }  // namespace qmpi

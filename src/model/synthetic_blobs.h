@@ -43,4 +43,19 @@ CheckpointSummary write_blob_model(const std::string& dir, const nlohmann::json&
 // The dense generator's tensor `t` as `dtype` (what write_synthetic_checkpoint writes).
 Blob dense_blob(uint64_t seed, const TensorSpec& t, DType dtype);
 
+// How a quantized projection (is_quantized_projection) is written: its stored tensors, and the
+// same values as one float tensor for the dequantized twin.
+struct QuantizedBlobs {
+  std::function<std::vector<Blob>(const TensorSpec&)> stored;
+  std::function<Blob(const TensorSpec&)> dequantized;
+};
+
+// Writes a quantized model to `dir` and, unless float_dir is empty, its dequantized twin there
+// (config without quantization_config): the float reference the quantized loaders are checked
+// against. Every other tensor is dense_blob(seed, t, dense_dtype) in both.
+CheckpointSummary write_quantized_model(const std::string& dir, const nlohmann::json& config,
+                                        const std::vector<TensorSpec>& specs, int shards,
+                                        const ModelConfig& cfg, uint64_t seed, DType dense_dtype,
+                                        const QuantizedBlobs& q, const std::string& float_dir);
+
 }  // namespace qmpi

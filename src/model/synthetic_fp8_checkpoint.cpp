@@ -6,7 +6,6 @@
 #include "core/dtype.h"
 #include "model/config.h"
 #include "model/fp8_weight.h"
-#include "model/int4_tensors.h"
 #include "model/synthetic.h"
 #include "model/synthetic_blobs.h"
 
@@ -72,27 +71,15 @@ CheckpointSummary write_synthetic_fp8_checkpoint(const std::string& dir, json co
   config_json["quantization_config"] = fp8_quantization_config_json();
   const ModelConfig cfg = ModelConfig::from_json(config_json, "the config for " + dir);
   const std::vector<TensorSpec> specs = expected_tensors(cfg);
-  const CheckpointSummary summary = write_blob_model(
-      dir, config_json, specs, shards,
-      [&](const TensorSpec& t) -> std::vector<Blob> {
-        if (!is_quantized_projection(t.name)) return {dense_blob(seed, t, DType::BF16)};
-        const Fp8Values v = quantize(seed, t);
-        return {blob(t.name, DType::F8_E4M3, {v.N, v.K}, v.q),
-                blob(fp8_scale_name(t.name), DType::F32, {v.SN, v.SK}, v.scale)};
-      },
-      cfg);
-  if (!float_dir.empty()) {
-    json float_config = config_json;
-    float_config.erase("quantization_config");
-    write_blob_model(
-        float_dir, float_config, specs, shards,
-        [&](const TensorSpec& t) -> std::vector<Blob> {
-          if (!is_quantized_projection(t.name)) return {dense_blob(seed, t, DType::BF16)};
-          return {dequantized(t.name, quantize(seed, t))};
-        },
-        cfg);
-  }
-  return summary;
+  return write_quantized_model(
+      dir, config_json, specs, shards, cfg, seed, DType::BF16,
+      {[&](const TensorSpec& t) -> std::vector<Blob> {
+         const Fp8Values v = quantize(seed, t);
+         return {blob(t.name, DType::F8_E4M3, {v.N, v.K}, v.q),
+                 blob(fp8_scale_name(t.name), DType::F32, {v.SN, v.SK}, v.scale)};
+       },
+       [&](const TensorSpec& t) { return dequantized(t.name, quantize(seed, t)); }},
+      float_dir);
 }
 
 }  // namespace qmpi

@@ -4,8 +4,8 @@
 #include <functional>
 
 #include "core/errors.h"
+#include "core/splitmix64.h"
 #include "model/config.h"
-#include "model/int4_tensors.h"
 #include "model/synthetic.h"
 #include "model/synthetic_blobs.h"
 
@@ -20,12 +20,7 @@ constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 // splitmix64: a counter-free stream seeded per projection, enough for random test weights.
 struct Rng {
   uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return mix64(s += kGoldenGamma); }
   uint32_t below(uint32_t n) { return uint32_t(next() % n); }
   float unit() { return float(next() >> 40) / float(1ull << 24); }
 };
@@ -168,27 +163,14 @@ CheckpointSummary write_synthetic_int4_checkpoint(const std::string& dir, json c
   const ModelConfig cfg = ModelConfig::from_json(config_json, "the config for " + dir);
   const std::vector<TensorSpec> specs = expected_tensors(cfg);
 
-  auto dense = [seed](const TensorSpec& t, DType dtype) { return dense_blob(seed, t, dtype); };
-  const CheckpointSummary summary = write_blob_model(
-      dir, config_json, specs, shards,
-      [&](const TensorSpec& t) -> std::vector<Blob> {
-        if (!is_quantized_projection(t.name)) return {dense(t, DType::F16)};
-        const std::string prefix = t.name.substr(0, t.name.size() - 6);  // "weight"
-        return int4_blobs(prefix, random_int4(seed, t, opt), opt);
-      },
-      cfg);
-  if (!float_dir.empty()) {
-    json float_config = config_json;
-    float_config.erase("quantization_config");
-    write_blob_model(
-        float_dir, float_config, specs, shards,
-        [&](const TensorSpec& t) -> std::vector<Blob> {
-          if (!is_quantized_projection(t.name)) return {dense(t, DType::F16)};
-          return {dequantized_blob(t.name, random_int4(seed, t, opt))};
-        },
-        cfg);
-  }
-  return summary;
+  return write_quantized_model(
+      dir, config_json, specs, shards, cfg, seed, DType::F16,
+      {[&](const TensorSpec& t) {
+         const std::string prefix = t.name.substr(0, t.name.size() - 6);  // "weight"
+         return int4_blobs(prefix, random_int4(seed, t, opt), opt);
+       },
+       [&](const TensorSpec& t) { return dequantized_blob(t.name, random_int4(seed, t, opt)); }},
+      float_dir);
 }
 
 }  // namespace qmpi

@@ -15,6 +15,18 @@ constexpr int kTag = 17;
 // MPI counts are int: larger buffers go in pieces of this many elements.
 constexpr size_t kMaxCount = size_t(1) << 30;
 
+// f(offset, count) for each piece; an empty transfer is still one call, so a zero-length
+// operation meets its peers all the same.
+template <class F>
+void in_chunks(size_t total, F&& f) {
+  size_t done = 0;
+  do {
+    const int n = int(std::min(total - done, kMaxCount));
+    f(done, n);
+    done += n;
+  } while (done < total);
+}
+
 std::string amount(size_t n, const char* unit) {
   return std::to_string(n) + " " + unit;
 }
@@ -99,14 +111,11 @@ void MpiComm::check_peer(int peer, const char* operation) const {
 
 void MpiComm::all_reduce_sum(float* data, size_t count) {
   const Op op{"all_reduce_sum", count, "floats"};
-  size_t done = 0;
-  do {
-    int n = int(std::min(count - done, kMaxCount));
+  in_chunks(count, [&](size_t done, int n) {
     MPI_Request req;
     MPI_Iallreduce(MPI_IN_PLACE, data + done, n, MPI_FLOAT, MPI_SUM, comm_.get(), &req);
     finish(req, op, -1);
-    done += n;
-  } while (done < count);
+  });
 }
 
 void MpiComm::all_gather(const void* send, void* recv, size_t bytes_per_rank) {
@@ -126,35 +135,27 @@ void MpiComm::broadcast(void* data, size_t bytes, int root) {
     raise(Err::Internal, "broadcast on " + label_ + " from root " + std::to_string(root) + " of " +
                              std::to_string(size_));
   const Op op{"broadcast", bytes, "bytes", root};
-  size_t done = 0;
-  do {
-    int n = int(std::min(bytes - done, kMaxCount));
+  in_chunks(bytes, [&](size_t done, int n) {
     MPI_Request req;
     MPI_Ibcast(static_cast<char*>(data) + done, n, MPI_BYTE, root, comm_.get(), &req);
     finish(req, op, -1);
-    done += n;
-  } while (done < bytes);
+  });
 }
 
 void MpiComm::send(const void* data, size_t bytes, int peer) {
   check_peer(peer, "send");
   const Op op{"send", bytes, "bytes"};
-  size_t done = 0;
-  do {
-    int n = int(std::min(bytes - done, kMaxCount));
+  in_chunks(bytes, [&](size_t done, int n) {
     MPI_Request req;
     MPI_Isend(static_cast<const char*>(data) + done, n, MPI_BYTE, peer, kTag, comm_.get(), &req);
     finish(req, op, peer);
-    done += n;
-  } while (done < bytes);
+  });
 }
 
 void MpiComm::recv(void* data, size_t bytes, int peer) {
   check_peer(peer, "recv");
   const Op op{"recv", bytes, "bytes"};
-  size_t done = 0;
-  do {
-    int n = int(std::min(bytes - done, kMaxCount));
+  in_chunks(bytes, [&](size_t done, int n) {
     MPI_Request req;
     MPI_Status status;
     MPI_Irecv(static_cast<char*>(data) + done, n, MPI_BYTE, peer, kTag, comm_.get(), &req);
@@ -166,8 +167,7 @@ void MpiComm::recv(void* data, size_t bytes, int peer) {
                                std::to_string(world_ranks_[peer]) + " expected " +
                                amount(size_t(n), "bytes") + " but got " +
                                amount(size_t(got), "bytes"));
-    done += n;
-  } while (done < bytes);
+  });
 }
 
 void MpiComm::barrier() {

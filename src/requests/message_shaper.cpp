@@ -1,17 +1,12 @@
 #include "requests/message_shaper.h"
 
+#include "text/partial_tag.h"
+
 namespace qmpi {
 namespace {
 
 constexpr std::string_view kThink = "<think>";
 constexpr std::string_view kThinkEnd = "</think>";
-
-// The longest suffix of `s` that is a proper prefix of `tag`.
-size_t partial_suffix(std::string_view s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
-    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
-  return 0;
-}
 
 bool blank(std::string_view s) {
   return s.find_first_not_of(" \t\r\n") == std::string_view::npos;
@@ -82,7 +77,7 @@ void MessageShaper::step(bool at_end, MessageDelta& out) {
           continue;
         }
         // Hold what may still be "</think>" and the newlines before it.
-        size_t keep = at_end ? 0 : partial_suffix(held_, kThinkEnd);
+        size_t keep = at_end ? 0 : partial_tag_suffix(held_, kThinkEnd);
         size_t cut = held_.size() - keep;
         while (cut > 0 && held_[cut - 1] == '\n') --cut;
         if (!at_end) keep = held_.size() - cut;

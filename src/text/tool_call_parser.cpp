@@ -5,20 +5,13 @@
 #include <nlohmann/json.hpp>
 
 #include "text/jinja_value.h"
+#include "text/partial_tag.h"
 
 namespace qmpi {
 namespace {
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
-
-// The length of the longest suffix of `s` that is a proper prefix of `tag`: text that may
-// still turn into the tag once more arrives.
-size_t partial_tag_suffix(std::string_view s, std::string_view tag) {
-  for (size_t n = std::min(s.size(), tag.size() - 1); n > 0; --n)
-    if (s.substr(s.size() - n) == tag.substr(0, n)) return n;
-  return 0;
-}
 
 std::optional<ToolCall> parse_block(std::string_view body) {
   using OJson = nlohmann::ordered_json;
