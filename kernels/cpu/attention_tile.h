@@ -6,12 +6,24 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu::attn {
 
 constexpr int32_t kTile = 32;  // keys per tile: two 16-lane vectors of scores per query vector
+
+// f.template operator()<n>() for a run-time n in [1, Max]: the last, partial block of a loop over
+// blocks of register-resident vectors, whose count must be a template argument.
+template <class F, int... I>
+inline void with_count(int32_t n, F& f, std::integer_sequence<int, I...>) {
+  ((n == I + 1 ? (f.template operator()<I + 1>(), true) : false) || ...);
+}
+template <int Max, class F>
+inline void with_count(int32_t n, F&& f) {
+  with_count(n, f, std::make_integer_sequence<int, Max>{});
+}
 
 // kt[c * kTile + j] = rows[j][c] for the tile's nk keys (j >= nk: zero), c < d. The score loop
 // then multiplies one broadcast query element by 16 keys at a time, with no horizontal sums.
@@ -109,31 +121,8 @@ inline void tile_scores(const float* q, int32_t nv, int32_t d, const float* kt, 
 #if defined(__AVX512F__)
   int32_t i = 0;
   for (; i + 8 <= nv; i += 8) scores_block<8>(q + i * d, d, kt, score + i * kTile);
-  switch (nv - i) {
-    case 7:
-      scores_block<7>(q + i * d, d, kt, score + i * kTile);
-      break;
-    case 6:
-      scores_block<6>(q + i * d, d, kt, score + i * kTile);
-      break;
-    case 5:
-      scores_block<5>(q + i * d, d, kt, score + i * kTile);
-      break;
-    case 4:
-      scores_block<4>(q + i * d, d, kt, score + i * kTile);
-      break;
-    case 3:
-      scores_block<3>(q + i * d, d, kt, score + i * kTile);
-      break;
-    case 2:
-      scores_block<2>(q + i * d, d, kt, score + i * kTile);
-      break;
-    case 1:
-      scores_block<1>(q + i * d, d, kt, score + i * kTile);
-      break;
-    default:
-      break;
-  }
+  if (i < nv)
+    with_count<7>(nv - i, [&]<int N>() { scores_block<N>(q + i * d, d, kt, score + i * kTile); });
 #else
   for (int32_t i = 0; i < nv; ++i)
     for (int32_t j = 0; j < kTile; ++j) {
@@ -152,25 +141,9 @@ inline void tile_values(const float* p, int32_t nv, const float* const* values, 
   for (int32_t c0 = 0; c0 < d; c0 += 64) {
     int32_t i = 0;
     for (; i + 6 <= nv; i += 6) values_block<6>(p + i * kTile, values, nk, d, c0, acc + i * d);
-    switch (nv - i) {
-      case 5:
-        values_block<5>(p + i * kTile, values, nk, d, c0, acc + i * d);
-        break;
-      case 4:
-        values_block<4>(p + i * kTile, values, nk, d, c0, acc + i * d);
-        break;
-      case 3:
-        values_block<3>(p + i * kTile, values, nk, d, c0, acc + i * d);
-        break;
-      case 2:
-        values_block<2>(p + i * kTile, values, nk, d, c0, acc + i * d);
-        break;
-      case 1:
-        values_block<1>(p + i * kTile, values, nk, d, c0, acc + i * d);
-        break;
-      default:
-        break;
-    }
+    if (i < nv)
+      with_count<5>(
+          nv - i, [&]<int N>() { values_block<N>(p + i * kTile, values, nk, d, c0, acc + i * d); });
   }
 #else
   for (int32_t i = 0; i < nv; ++i)

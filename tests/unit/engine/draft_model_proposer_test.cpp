@@ -10,8 +10,8 @@
 #include <unistd.h>
 #include <filesystem>
 
+#include "../small_model_config.h"
 #include "backend/cpu/cpu_backend.h"
-#include "model/presets.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace qmpi {
@@ -20,14 +20,7 @@ namespace {
 constexpr int64_t kVocab = 500;
 
 nlohmann::json small_config(int64_t vocab) {
-  nlohmann::json j = preset_config("tiny").raw;
-  j["hidden_size"] = 48;
-  j["num_hidden_layers"] = 2;
-  j["num_attention_heads"] = 6;
-  j["num_key_value_heads"] = 2;
-  j["intermediate_size"] = 96;
-  j["vocab_size"] = vocab;
-  return j;
+  return small_model_config(2, vocab);
 }
 
 // The draft's folder, written once and removed at exit.

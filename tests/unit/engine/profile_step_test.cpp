@@ -10,9 +10,9 @@
 #include <map>
 
 #include "../forwarding_backend.h"
+#include "../small_model_config.h"
 #include "../solo_comm.h"
 #include "backend/cpu/cpu_backend.h"
-#include "model/presets.h"
 #include "model/synthetic.h"
 
 namespace qmpi {
@@ -46,14 +46,7 @@ class CountingBackend final : public testing::ForwardingBackend {
 };
 
 ModelConfig small_config() {
-  nlohmann::json j = preset_config("tiny").raw;
-  j["hidden_size"] = 48;
-  j["num_hidden_layers"] = 2;
-  j["num_attention_heads"] = 6;
-  j["num_key_value_heads"] = 2;
-  j["intermediate_size"] = 96;
-  j["vocab_size"] = 500;
-  return ModelConfig::from_json(j, "test");
+  return ModelConfig::from_json(small_model_config(2, 500), "test");
 }
 
 TEST(ProfileStep, BatchIsOneSequenceInOneBlock) {

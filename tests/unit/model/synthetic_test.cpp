@@ -7,10 +7,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../small_model_config.h"
 #include "../temp_dir.h"
 #include "core/errors.h"
 #include "io/checkpoint_dir.h"
-#include "model/presets.h"
 #include "model/synthetic_checkpoint.h"
 
 namespace qmpi {
@@ -21,13 +21,7 @@ using testing::TempDir;
 
 // A small Qwen2 (vocab 1000) so whole-model checks stay fast.
 json small_config(bool tied) {
-  json j = preset_config("tiny").raw;
-  j["hidden_size"] = 48;
-  j["num_hidden_layers"] = 3;
-  j["num_attention_heads"] = 6;
-  j["num_key_value_heads"] = 2;
-  j["intermediate_size"] = 96;
-  j["vocab_size"] = 1000;
+  json j = small_model_config(3, 1000);
   j["tie_word_embeddings"] = tied;
   return j;
 }
