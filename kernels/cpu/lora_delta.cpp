@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <array>
 #include <string>
 #include <vector>
 
@@ -26,6 +25,17 @@ constexpr int64_t kXRows = 4;
 constexpr int64_t kTile = 16;
 // The thread_scratch slot of the low rows.
 constexpr int kLowSlot = 7;
+// Adapters are read once a step from DRAM (tens of MB, past the last-level cache) in short
+// runs the hardware prefetcher barely ramps up on (a 16-output tile of B is 512 bytes, a row of
+// A under 2 KiB), so the loads stalled on memory latency: about 3 GB/s against a 17 GB/s
+// plain stream (bench/stream_read.sh). Phase 2 prefetches this far ahead of the tile it reads.
+constexpr int64_t kAheadBytes = 2048;
+
+// Prefetches bytes [from, from + count) of the weight at `base`, `size` bytes, that lie in it.
+inline void prefetch_lines(const char* base, int64_t size, int64_t from, int64_t count) {
+  for (int64_t b = from; b < std::min(from + count, size); b += 64)
+    __builtin_prefetch(base + b, 0, 3);
+}
 
 // A segment's low rows are r floats padded with zeros to whole vectors.
 inline int64_t padded(int64_t r) {
@@ -77,10 +87,10 @@ inline __m512 load16(const void* row, int64_t k, __mmask16 m) {
 // them; rows past the ends are computed on a clamped copy and not stored.
 template <DType T>
 void low_rows(const float* x, const LoraSegment& s, int64_t j0, float* low) {
-  const int64_t in = s.a.cols, r = s.a.rows, esz = int64_t(dtype_size(T));
+  const int64_t in = s.a.cols, r = s.a.rows, esz = int64_t(dtype_size(T)), a_size = r * in * esz;
+  const char* a_base = static_cast<const char*>(s.a.data);
   const char* a[kARows];
-  for (int64_t u = 0; u < kARows; ++u)
-    a[u] = static_cast<const char*>(s.a.data) + std::min(j0 + u, r - 1) * in * esz;
+  for (int64_t u = 0; u < kARows; ++u) a[u] = a_base + std::min(j0 + u, r - 1) * in * esz;
   for (int64_t i0 = 0; i0 < s.count; i0 += kXRows) {
     const float* xr[kXRows];
     for (int64_t v = 0; v < kXRows; ++v) xr[v] = x + s.rows[std::min(i0 + v, s.count - 1)] * in;
@@ -89,6 +99,11 @@ void low_rows(const float* x, const LoraSegment& s, int64_t j0, float* low) {
       for (__m512& c : row) c = _mm512_setzero_ps();
     for (int64_t k = 0; k < in; k += 16) {
       const __mmask16 m = tail_mask(in - k);
+      // The next block of kARows rows follows this one in A; the first pass over x fetches it
+      // at the pace this block is read.
+      if (i0 == 0)
+        prefetch_lines(a_base, a_size, (j0 + kARows) * in * esz + kARows * k * esz,
+                       kARows * 16 * esz);
       __m512 w[kARows];
       for (int64_t u = 0; u < kARows; ++u) w[u] = load16<T>(a[u], k, m);
       for (int64_t v = 0; v < kXRows; ++v) {
@@ -96,39 +111,53 @@ void low_rows(const float* x, const LoraSegment& s, int64_t j0, float* low) {
         for (int64_t u = 0; u < kARows; ++u) acc[u][v] = _mm512_fmadd_ps(w[u], xv, acc[u][v]);
       }
     }
+    // Reduced with constant indices first: a loop bounded by count and r made the compiler
+    // keep acc[][] on the stack too, sixteen stores in every step of the k loop above.
+    float sums[kARows][kXRows];
+    for (int64_t u = 0; u < kARows; ++u)
+      for (int64_t v = 0; v < kXRows; ++v) sums[u][v] = _mm512_reduce_add_ps(acc[u][v]);
     for (int64_t v = 0; v < kXRows && i0 + v < s.count; ++v)
       for (int64_t u = 0; u < kARows && j0 + u < r; ++u)
-        low[(i0 + v) * padded(r) + j0 + u] = s.scale * _mm512_reduce_add_ps(acc[u][v]);
+        low[(i0 + v) * padded(r) + j0 + u] = s.scale * sums[u][v];
+  }
+}
+
+// The lane indices of one transpose round: row p (p & H == 0) keeps its left H-lane blocks and
+// takes row p + H's left ones (`upper`); row p + H takes row p's right blocks (`lower`). Index
+// 16 + i is lane i of the second operand (row p + H).
+template <int H>
+struct RoundIndex {
+  alignas(64) int32_t upper[16], lower[16];
+  constexpr RoundIndex() : upper(), lower() {
+    for (int lane = 0; lane < 16; ++lane) {
+      upper[lane] = (lane & H) ? 16 + lane - H : lane;
+      lower[lane] = (lane & H) ? 16 + lane : lane + H;
+    }
+  }
+};
+
+// Each round's H is a constant, so the rows stay in registers: with H a loop variable the
+// compiler kept v[] on the stack and the transpose cost more than the FMAs it feeds.
+template <int H>
+inline void transpose_round(__m512* v) {
+  static constexpr RoundIndex<H> idx;
+  const __m512i upper = _mm512_load_si512(idx.upper), lower = _mm512_load_si512(idx.lower);
+#pragma GCC unroll 16
+  for (int p = 0; p < 16; ++p) {
+    if (p & H) continue;
+    const __m512 a = v[p], b = v[p + H];
+    v[p] = _mm512_permutex2var_ps(a, upper, b);
+    v[p + H] = _mm512_permutex2var_ps(a, lower, b);
   }
 }
 
 // v[j] lane l = the old v[l] lane j: a 16 x 16 transpose in registers, as four rounds that
-// swap the off-diagonal h x h blocks of every 2h x 2h block (h = 8, 4, 2, 1).
+// swap the off-diagonal H x H blocks of every 2H x 2H block.
 inline void transpose16(__m512* v) {
-  struct Index {
-    int32_t upper[16], lower[16];
-  };
-  static const auto rounds = [] {
-    std::array<Index, 4> idx{};
-    for (int round = 0, h = 8; h >= 1; ++round, h /= 2)
-      for (int lane = 0; lane < 16; ++lane) {
-        // Row p (lane & h == 0 half kept) takes row p + h's left block; row p + h takes row p's
-        // right block. Index 16 + i is lane i of the second operand (row p + h).
-        idx[size_t(round)].upper[lane] = (lane & h) ? 16 + lane - h : lane;
-        idx[size_t(round)].lower[lane] = (lane & h) ? 16 + lane : lane + h;
-      }
-    return idx;
-  }();
-  for (int round = 0, h = 8; h >= 1; ++round, h /= 2) {
-    const __m512i upper = _mm512_loadu_si512(rounds[size_t(round)].upper);
-    const __m512i lower = _mm512_loadu_si512(rounds[size_t(round)].lower);
-    for (int p = 0; p < 16; ++p) {
-      if (p & h) continue;
-      const __m512 a = v[p], b = v[p + h];
-      v[p] = _mm512_permutex2var_ps(a, upper, b);
-      v[p + h] = _mm512_permutex2var_ps(a, lower, b);
-    }
-  }
+  transpose_round<8>(v);
+  transpose_round<4>(v);
+  transpose_round<2>(v);
+  transpose_round<1>(v);
 }
 
 // out[rows[i], o0 .. o0 + 16) += low[i] . B[o]^T for every row of the segment. Each 16 x 16
@@ -141,6 +170,8 @@ void add_tile(const LoraSegment& s, const float* low, int64_t o0) {
   const int64_t rows = std::min(kTile, width - o0);
   const auto* b = static_cast<const char*>(s.b.data);
   const __mmask16 om = tail_mask(rows);
+  // The tiles of B follow each other in memory: fetch the one kAheadBytes on.
+  prefetch_lines(b, width * r * esz, o0 * r * esz + kAheadBytes, kTile * r * esz);
   for (int64_t c = 0; c < r; c += 16) {
     __m512 v[16];
     for (int64_t l = 0; l < 16; ++l)
