@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "backend/cuda/cublas_library.h"
+
 namespace qmpi::cuda {
 
 std::string cuda_version_text(int version) {
@@ -20,7 +22,7 @@ std::string cuda_error_text(cudaError_t rc) {
 }
 
 std::string cublas_status_text(cublasStatus_t status) {
-  return std::string(cublasGetStatusString(status)) + " (" + cublasGetStatusName(status) + ")";
+  return std::string(cublas().status_string(status)) + " (" + cublas().status_name(status) + ")";
 }
 
 CudaFailure classify_cuda_error(cudaError_t rc, std::string_view call, int driver_version,

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_errors.h"
 
 namespace qmpi::cuda {
@@ -36,13 +37,13 @@ float CudaEvent::ms_since(const CudaEvent& start) const {
 }
 
 CublasHandle::CublasHandle(cudaStream_t stream) {
-  check_cublas(cublasCreate(&handle_), "cublasCreate");
-  check_cublas(cublasSetStream(handle_, stream), "cublasSetStream");
+  check_cublas(cublas().create(&handle_), "cublasCreate");
+  check_cublas(cublas().set_stream(handle_, stream), "cublasSetStream");
   // Exact float32 GEMMs: TF32 stays off unless a compute type asks for it explicitly.
-  check_cublas(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check_cublas(cublas().set_math_mode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
 }
 CublasHandle::~CublasHandle() {
-  if (handle_) cublasDestroy(handle_);
+  if (handle_) cublas().destroy(handle_);
 }
 
 PinnedBuffer::~PinnedBuffer() {

@@ -4,6 +4,7 @@
 #include <climits>
 #include <string>
 
+#include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_errors.h"
 #include "core/errors.h"
 #include "kernels/cuda/launchers.h"
@@ -17,7 +18,7 @@ Gemm::Gemm(DeviceAllocator& allocator, cudaStream_t stream, size_t workspace_byt
       x16_(allocator, MemPurpose::Scratch, "16-bit GEMM inputs") {
   if (workspace_bytes > 0)
     check_cublas(
-        cublasSetWorkspace(handle_.get(), workspace_.reserve(workspace_bytes), workspace_bytes),
+        cublas().set_workspace(handle_.get(), workspace_.reserve(workspace_bytes), workspace_bytes),
         "cublasSetWorkspace");
 }
 
@@ -79,9 +80,9 @@ void Gemm::gemm(const void* x, int64_t n, const WeightView& w, float* out) {
   // Row-major out[n, m] = x[n, k] . W[m, k]^T is column-major out^T[m, n] = W^T . x^T, where
   // the row-major W is a column-major [k, m] matrix (lda = k) taken transposed.
   const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t st = cublasGemmEx(handle_.get(), CUBLAS_OP_T, CUBLAS_OP_N, m, tokens, cols,
-                                         &alpha, w.data, type, cols, x, type, cols, &beta, out,
-                                         CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  const cublasStatus_t st = cublas().gemm_ex(
+      handle_.get(), CUBLAS_OP_T, CUBLAS_OP_N, m, tokens, cols, &alpha, w.data, type, cols, x, type,
+      cols, &beta, out, CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS)
     raise_cublas_error(st, "cublasGemmEx (" + std::to_string(n) + " x " + std::to_string(cols) +
                                " . " + std::to_string(m) + " x " + std::to_string(cols) + "^T, " +
