@@ -4,7 +4,9 @@ logits` matches the single-rank run within 1e-4 relative and `qmpi run` produces
 greedy tokens. The tiny preset (12 heads, 6 KV heads, 6 layers) allows TP 1/2/3 and PP 1/2/3.
 The base model (f32, tied, one file) and its opposite (untied, 3 shards) run every layout; the
 other two tied/untied x single/sharded combinations run at 2x3 and 3x2, the layouts that split
-both ways.
+both ways. With the engine's default bf16 KV cache, --tp 2 gives the single rank's 24 greedy
+tokens on kv_dtype_vs_reference.py's two models (f32 and bf16 weights; moved here so that test
+runs on one rank, beside the MPI tests).
 """
 
 import testlib
@@ -17,6 +19,12 @@ CASES = [
     (dict(seed=15, dtype="f32", shards=1, untied=True), BOTH_WAYS),
     (dict(seed=16, dtype="f32", shards=3, untied=False), BOTH_WAYS),
 ]
+# kv_dtype_vs_reference.py's models and greedy prompt (its ids[:9]): --tp 2 with the bf16 KV cache.
+BF16_KV_CASES = [
+    dict(seed=11, dtype="f32", shards=1, untied=False),
+    dict(seed=13, dtype="bf16", shards=3, untied=False),
+]
+BF16_KV_TOKENS = 24
 LOGITS_LEN = 24
 GREEDY_PROMPT_LEN = 7
 GREEDY_TOKENS = 32
@@ -47,9 +55,26 @@ def check_case(c: testlib.Checks, opts: dict, layouts) -> None:
                                 TOLERANCE, GREEDY_TOKENS, MPI_TIMEOUT)
 
 
+def check_bf16_kv(c: testlib.Checks, opts: dict) -> None:
+    label = f"{opts['dtype']} weights, bf16 KV"
+    model_dir = c.guard(label, testlib.make_model, **opts)
+    if model_dir is None:
+        return
+    prompt = testlib.random_ids(opts["seed"] + 40, 9)
+    one = c.guard(f"{label} single rank", testlib.qmpi_greedy, model_dir, BF16_KV_TOKENS,
+                  ids=prompt, kv_dtype="bf16")
+    tp2 = c.guard(f"{label} tp 2", testlib.qmpi_greedy, model_dir, BF16_KV_TOKENS, ids=prompt,
+                  tp=2, kv_dtype="bf16", timeout=MPI_TIMEOUT)
+    if one is not None and tp2 is not None:
+        c.check(tp2["output_ids"] == one["output_ids"] and len(one["output_ids"]) == BF16_KV_TOKENS,
+                f"{label}: --tp 2 greedy ids == single rank's")
+
+
 def body(c: testlib.Checks) -> None:
     for opts, layouts in CASES:
         check_case(c, opts, layouts)
+    for opts in BF16_KV_CASES:
+        check_bf16_kv(c, opts)
 
 
 if __name__ == "__main__":
