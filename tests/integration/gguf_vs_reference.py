@@ -2,12 +2,16 @@
 """GGUF models against the float64 reference.
 
 tests/reference/gguf_ref.py (the oracle's own GGUF writer, quantizing with ggml_blocks.quantize)
-writes random float models as GGUF files: the tiny preset as Q8_0 and Q4_0 (its widths, 192 and
-384, are whole 32-element blocks but not 256-element k-quant super-blocks), and a 256-wide shape
-(hidden 256, 4 heads of 64, 2 KV heads, MLP 768, a vocabulary of 4096 without tokenizer, so
-its embedding quantizes fast) as Q4_K, Q6_K and a Q4_K_M-like mix split into
-three files; a Qwen2-MoE (Q8_0) and a Qwen3-MoE (Q5_1) tiny model as llama.cpp stacks their
-experts. The reference reads each file back with its own reader, decodes every tensor to
+writes random float models as GGUF files: the tiny preset's shape as Q8_0 and Q4_0 (its widths,
+192 and 384, are whole 32-element blocks but not 256-element k-quant super-blocks), and a
+256-wide shape (hidden 256, 4 heads of 64, 2 KV heads, MLP 768) as Q4_K, Q6_K and a Q4_K_M-like
+mix split into three files; a Qwen2-MoE (Q8_0) and a Qwen3-MoE (Q5_1) tiny model as llama.cpp
+stacks their experts. Every quantized model has a vocabulary of 4096 without tokenizer
+(SMALL_VOCAB), so its embedding quantizes fast: with the presets' 151,936 rows, quantizing and
+decoding the embedding in NumPy and reading it in every rank took most of the test's time, and
+no check here depends on the vocabulary's size (the bf16 GGUF below keeps the real vocabulary and
+its embedded tokenizer, which gguf_tokenizer.py checks). The reference reads each file back with
+its own reader, decodes every tensor to
 float64 with ggml_blocks.dequantize and runs the float64 forward; `qmpi logits` on the file must
 match within the exact-math bound (1e-4 of the largest |logit|, tighter than int4's 2e-3) at
 1x1, TP 2, TP 3 and PP 2 (MoE: 1x1 and TP 3 / TP 2) with `--dtype float32`; under the default
@@ -47,13 +51,30 @@ AUTO_TOLERANCE = 3e-2
 AUTO_CASES = ("Q8_0", "Q4_0", "Q4_K")
 LAYOUTS = [(1, 1), (2, 1), (3, 1), (1, 2)]
 MPI_TIMEOUT = 240
+SMALL_VOCAB = 4096
 K256 = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 256,
         "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
-        "intermediate_size": 768, "vocab_size": 4096, "max_position_embeddings": 4096,
+        "intermediate_size": 768, "vocab_size": SMALL_VOCAB, "max_position_embeddings": 4096,
         "rope_theta": 1000000.0, "rms_norm_eps": 1e-6, "tie_word_embeddings": True,
         "hidden_act": "silu", "torch_dtype": "float32", "bos_token_id": 151643,
         "eos_token_id": 151645}
-# label, base model (a preset, or k256), untied, writer options, layouts
+# The `qmpi make-model` presets' shapes (src/app's tiny, tiny-qwen2-moe, tiny-qwen3-moe) with
+# SMALL_VOCAB rows instead of 151,936.
+TINY = dict(K256, hidden_size=192, num_hidden_layers=6, num_attention_heads=12,
+            num_key_value_heads=6, intermediate_size=384)
+SHAPES = {
+    "k256": K256,
+    "tiny": TINY,
+    "tiny-qwen2-moe": dict(TINY, architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe",
+                           decoder_sparse_step=1, mlp_only_layers=[2], moe_intermediate_size=64,
+                           norm_topk_prob=False, num_experts=8, num_experts_per_tok=2,
+                           qkv_bias=True, shared_expert_intermediate_size=256),
+    "tiny-qwen3-moe": dict(TINY, architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe",
+                           attention_bias=False, decoder_sparse_step=2, head_dim=32,
+                           mlp_only_layers=[], moe_intermediate_size=96, norm_topk_prob=True,
+                           num_experts=7, num_experts_per_tok=3),
+}
+# label, base model (a SHAPES key), untied, writer options, layouts
 CASES = [
     ("Q8_0", "tiny", False, ["--type", "Q8_0"], LAYOUTS),
     ("Q4_0", "tiny", True, ["--type", "Q4_0", "--output-type", "Q8_0"], LAYOUTS),
@@ -78,22 +99,18 @@ def cached(path: str, identity: str, make) -> str:
 
 
 def base_model(kind: str, untied: bool) -> str:
-    """A random f32 float model folder, made once per qmpi binary."""
+    """A random f32 float model folder of SHAPES[kind], made once per qmpi binary."""
     st = os.stat(testlib.qmpi_binary())
-    identity = f"{st.st_size}:{st.st_mtime_ns}"
+    identity = f"{st.st_size}:{st.st_mtime_ns}:{json.dumps(SHAPES[kind], sort_keys=True)}"
     root = testlib.test_tmp("models")
-    dest = os.path.join(root, f"gguf-base-{kind}-{'untied' if untied else 'tied'}")
+    dest = os.path.join(root, f"gguf-base-{kind}-v{SMALL_VOCAB}-{'untied' if untied else 'tied'}")
 
     def make(path):
         shutil.rmtree(path, ignore_errors=True)
-        args = ["make-model", "--out", path, "--seed", "31", "--dtype", "f32"]
-        if kind != "k256":
-            args += ["--preset", kind]
-        else:
-            like = os.path.join(root, "gguf-k256-config.json")
-            with open(like, "w") as f:
-                json.dump(K256, f)
-            args += ["--like", like]
+        like = os.path.join(root, f"gguf-{kind}-config.json")
+        with open(like, "w") as f:
+            json.dump(SHAPES[kind], f)
+        args = ["make-model", "--out", path, "--seed", "31", "--dtype", "f32", "--like", like]
         testlib.qmpi(args + (["--untied"] if untied else []), timeout=300)
 
     return cached(dest, identity, make)
