@@ -35,6 +35,8 @@ namespace {
 constexpr int64_t kGrain = 64 * 1024;
 // Rows of x one pass over a weight row serves (the row stays in L1 for the next tile).
 constexpr int kTokens = 4;
+// Weight rows one call serves (rows_32).
+constexpr int kRows = 2;
 // How far ahead of the block being decoded the next weight bytes are asked into L2: the GEMV
 // reads each weight once, so without it a core keeps too few misses in flight.
 constexpr int64_t kAhead = 4096;
@@ -152,30 +154,46 @@ struct Q45_0 {
   }
 };
 
-template <class D, int T>
-void row_32(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0, const float* bias,
-            float* out) {
-  const uint8_t* row = w.data + r * w.row_bytes;
-  __m512 acc[2][T];
-  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+// R weight rows (consecutive) times T rows of x. The rows share each pair of x's quants, and
+// with R * T >= 2 every row has its own FMA chain; a lone row and token alternates two chains.
+// Rows of 896 inputs are only 14 pairs: serving two at once halves the per-row work around them
+// (the call, the horizontal sums) and the loads of x.
+template <class D, int R, int T>
+void rows_32(const GgmlWeightView& w, int64_t r0, const QuantX& qx, int64_t t0, const float* bias,
+             float* out) {
+  constexpr int C = R * T == 1 ? 2 : 1;
+  const uint8_t* row = w.data + r0 * w.row_bytes;
+  __m512 acc[C][R][T];
+  for (int c = 0; c < C; ++c)
+    for (int i = 0; i < R; ++i)
+      for (int t = 0; t < T; ++t) acc[c][i][t] = _mm512_setzero_ps();
   const XPair* x0 = qx.pairs + t0 * qx.pairs_per_row;
   for (int64_t p = 0; p < qx.pairs_per_row; ++p) {
-    const uint8_t* b = row + 2 * p * D::kBytes;
-    __builtin_prefetch(b + kAhead, 0, 2);
-    __builtin_prefetch(b + kAhead + 64, 0, 2);
-    __m512i q;
-    __m512 s;
-    D::pair(b, q, s);
+    __m512i q[R];
+    __m512 s[R];
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* b = row + i * w.row_bytes + 2 * p * D::kBytes;
+      __builtin_prefetch(b + kAhead, 0, 2);
+      __builtin_prefetch(b + kAhead + 64, 0, 2);
+      D::pair(b, q[i], s[i]);
+    }
     for (int t = 0; t < T; ++t) {
       const XPair& xp = x0[t * qx.pairs_per_row + p];
-      const __m512i sum = _mm512_dpbusd_epi32(load_si(xp.start), q, load_si(xp.q));
-      acc[p & 1][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
-                                      _mm512_mul_ps(s, _mm512_load_ps(xp.dx)), acc[p & 1][t]);
+      const __m512i start = load_si(xp.start), xq = load_si(xp.q);
+      const __m512 dx = _mm512_load_ps(xp.dx);
+      for (int i = 0; i < R; ++i) {
+        __m512& a = acc[p % C][i][t];
+        a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, q[i], xq)),
+                            _mm512_mul_ps(s[i], dx), a);
+      }
     }
   }
-  for (int t = 0; t < T; ++t)
-    out[(t0 + t) * w.rows + r] =
-        _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t])) + (bias ? bias[r] : 0.0f);
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) {
+      __m512 sum = acc[0][i][t];
+      for (int c = 1; c < C; ++c) sum = _mm512_add_ps(sum, acc[c][i][t]);
+      out[(t0 + t) * w.rows + r0 + i] = _mm512_reduce_add_ps(sum) + (bias ? bias[r0 + i] : 0.0f);
+    }
 }
 
 // Q4_K: d * sc_j * q - dmin * m_j per sub-block j of 32. The scales' 6-bit fields unpacked 4 at
@@ -307,19 +325,31 @@ void row_q6_k(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0, 
 
 using RowFn = void (*)(const GgmlWeightView&, int64_t, const QuantX&, int64_t, const float*,
                        float*);
-
-template <template <int> class Row>
-constexpr RowFn kRowFns[kTokens] = {Row<1>::run, Row<2>::run, Row<3>::run, Row<4>::run};
+// kRows x kTokens kernels: [weight rows - 1][rows of x - 1].
+using RowFns = RowFn[kRows][kTokens];
 
 template <class D>
-struct Row32 {
-  template <int T>
-  struct Of {
-    static void run(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0,
-                    const float* bias, float* out) {
-      row_32<D, T>(w, r, qx, t0, bias, out);
-    }
-  };
+struct Rows32 {
+  template <int R, int T>
+  static void run(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0,
+                  const float* bias, float* out) {
+    rows_32<D, R, T>(w, r, qx, t0, bias, out);
+  }
+  static constexpr RowFns kFns = {{run<1, 1>, run<1, 2>, run<1, 3>, run<1, 4>},
+                                  {run<2, 1>, run<2, 2>, run<2, 3>, run<2, 4>}};
+};
+
+// The k-quant kernels take one weight row at a time: their rows are whole 256-element blocks,
+// long enough that the per-row work is small beside them.
+template <template <int> class Row>
+struct RowsK {
+  template <int R, int T>
+  static void run(const GgmlWeightView& w, int64_t r, const QuantX& qx, int64_t t0,
+                  const float* bias, float* out) {
+    for (int i = 0; i < R; ++i) Row<T>::run(w, r + i, qx, t0, bias, out);
+  }
+  static constexpr RowFns kFns = {{run<1, 1>, run<1, 2>, run<1, 3>, run<1, 4>},
+                                  {run<2, 1>, run<2, 2>, run<2, 3>, run<2, 4>}};
 };
 template <int T>
 struct RowQ6K {
@@ -336,13 +366,15 @@ struct RowQ4K {
   }
 };
 
-void gemv(const GgmlWeightView& w, int64_t n, const QuantX& qx, const RowFn* fns, const float* bias,
-          float* out, int threads) {
+void gemv(const GgmlWeightView& w, int64_t n, const QuantX& qx, const RowFns& fns,
+          const float* bias, float* out, int threads) {
   const int nt = threads_for(threads, w.rows * w.cols, kGrain);
 #pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t r = 0; r < w.rows; ++r)
+  for (int64_t g = 0; g < (w.rows + kRows - 1) / kRows; ++g) {
+    const int64_t r = g * kRows, nr = std::min<int64_t>(kRows, w.rows - r);
     for (int64_t t0 = 0; t0 < n; t0 += kTokens)
-      fns[std::min<int64_t>(kTokens, n - t0) - 1](w, r, qx, t0, bias, out);
+      fns[nr - 1][std::min<int64_t>(kTokens, n - t0) - 1](w, r, qx, t0, bias, out);
+  }
 }
 
 }  // namespace
@@ -365,25 +397,25 @@ bool matmul_ggml_gemv_int8(const float* x, int64_t n, const GgmlWeightView& w,
                            const WeightView* bias, float* out, const MatmulOptions& opt) {
   if (!ggml_int8_supported(w)) return false;
   const AlignedArray<float> b = widen(bias);
-  const auto run = [&](int offset, bool k_quant, const RowFn* fns) {
+  const auto run = [&](int offset, bool k_quant, const RowFns& fns) {
     const QuantX qx = quantize_x(x, n, w.cols, offset, k_quant);
     gemv(w, n, qx, fns, b.get(), out, opt.threads);
   };
   switch (w.type) {
     case GgmlType::Q8_0:
-      run(Q8_0::kOffset, false, kRowFns<Row32<Q8_0>::Of>);
+      run(Q8_0::kOffset, false, Rows32<Q8_0>::kFns);
       break;
     case GgmlType::Q4_0:
-      run(Q45_0<false>::kOffset, false, kRowFns<Row32<Q45_0<false>>::Of>);
+      run(Q45_0<false>::kOffset, false, Rows32<Q45_0<false>>::kFns);
       break;
     case GgmlType::Q5_0:
-      run(Q45_0<true>::kOffset, false, kRowFns<Row32<Q45_0<true>>::Of>);
+      run(Q45_0<true>::kOffset, false, Rows32<Q45_0<true>>::kFns);
       break;
     case GgmlType::Q6_K:
-      run(32, false, kRowFns<RowQ6K>);
+      run(32, false, RowsK<RowQ6K>::kFns);
       break;
     default:
-      run(0, true, kRowFns<RowQ4K>);
+      run(0, true, RowsK<RowQ4K>::kFns);
       break;
   }
   return true;

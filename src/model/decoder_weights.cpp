@@ -33,15 +33,19 @@ DecoderWeights load_decoder_weights(const ModelConfig& cfg, const ShardPlan& pla
   if (plan.last_stage) {
     w.final_norm = ld.load("model.norm.weight", {h});
     // Tied checkpoints usually omit lm_head.weight; some still carry a copy. Either way the
-    // tied model's head is the embedding matrix, held once when this rank also embeds.
-    // A GGUF head in blocks stays in them (the embedding's rows are decoded for look-ups).
+    // tied model's head is the embedding matrix, held once when this rank also embeds. A GGUF
+    // head in blocks stays in them: the embedding's rows are decoded to float32 for look-ups,
+    // and a rank that also embeds keeps the blocks beside that table, since the head streams
+    // every row each step (Q8_0's blocks are 0.27x the float32 bytes).
     auto load_head = [&](const std::string& name) {
       w.lm_head_blocks = ld.load_blocks(name, {V, h});
       if (!w.lm_head_blocks) w.lm_head = ld.load(name, {V, h});
     };
     if (cfg.tie_word_embeddings && !plan.first_stage)
       load_head("model.embed_tokens.weight");
-    else if (!cfg.tie_word_embeddings)
+    else if (cfg.tie_word_embeddings)
+      w.lm_head_blocks = ld.load_blocks("model.embed_tokens.weight", {V, h});
+    else
       load_head("lm_head.weight");
   }
   w.bytes = ld.bytes();

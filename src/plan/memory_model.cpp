@@ -141,6 +141,11 @@ RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const Plan
         tensor_bytes(cfg, in, t.name, slice_numel(t.shape, *slice), cuts_blocks(in, t, *slice));
     m.weights += bytes;
     if (t.name.find(".mlp.experts.") != std::string::npos) m.expert_weights += bytes;
+    // A tied GGUF head on a rank that also embeds: its blocks beside the float32 table
+    // (model/decoder_weights.cpp).
+    if (t.name == "model.embed_tokens.weight" && cfg.tie_word_embeddings && plan.first_stage &&
+        plan.last_stage && in.tensor_blocks.count(t.name) && !cuts_blocks(in, t, *slice))
+      m.weights += uint64_t(ggml_bytes(*in.tensor_blocks.at(t.name), slice_numel(t.shape, *slice)));
   }
   m.lora_weights = lora_weight_bytes(cfg, plan, in);
   m.weights += m.lora_weights;

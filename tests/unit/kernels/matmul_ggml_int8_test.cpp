@@ -1,8 +1,9 @@
 // The int8-activation GGUF GEMV (matmul_ggml_int8.cpp) against the float64 reference: within the
 // bound its header states (each activation off by at most half its 32-block's step), and within
 // float32 rounding of the same product computed in float64 from the activations quantized as the
-// kernel quantizes them; 1 to 16 rows of x (the kernel's tiles of 4 and their remainders), odd
-// weight row counts, a bias; matmul_ggml's dispatch under bf16_activations; and the fallbacks.
+// kernel quantizes them; 1 to 16 rows of x (the kernel's tiles of 4 and their remainders), 1 to
+// 64 weight rows, odd counts among them (the 32-element types' pairs of rows and the last one
+// alone), a bias; matmul_ggml's dispatch under bf16_activations; and the fallbacks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -90,7 +91,7 @@ TEST(MatmulGgmlInt8, WithinItsBoundOfTheFloat64ReferenceOverShapes) {
   std::mt19937 rng(36);
   for (GgmlType t : kInt8Types) {
     const int64_t cols = ggml_type_info(uint32_t(t))->block_elems == 256 ? 3 * 256 : 5 * 64;
-    for (int64_t rows : {1, 7, 33})
+    for (int64_t rows : {1, 2, 7, 33, 64})
       for (int64_t n : {1, 3, 4, 5, 8, 16}) {
         const HostGgml h = random_ggml(t, rows, cols, rng);
         const std::vector<float> x = random_floats(size_t(n * cols), rng);
