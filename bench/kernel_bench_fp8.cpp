@@ -29,7 +29,10 @@ struct Proj {
 };
 
 Proj make_proj(int64_t rows, int64_t cols, std::mt19937& rng) {
-  Proj p{rows, cols, cpu::make_aligned<uint8_t>(size_t(rows * cols)), {},
+  Proj p{rows,
+         cols,
+         cpu::make_aligned<uint8_t>(size_t(rows * cols)),
+         {},
          cpu::make_aligned<uint16_t>(size_t(rows * cols))};
   std::uniform_int_distribution<int> code(0, 0x7e);
   for (int64_t i = 0; i < rows * cols; ++i) p.q[i] = uint8_t(code(rng) | (i & 1) << 7);
