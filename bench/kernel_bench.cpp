@@ -16,9 +16,10 @@
 // Usage: qmpi_kernel_bench [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32]
 //                          [--bf16-activations] [--fused] [--huge-pages]
 //                          [--int4 awq|gptq-act-order]
-//                          [--ggml Q4_K|Q8_0|...]
+//                          [--ggml Q4_K|Q8_0|...] [--fp8]
 // --int4 times the int4 projections instead, next to their bf16 form (kernel_bench_int4.h);
-// --ggml the projections as GGUF blocks of a type (kernel_bench_ggml.h).
+// --ggml the projections as GGUF blocks of a type (kernel_bench_ggml.h); --fp8 as block-wise
+// FP8 (kernel_bench_fp8.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -34,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/kernel_bench_fp8.h"
 #include "bench/kernel_bench_ggml.h"
 #include "bench/kernel_bench_int4.h"
 #include "core/dtype.h"
@@ -86,7 +88,7 @@ uint64_t plain_read(const char* p, size_t bytes, int threads) {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 5;
-  bool bf16_act = false, fused = false, huge = false;
+  bool bf16_act = false, fused = false, huge = false, fp8 = false;
   DType dt = DType::BF16;
   std::vector<int64_t> ns{1, 16};
   std::string int4, ggml;
@@ -109,6 +111,8 @@ int main(int argc, char** argv) {
       int4 = v, ++i;
     else if (a == "--ggml")
       ggml = v, ++i;
+    else if (a == "--fp8")
+      fp8 = true;
     else if (a == "--rows") {
       ns.clear();
       for (const char* p = v; *p;) {
@@ -120,7 +124,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr,
                    "usage: %s [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32] "
                    "[--bf16-activations] [--fused] [--huge-pages] [--int4 awq|gptq-act-order] "
-                   "[--ggml Q4_K|Q8_0|...]\n",
+                   "[--ggml Q4_K|Q8_0|...] [--fp8]\n",
                    argv[0]);
       return 2;
     }
@@ -128,6 +132,9 @@ int main(int argc, char** argv) {
   if (!int4.empty())
     return bench::int4_bench(int4, threads, reps, ns,
                              [](const std::function<void()>& f) { return timed(f); });
+  if (fp8)
+    return bench::fp8_bench(threads, reps, ns, bf16_act,
+                            [](const std::function<void()>& f) { return timed(f); });
   if (!ggml.empty())
     return bench::ggml_bench(ggml, threads, reps, ns, bf16_act,
                              [](const std::function<void()>& f) { return timed(f); });

@@ -1,10 +1,14 @@
 // The FP8 matmul's checks, reference and decode GEMV. The GEMV gives each thread a contiguous
-// run of weight rows; a row's bytes are decoded 16 at a time in registers (e4m3 -> f16 bits by
-// shifts, then VCVTPH2PS, exact for every finite code, subnormals included) and multiplied by the
-// block's scale before up to 8 rows of x use them, so each weight byte is read once per 8 tokens;
-// rows go in pairs, two independent FMA chains sharing each load of x.
+// run of weight rows, taken 4 at a time as in the bf16 GEMV, block row by block row: x is
+// multiplied by the block row's scales once (scale_x), so a row's codes are only decoded in
+// registers, 32 at a time (e4m3 -> f16 bits by a byte shuffle and a shift, then VCVTPH2PS, exact
+// for every finite code, subnormals included), and multiplied with up to 4 rows of x. The first
+// pass over a tile prefetches its rows ahead into L2; later passes find them in L1.
 #include "kernels/cpu/matmul_fp8.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <array>
 #include <string>
 
@@ -12,6 +16,7 @@
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scratch.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -19,110 +24,152 @@ namespace {
 
 // Below this many weights per thread, extra threads cost more than they bring.
 constexpr int64_t kGrain = 64 * 1024;
-// Rows of x one pass over a weight row serves.
-constexpr int kTokens = 8;
+// Weight rows per tile and rows of x per pass over them: 4 x 4 accumulators, and the tile's
+// 4 rows (at most 4 x 4864 bytes) stay in L1 for the passes after the first.
+constexpr int kRows = 4;
+constexpr int kTokens = 4;
+constexpr int64_t kStep = 32;  // codes per row per inner step
+
+// x for the rows of one block row of the weight: every input times its column block's scale
+// and 2^8 (which decode32's factor, or the portable path's division, undoes), row stride Kp (K
+// rounded up to kStep, zeros past K). With the scale in x, the inner loop only decodes and
+// multiplies, whatever the block width.
+void scale_x(const Fp8WeightView& w, int64_t block_row, const float* x, int64_t n, float* xs,
+             int64_t Kp) {
+  const float* srow = w.scales + block_row * w.scale_cols;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* src = x + t * w.cols;
+    float* dst = xs + t * Kp;
+    for (int64_t k = 0, blk = 0; k < w.cols; ++blk) {
+      const int64_t end = std::min(w.cols, (blk + 1) * w.block_k - w.col_offset);
+      const float s = srow[blk] * 256.0f;
+      for (; k < end; ++k) dst[k] = src[k] * s;
+    }
+    std::fill(dst + w.cols, dst + Kp, 0.0f);
+  }
+}
 
 #if defined(__AVX512F__)
 
-// 16 e4m3 codes as float32 times `scale256` (the block scale times 2^8): the code's sign moves
-// to f16's bit 15 and its 7 exponent+mantissa bits to f16's bits 7..13, which reads as the same
-// value times 2^-8 (f16's exponent bias is 15, e4m3's 7), subnormals included.
-inline __m512 decode16(__m128i codes, __m512 scale256) {
-  const __m256i v = _mm256_cvtepu8_epi16(codes);
-  const __m256i h =
-      _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi16(v, 8), _mm256_set1_epi16(int16_t(0x8000))),
-                      _mm256_and_si256(_mm256_slli_epi16(v, 7), _mm256_set1_epi16(0x3f80)));
-  return _mm512_mul_ps(_mm512_cvtph_ps(h), scale256);
+// How far ahead of each row's reads the first pass prefetches, into L2: as in the bf16 GEMV
+// (matmul_gemv.cpp), one core keeps too few misses in flight on its own to reach DRAM bandwidth.
+// Without it this GEMV stalled on every load of codes and read 0.95 GB per CPU-second.
+constexpr int64_t kPrefetchBytes = 16 * 1024;
+
+// 32 e4m3 codes as two vectors of 16 float32 values times 2^-8, in order. VPERMB (or a widening
+// and a shift, without AVX512-VBMI) puts each code in the high byte of a 16-bit lane, the low
+// byte zero; shifting right arithmetically by one leaves the sign in bit 15 (and a copy in bit
+// 14, cleared) and the 7 exponent+mantissa bits in f16's bits 7..13, which reads as the code's
+// value times 2^-8 (f16's exponent bias is 15, e4m3's 7), subnormals included; VCVTPH2PS widens
+// it exactly.
+struct Pair {
+  __m512 lo, hi;
+};
+inline Pair decode32(__m256i codes) {
+#if defined(__AVX512VBMI__)
+  const __m512i idx =
+      _mm512_set_epi8(31, 0, 30, 0, 29, 0, 28, 0, 27, 0, 26, 0, 25, 0, 24, 0, 23, 0, 22, 0, 21, 0,
+                      20, 0, 19, 0, 18, 0, 17, 0, 16, 0, 15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0,
+                      9, 0, 8, 0, 7, 0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+  const __m512i high = _mm512_maskz_permutexvar_epi8(__mmask64(0xaaaaaaaaaaaaaaaaull), idx,
+                                                     _mm512_castsi256_si512(codes));
+#else
+  const __m512i high = _mm512_slli_epi16(_mm512_cvtepu8_epi16(codes), 8);
+#endif
+  const __m512i h =
+      _mm512_and_si512(_mm512_srai_epi16(high, 1), _mm512_set1_epi16(int16_t(0xbfff)));
+  return {_mm512_cvtph_ps(_mm512_castsi512_si256(h)),
+          _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1))};
 }
 
-// Rows r and r + 1 (two independent FMA chains per token, sharing each load of x) times rows
-// [t0, t0 + T) of x.
-template <int T>
-void rows_times_x(const Fp8WeightView& w, int64_t r, const float* x, int64_t t0, const float* bias,
-                  float* out) {
-  __m512 acc[2][T];
-  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
-  const uint8_t* q0 = w.q + r * w.cols;
-  const uint8_t* q1 = q0 + w.cols;
-  for (int64_t k = 0; k < w.cols;) {
-    const int64_t end = fp8_block_end(w, k);
-    const __m512 s0 = _mm512_set1_ps(fp8_scale(w, r, k) * 256.0f);
-    const __m512 s1 = _mm512_set1_ps(fp8_scale(w, r + 1, k) * 256.0f);
-    for (; k < end; k += 16) {
-      const int64_t left = end - k;
-      const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-      const __m512 w0 = decode16(_mm_maskz_loadu_epi8(m, q0 + k), s0);
-      const __m512 w1 = decode16(_mm_maskz_loadu_epi8(m, q1 + k), s1);
+// Rows [r, r + R) of one block row times rows [t0, t0 + T) of the scaled x (row stride Kp).
+// With `Ahead` each row's line kPrefetchBytes on is asked for once per 64 codes.
+template <int R, int T, bool Ahead>
+void tile(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, int64_t t0,
+          const float* bias, float* out) {
+  const uint8_t* q[R];
+  for (int i = 0; i < R; ++i) q[i] = w.q + (r + i) * w.cols;
+  const float* xt = xs + t0 * Kp;
+  __m512 acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
+  const auto step = [&](int64_t k, __mmask32 m, bool masked) {
+    __m512 xa[T], xb[T];
+    for (int t = 0; t < T; ++t) {
+      xa[t] = _mm512_loadu_ps(xt + t * Kp + k);
+      xb[t] = _mm512_loadu_ps(xt + t * Kp + k + 16);
+    }
+    for (int i = 0; i < R; ++i) {
+      const __m256i c = masked ? _mm256_maskz_loadu_epi8(m, q[i] + k)
+                               : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[i] + k));
+      const Pair wv = decode32(c);
       for (int t = 0; t < T; ++t) {
-        const __m512 xv = _mm512_maskz_loadu_ps(m, x + (t0 + t) * w.cols + k);
-        acc[0][t] = _mm512_fmadd_ps(w0, xv, acc[0][t]);
-        acc[1][t] = _mm512_fmadd_ps(w1, xv, acc[1][t]);
+        acc[i][t] = _mm512_fmadd_ps(wv.lo, xa[t], acc[i][t]);
+        acc[i][t] = _mm512_fmadd_ps(wv.hi, xb[t], acc[i][t]);
       }
     }
-    k = end;
+  };
+  int64_t k = 0;
+  for (; k + 2 * kStep <= w.cols; k += 2 * kStep) {
+    if (Ahead)
+      for (int i = 0; i < R; ++i) __builtin_prefetch(q[i] + k + kPrefetchBytes, 0, 2);
+    step(k, 0, false);
+    step(k + kStep, 0, false);
   }
+  if (k + kStep <= w.cols) step(k, 0, false), k += kStep;
+  if (k < w.cols) step(k, __mmask32((1u << (w.cols - k)) - 1), true);
   for (int t = 0; t < T; ++t)
-    for (int i = 0; i < 2; ++i)
+    for (int i = 0; i < R; ++i)
       out[(t0 + t) * w.rows + r + i] =
           _mm512_reduce_add_ps(acc[i][t]) + (bias ? bias[r + i] : 0.0f);
 }
 
-template <int T>
-void row_times_x(const Fp8WeightView& w, int64_t r, const float* x, int64_t t0, const float* bias,
-                 float* out) {
-  __m512 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  const uint8_t* q = w.q + r * w.cols;
-  for (int64_t k = 0; k < w.cols;) {
-    const int64_t end = fp8_block_end(w, k);
-    const __m512 s = _mm512_set1_ps(fp8_scale(w, r, k) * 256.0f);
-    for (; k < end; k += 16) {
-      const int64_t left = end - k;
-      const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-      const __m512 wv = decode16(_mm_maskz_loadu_epi8(m, q + k), s);
-      for (int t = 0; t < T; ++t)
-        acc[t] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(m, x + (t0 + t) * w.cols + k), acc[t]);
-    }
-    k = end;
-  }
-  for (int t = 0; t < T; ++t)
-    out[(t0 + t) * w.rows + r] = _mm512_reduce_add_ps(acc[t]) + (bias ? bias[r] : 0.0f);
-}
-
 #else  // portable: the table, one element at a time
 
-template <int T>
-void row_times_x(const Fp8WeightView& w, int64_t r, const float* x, int64_t t0, const float* bias,
-                 float* out) {
+template <int R, int T, bool Ahead>
+void tile(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, int64_t t0,
+          const float* bias, float* out) {
   const float* lut = e4m3_table();
-  float acc[T] = {};
-  const uint8_t* q = w.q + r * w.cols;
-  for (int64_t k = 0; k < w.cols;) {
-    const int64_t end = fp8_block_end(w, k);
-    const float s = fp8_scale(w, r, k);
-    for (; k < end; ++k) {
-      const float wk = lut[q[k]] * s;
-      for (int t = 0; t < T; ++t) acc[t] += wk * x[(t0 + t) * w.cols + k];
+  for (int i = 0; i < R; ++i) {
+    const uint8_t* q = w.q + (r + i) * w.cols;
+    for (int t = 0; t < T; ++t) {
+      const float* xt = xs + (t0 + t) * Kp;
+      float acc = 0.0f;
+      for (int64_t k = 0; k < w.cols; ++k) acc += lut[q[k]] * xt[k];
+      out[(t0 + t) * w.rows + r + i] = acc / 256.0f + (bias ? bias[r + i] : 0.0f);
     }
   }
-  for (int t = 0; t < T; ++t) out[(t0 + t) * w.rows + r] = acc[t] + (bias ? bias[r] : 0.0f);
-}
-
-template <int T>
-void rows_times_x(const Fp8WeightView& w, int64_t r, const float* x, int64_t t0, const float* bias,
-                  float* out) {
-  row_times_x<T>(w, r, x, t0, bias, out);
-  row_times_x<T>(w, r + 1, x, t0, bias, out);
 }
 
 #endif
 
-using RowFn = void (*)(const Fp8WeightView&, int64_t, const float*, int64_t, const float*, float*);
-constexpr RowFn kRowFns[kTokens] = {row_times_x<1>, row_times_x<2>, row_times_x<3>, row_times_x<4>,
-                                    row_times_x<5>, row_times_x<6>, row_times_x<7>, row_times_x<8>};
-constexpr RowFn kRowPairFns[kTokens] = {rows_times_x<1>, rows_times_x<2>, rows_times_x<3>,
-                                        rows_times_x<4>, rows_times_x<5>, rows_times_x<6>,
-                                        rows_times_x<7>, rows_times_x<8>};
+// Rows [r, r + R) times all n rows of x; only the first pass (the one that reads the rows from
+// DRAM) prefetches.
+template <int R>
+void tile_rows(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, int64_t n,
+               const float* bias, float* out) {
+  for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
+    const bool first = t0 == 0;
+    switch (std::min<int64_t>(kTokens, n - t0)) {
+      case 4:
+        first ? tile<R, 4, true>(w, r, xs, Kp, t0, bias, out)
+              : tile<R, 4, false>(w, r, xs, Kp, t0, bias, out);
+        break;
+      case 3:
+        first ? tile<R, 3, true>(w, r, xs, Kp, t0, bias, out)
+              : tile<R, 3, false>(w, r, xs, Kp, t0, bias, out);
+        break;
+      case 2:
+        first ? tile<R, 2, true>(w, r, xs, Kp, t0, bias, out)
+              : tile<R, 2, false>(w, r, xs, Kp, t0, bias, out);
+        break;
+      default:
+        first ? tile<R, 1, true>(w, r, xs, Kp, t0, bias, out)
+              : tile<R, 1, false>(w, r, xs, Kp, t0, bias, out);
+        break;
+    }
+  }
+}
 
 }  // namespace
 
@@ -162,17 +209,21 @@ void matmul_fp8_gemv(const float* x, int64_t n, const Fp8WeightView& w, const We
                      float* out, const MatmulOptions& opt) {
   const int nt = threads_for(opt.threads, w.rows * w.cols, kGrain);
   const AlignedArray<float> b = widen(bias);
-  const int64_t pairs = w.rows / 2;
+  const int64_t Kp = (w.cols + kStep - 1) / kStep * kStep;
 #pragma omp parallel num_threads(nt)
   {
-#pragma omp for schedule(static) nowait
-    for (int64_t p = 0; p < pairs; ++p)
-      for (int64_t t0 = 0; t0 < n; t0 += kTokens)
-        kRowPairFns[std::min<int64_t>(kTokens, n - t0) - 1](w, 2 * p, x, t0, b.get(), out);
-#pragma omp single nowait
-    if (w.rows % 2)
-      for (int64_t t0 = 0; t0 < n; t0 += kTokens)
-        kRowFns[std::min<int64_t>(kTokens, n - t0) - 1](w, w.rows - 1, x, t0, b.get(), out);
+    const Range rr = split_range(w.rows, kRows, omp_get_thread_num(), omp_get_num_threads());
+    float* xs = thread_scratch<float, 3>(size_t(n * Kp));
+    // The thread's rows block row by block: x is scaled once for each.
+    for (int64_t begin = rr.begin; begin < rr.end;) {
+      const int64_t block_row = (begin + w.row_offset) / w.block_n;
+      const int64_t end = std::min(rr.end, (block_row + 1) * w.block_n - w.row_offset);
+      scale_x(w, block_row, x, n, xs, Kp);
+      int64_t r = begin;
+      for (; r + kRows <= end; r += kRows) tile_rows<kRows>(w, r, xs, Kp, n, b.get(), out);
+      for (; r < end; ++r) tile_rows<1>(w, r, xs, Kp, n, b.get(), out);
+      begin = end;
+    }
   }
 }
 

@@ -1,11 +1,11 @@
 // out[n, N] = x[n, K] . W^T (+ bias) for a block-wise FP8 weight (Fp8WeightView), x and out
 // float32, accumulated in float32.
 //
-// Two paths, as for int4: a GEMV for decode that decodes each e4m3 byte in registers (16 at a
-// time, through the F16C conversion) and applies the block's scale there, so the op streams one
-// byte per weight; and for prefill a float GEMM whose weight panels are decoded one block of
-// inputs at a time into an L1 panel (panel_times_x.h). No projection is ever dequantized whole.
-// A plain reference sits beside them for the tests.
+// Two paths, as for int4: a GEMV for decode that decodes each e4m3 byte in registers (32 at a
+// time, through the F16C conversion) against x already multiplied by the block row's scales, so
+// the op streams one byte per weight; and for prefill a float GEMM whose weight panels are decoded
+// one block of inputs at a time into an L1 panel (panel_times_x.h). No projection is ever
+// dequantized whole. A plain reference sits beside them for the tests.
 #pragma once
 #include <cstdint>
 

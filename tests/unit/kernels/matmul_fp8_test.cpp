@@ -76,6 +76,8 @@ TEST(MatmulFp8, PathsMatchReferenceOnEveryGridShape) {
       {96, 192, 128, 128, 96, 0},   // a column-parallel slice starting inside a block
       {37, 150, 128, 128, 64, 80},  // both offsets, odd sizes, a 16-lane tail
       {50, 70, 16, 32, 3, 5},       // small blocks: many scale changes per row
+      {257, 237, 128, 128, 0, 0},   // rows crossing two block rows; a 32-code step, then 13 masked
+      {131, 224, 128, 128, 5, 0},   // 4-row tiles straddling a block row; 3 x 64 + 32 codes
   };
   for (const Case& c : cases) {
     const HostFp8 h = random_fp8(c.rows, c.cols, c.bn, c.bk, c.row_offset, c.col_offset, rng);
