@@ -6,7 +6,8 @@
 # projections, f32 files (PEFT's usual dtype; held in bf16 on the bf16 projections).
 # `qmpi bench --batch 16` times the steps once all 16 sequences decode (best of --repeats), the
 # two runs back to back, base first (no --lora-modules: what the server does without adapters).
-# Writes bench/results/lora-<date>.txt and prints one line to paste into docs/perf.md.
+# Appends to bench/results/lora-<date>.txt (a day's runs side by side) and prints one line to
+# paste into docs/perf.md.
 # Usage: bench/lora_bench.sh [build dir] [preset (qwen2.5-0.5b)] [threads (2)] [gen-len (32)]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,7 +41,7 @@ step_ms() {  # label, extra flags...: the batch-16 step in ms
     "$json"
 }
 before=$(load)
-echo "# $preset bf16, 1x1, $threads threads, $(date -u +%FT%TZ), load before: $before" >"$out"
+echo "# $preset bf16, 1x1, $threads threads, $(date -u +%FT%TZ), load before: $before" >>"$out"
 base=$(step_ms base)
 lora=$(step_ms lora4 --lora-modules "${modules[@]}" --max-loras 4)
 # A row of docs/perf.md's tables: | what | figure | host, date |
