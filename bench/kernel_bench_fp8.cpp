@@ -5,6 +5,7 @@
 #include <random>
 #include <utility>
 
+#include "bench/kernel_bench_vs_bf16.h"
 #include "core/dtype.h"
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/matmul.h"
@@ -41,57 +42,33 @@ Proj make_proj(int64_t rows, int64_t cols, std::mt19937& rng) {
   return p;
 }
 
-double best(const std::vector<double>& v) {
-  return *std::min_element(v.begin(), v.end());
-}
-
 }  // namespace
 
 int fp8_bench(int threads, int reps, const std::vector<int64_t>& ns, bool bf16_act,
               const Timer& timed) {
-  const int64_t h = 896, kv = 128, im = 4864, layers = 24;
   std::mt19937 rng(1);
   std::vector<Proj> projs;
-  for (int l = 0; l < layers; ++l)
-    for (auto [r, c] : {std::pair{h, h}, {kv, h}, {kv, h}, {h, h}, {im, h}, {im, h}, {h, im}})
-      projs.push_back(make_proj(r, c, rng));
-  size_t fp8_bytes = 0, bf16_bytes = 0;
+  for (auto [r, c] : decode_step_shapes()) projs.push_back(make_proj(r, c, rng));
+  FormsVsBf16 f;
+  f.label = "fp8-e4m3-b128";
   for (const Proj& p : projs)
-    fp8_bytes += size_t(p.rows * p.cols) + p.scales.size() * 4,
-        bf16_bytes += size_t(p.rows * p.cols) * 2;
+    f.quant_bytes += size_t(p.rows * p.cols) + p.scales.size() * 4,
+        f.bf16_bytes += size_t(p.rows * p.cols) * 2;
+  f.extra_fields = std::string("\"bf16_activations\": ") + (bf16_act ? "true" : "false") + ", ";
   const int64_t maxn = *std::max_element(ns.begin(), ns.end());
-  std::vector<float> x(size_t(maxn * im), 0.01f), out(size_t(maxn * im));
+  std::vector<float> x(size_t(maxn * kDecodeStepWidest), 0.01f),
+      out(size_t(maxn * kDecodeStepWidest));
   const cpu::MatmulOptions opt{threads, bf16_act};
-  for (int64_t n : ns) {
-    std::vector<double> q_s, q_cpu, b_s, b_cpu;
-    for (int r = 0; r < reps + 1; ++r) {  // the first repetition warms up
-      const auto [qs, qc] = timed([&] {
-        for (const Proj& p : projs) cpu::matmul_fp8(x.data(), n, p.fp8(), nullptr, out.data(), opt);
-      });
-      const auto [bs, bc] = timed([&] {
-        for (const Proj& p : projs) {
-          const WeightView w{p.bf16.get(), DType::BF16, p.rows, p.cols, nullptr};
-          cpu::matmul(x.data(), n, w, nullptr, out.data(), opt);
-        }
-      });
-      if (r > 0) q_s.push_back(qs), q_cpu.push_back(qc), b_s.push_back(bs), b_cpu.push_back(bc);
+  f.quant_pass = [&](int64_t n) {
+    for (const Proj& p : projs) cpu::matmul_fp8(x.data(), n, p.fp8(), nullptr, out.data(), opt);
+  };
+  f.bf16_pass = [&](int64_t n) {
+    for (const Proj& p : projs) {
+      const WeightView w{p.bf16.get(), DType::BF16, p.rows, p.cols, nullptr};
+      cpu::matmul(x.data(), n, w, nullptr, out.data(), opt);
     }
-    const double flops = 2.0 * double(bf16_bytes / 2) * double(n);
-    const auto line = [&](const char* dtype, size_t bytes, const std::vector<double>& s,
-                          const std::vector<double>& c) {
-      std::printf(
-          "{\"n\": %lld, \"weights\": \"%s\", \"projections_only\": true, \"threads\": %d, "
-          "\"bf16_activations\": %s, \"weight_bytes\": %zu, \"pass_ms_min\": %.2f, "
-          "\"pass_cpu_ms_min\": %.2f, \"weight_gb_s_best\": %.2f, \"weight_gb_per_cpu_s\": %.2f, "
-          "\"gflops_best\": %.1f}\n",
-          (long long)n, dtype, threads, bf16_act ? "true" : "false", bytes, best(s) * 1e3,
-          best(c) * 1e3, double(bytes) / best(s) / 1e9, double(bytes) / best(c) / 1e9,
-          flops / best(s) / 1e9);
-    };
-    line("fp8-e4m3-b128", fp8_bytes, q_s, q_cpu);
-    line("bf16", bf16_bytes, b_s, b_cpu);
-    std::fflush(stdout);
-  }
+  };
+  time_against_bf16(f, threads, reps, ns, timed);
   return 0;
 }
 
