@@ -416,12 +416,16 @@ constexpr std::array kCatalogue{
                "`mpirun noticed that process rank 3 ... exited on signal 9 (Killed)`, then the "
                "other ranks hang or abort."},
     ErrorEntry{Err::CudaError, "cuda-error", "A CUDA, cuBLAS or NCCL call failed.",
-               "The device reported an error (out of memory, a bad launch, a lost device).",
+               "The device reported an error (out of memory, a bad launch, a lost device), or "
+               "cuBLAS, which the CUDA backend opens on first use, is not installed.",
                "Check `nvidia-smi`, free the device, and rerun with CUDA_LAUNCH_BLOCKING=1 for the "
-               "failing call.",
+               "failing call; for cuBLAS, install the CUDA toolkit's libcublas or put its lib "
+               "folder on LD_LIBRARY_PATH.",
                kExitRuntime,
                "`CUDA error: an illegal memory access was encountered`, "
-               "`CUBLAS_STATUS_EXECUTION_FAILED` or a device lost (Xid) in the kernel log."},
+               "`CUBLAS_STATUS_EXECUTION_FAILED`, a device lost (Xid) in the kernel log, or `the "
+               "CUDA backend could not open cuBLAS: libcublas.so.13: cannot open shared object "
+               "file`."},
     ErrorEntry{Err::NoGpu, "no-gpu", "The CUDA backend found no usable GPU.",
                "No NVIDIA driver is loaded, or CUDA_VISIBLE_DEVICES hides every device.",
                "Use --backend cpu, or check the driver with `nvidia-smi`.", kExitRuntime,
