@@ -41,6 +41,7 @@ void use_cuda_for_selftest(SelfTestSetup&, int, int, bool) {
 #include <algorithm>
 #include <cstdlib>
 
+#include "backend/cuda/cublas_library.h"
 #include "backend/cuda/cuda_device.h"
 #include "backend/cuda/cuda_errors.h"
 #include "core/byte_size.h"
@@ -68,6 +69,19 @@ struct Device : cuda::CudaDeviceInfo {
   void* nvml = nullptr;
   std::string label() const { return "cuda:" + std::to_string(index); }
 };
+
+// cuBLAS is opened on the backend's first GEMM, not linked (cublas_library.h), so a host without
+// it would pass every other check and fail only then. On a host with no GPU it is a note.
+Finding cublas_finding(bool needed) {
+  try {
+    cuda::cublas();
+    return ok(kSection, "cuBLAS: " + cuda::cublas_soname() + " opens");
+  } catch (const Error& e) {
+    if (needed) return fail(kSection, e);
+    return ok(kSection, "cuBLAS: " + cuda::cublas_soname() +
+                            " is not on this host's library path (only --backend cuda needs it)");
+  }
+}
 
 // A column of the link matrix.
 std::string cell(const std::string& text) {
@@ -273,6 +287,7 @@ std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
                                      ", but no NVIDIA driver or device is present on this "
                                      "host (" +
                                      probe.message + "); GPU checks skipped"));
+    out.push_back(cublas_finding(in.required));
     return out;
   }
   std::string why_no_nvml;
@@ -280,6 +295,7 @@ std::vector<Finding> check_cuda_host(const GpuHostInput& in) {
   out.push_back(ok(kSection, built + "; driver supports CUDA " +
                                  cuda::cuda_version_text(probe.driver_version) +
                                  (nvml ? " (driver " + nvml->driver_version() + ")" : "")));
+  out.push_back(cublas_finding(true));
   const std::vector<Device> devices = list_devices(probe.device_count, nvml.get(), out);
   const int count = int(devices.size());
   visibility_findings(in, count, nvml.get(), out);

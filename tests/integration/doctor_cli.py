@@ -80,6 +80,8 @@ def body(c: t.Checks):
     check_passes(c, "alone", rc, out, err,
                  ["MPI library: Open MPI", "world: 1 rank(s)", "/dev/shm", "open-file limit",
                   "CUDA backend", "single rank"])
+    if "CUDA backend built" in out:  # with nvcc at build time the library it opens is checked too
+        c.check("cuBLAS: libcublas.so." in out, "alone: the cuBLAS line")
 
     # Under mpirun -np 6: the default layout (--tp 6 on one host) and its self-test.
     rc, out, err = doctor([], ranks=6)

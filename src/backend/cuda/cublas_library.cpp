@@ -55,4 +55,8 @@ const CublasLibrary& cublas() {
   return lib;
 }
 
+const std::string& cublas_soname() {
+  return kSoname;
+}
+
 }  // namespace qmpi::cuda

@@ -5,6 +5,8 @@
 #pragma once
 #include <cublas_v2.h>
 
+#include <string>
+
 namespace qmpi::cuda {
 
 // The cuBLAS entry points qmpi calls. The names are cublas_v2.h's (cublasCreate is
@@ -29,5 +31,8 @@ struct CublasLibrary {
 // for the process; raises the CUDA error, naming the library and the loader's reason, when it
 // or one of its entry points is missing.
 const CublasLibrary& cublas();
+
+// "libcublas.so.<major>", the file cublas() opens.
+const std::string& cublas_soname();
 
 }  // namespace qmpi::cuda
