@@ -124,7 +124,13 @@ void Executor::execute(const StepPlan& plan) {
       link_.send_hidden(hidden, hidden_bytes);
     } else {
       const int64_t V = vocab_size();
-      std::vector<float> logits(batch.logit_rows.size() * size_t(V));
+      // Kept across steps: at 64 rows the logits are 39 MB, above glibc's largest mmap
+      // threshold, so a fresh vector was mapped, faulted in and zeroed every step (the 64-row
+      // step took 217 ms, 129 without). Growing it zeroes only the new part; the model writes
+      // every row.
+      const size_t n = batch.logit_rows.size() * size_t(V);
+      if (logits_.size() < n) logits_.resize(n);
+      const std::span<float> logits(logits_.data(), n);
       model_.logits(batch, hidden, logits.data());  // every TP rank of the stage takes part
       if (pos_.tp_rank == 0) result = last_.finish_step(plan, logits, V);
     }

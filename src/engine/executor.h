@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -79,6 +80,7 @@ class Executor {
   LastStage last_;  // used on TP rank 0 of the last stage
   int64_t valid_vocab_ = 0;
   Buffer hidden_;
+  std::vector<float> logits_;  // the last stage's logits, reused by every step
   // Rank 0: one entry per step submitted and not yet collected; it holds the result when rank 0
   // is the last stage itself (PP = 1), else the result is received at collect().
   std::deque<StepResult> in_flight_;
