@@ -23,10 +23,11 @@ struct MatmulOptions {
 // reduced across lanes), beyond it the blocked one (tokens across lanes, no reductions, one
 // widening of each weight block). Where they cross was measured with qmpi_kernel_bench (CPU
 // time per pass over a decode step's weights, docs/perf.md): exact float32 at 16 rows (the two
-// cost the same there), bf16 dot products between 8 and 12 rows (at 16 rows the blocked path
-// takes 0.75x the GEMV's time).
+// cost the same there). bf16 dot products: since the 16-token tile feeds two sets of
+// accumulators (matmul_blocked.cpp), one thread over an 8192 x 4864 weight takes 3.58 ms blocked
+// against the GEMV's 4.30 at 8 rows, 3.66 against 3.80 at 6, 3.55 against 3.09 at 4.
 inline constexpr int64_t kGemvMaxRows = 16;
-inline constexpr int64_t kGemvMaxRowsBf16 = 11;
+inline constexpr int64_t kGemvMaxRowsBf16 = 7;
 
 // Checks shapes and dtypes (raising a qmpi::Error) and runs the path that suits n.
 void matmul(const float* x, int64_t n, const WeightView& w, const WeightView* bias, float* out,
