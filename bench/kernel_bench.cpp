@@ -17,9 +17,11 @@
 //                          [--bf16-activations] [--fused] [--huge-pages]
 //                          [--int4 awq|gptq-act-order]
 //                          [--ggml Q4_K|Q8_0|...] [--fp8]
+//                          [--attention [--context 1024,8192] [--kv-dtype bf16,fp8,f32]]
 // --int4 times the int4 projections instead, next to their bf16 form (kernel_bench_int4.h);
 // --ggml the projections as GGUF blocks of a type (kernel_bench_ggml.h); --fp8 as block-wise
-// FP8 (kernel_bench_fp8.h).
+// FP8 (kernel_bench_fp8.h); --attention the decode attention of one layer at each context
+// (kernel_bench_attention.h).
 #include <omp.h>
 
 #include <algorithm>
@@ -35,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/kernel_bench_attention.h"
 #include "bench/kernel_bench_fp8.h"
 #include "bench/kernel_bench_ggml.h"
 #include "bench/kernel_bench_int4.h"
@@ -59,6 +62,17 @@ double median(std::vector<double> v) {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// "1,16" -> {"1", "16"}
+std::vector<std::string> split_commas(const char* v) {
+  std::vector<std::string> out;
+  for (std::string s = v; !s.empty();) {
+    const size_t comma = s.find(',');
+    out.push_back(s.substr(0, comma));
+    s = comma == std::string::npos ? "" : s.substr(comma + 1);
+  }
+  return out;
 }
 
 double cpu_seconds() {
@@ -88,9 +102,10 @@ uint64_t plain_read(const char* p, size_t bytes, int threads) {
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 5;
-  bool bf16_act = false, fused = false, huge = false, fp8 = false;
+  bool bf16_act = false, fused = false, huge = false, fp8 = false, attention = false;
   DType dt = DType::BF16;
-  std::vector<int64_t> ns{1, 16};
+  std::vector<int64_t> ns{1, 16}, contexts{1024, 8192, 32768};
+  std::vector<std::string> kv_dtypes{"bf16"};
   std::string int4, ggml;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -113,22 +128,28 @@ int main(int argc, char** argv) {
       ggml = v, ++i;
     else if (a == "--fp8")
       fp8 = true;
-    else if (a == "--rows") {
-      ns.clear();
-      for (const char* p = v; *p;) {
-        ns.push_back(std::strtoll(p, const_cast<char**>(&p), 10));
-        if (*p == ',') ++p;
-      }
+    else if (a == "--attention")
+      attention = true;
+    else if (a == "--kv-dtype")
+      kv_dtypes = split_commas(v), ++i;
+    else if (a == "--rows" || a == "--context") {
+      std::vector<int64_t>& list = a == "--rows" ? ns : contexts;
+      list.clear();
+      for (const std::string& n : split_commas(v)) list.push_back(std::stoll(n));
       ++i;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--threads T] [--reps R] [--rows 1,16] [--dtype bf16|f32] "
                    "[--bf16-activations] [--fused] [--huge-pages] [--int4 awq|gptq-act-order] "
-                   "[--ggml Q4_K|Q8_0|...] [--fp8]\n",
+                   "[--ggml Q4_K|Q8_0|...] [--fp8] "
+                   "[--attention [--context 1024,8192] [--kv-dtype bf16,fp8,f32]]\n",
                    argv[0]);
       return 2;
     }
   }
+  if (attention)
+    return bench::attention_bench(contexts, kv_dtypes, threads, reps, huge,
+                                  [](const std::function<void()>& f) { return timed(f); });
   if (!int4.empty())
     return bench::int4_bench(int4, threads, reps, ns,
                              [](const std::function<void()>& f) { return timed(f); });

@@ -62,9 +62,10 @@ inline void axpy(float* y, float a, const float* x, int32_t d) {
 }
 
 // One work item: new tokens [row0, row0 + rows) of sequence `seq` against query heads
-// [head0, head0 + heads) of KV head kvh; its vectors are numbered row-major, (row, head).
+// [head0, head0 + heads) of KV heads [kvh, kvh + kvhs) (several only on the bf16 decode path);
+// its vectors are numbered row-major, (row, head).
 struct Block {
-  int32_t seq, kvh, head0, heads, row0, rows;
+  int32_t seq, kvh, kvhs, head0, heads, row0, rows;
   int32_t vectors() const { return heads * rows; }
 };
 
@@ -76,9 +77,11 @@ struct Running {
   float* acc;
 };
 
-// Per-thread buffers, sized for the widest block.
+// Per-thread buffers, sized for the widest block; the second group is the bf16 decode path's.
 struct Scratch {
   std::vector<float> q, kt, key, value, score, m, l, acc;
+  std::vector<uint32_t> qw, ktw, pw;  // bf16 pairs: queries, transposed keys, softmax weights
+  std::vector<uint16_t> keyb, valueb, zero;
   explicit Scratch(int32_t d)
       : q(size_t(kMaxVectors) * d),
         kt(size_t(d) * kTile),
@@ -87,28 +90,69 @@ struct Scratch {
         score(size_t(kMaxVectors) * kTile),
         m(kMaxVectors),
         l(kMaxVectors),
-        acc(size_t(kMaxVectors) * d) {}
+        acc(size_t(kMaxVectors) * d),
+        qw(size_t(kMaxVectors) * d / 2),
+        ktw(size_t(d) / 2 * kTile),
+        pw(size_t(kMaxVectors) * kTile / 2),
+        keyb(size_t(kTile) * d),
+        valueb(size_t(kTile) * d),
+        zero(size_t(d)) {}
 };
+
+// vec[j] = the pool index of the (slot, KV head kvh) vector of key t0 + j, j < n: one division
+// per tile rather than one per key.
+void vectors_of(const KvLayerView& kv, const int32_t* table, int32_t kvh, int64_t t0, int32_t n,
+                int64_t* vec) {
+  const int32_t bs = kv.block_size;
+  int64_t blk = t0 / bs;
+  int32_t off = int32_t(t0 % bs);
+  for (int32_t j = 0; j < n; ++j) {
+    vec[j] = (int64_t(table[blk]) * bs + off) * kv.num_kv_heads + kvh;
+    if (++off == bs) off = 0, ++blk;
+  }
+}
+
+// Asks for the K and V vectors (and fp8 scales) of KV heads [kvh, kvh + kvhs) of the tile that
+// starts at t0, one tile ahead of use: waiting for a tile's lines was most of its time. Non-
+// temporal (PREFETCHNTA): the lines are read once, and a tile of K and V (16 KB for the 0.5B
+// shape on the bf16 decode path) plus the next one fill L1, where ordinary prefetches evicted
+// the current tile (qmpi_kernel_bench --attention, 32k bf16, 1 thread: 1.40 ms against 1.64
+// into L1 and 1.82 into L2; two tiles ahead was slower still).
+void prefetch_tile(const KvLayerView& kv, const int32_t* table, int32_t kvh, int32_t kvhs,
+                   int64_t t0, int64_t k1) {
+  if (t0 >= k1) return;
+  const int32_t n = int32_t(std::min<int64_t>(kTile, k1 - t0));
+  int64_t vec[kTile];
+  vectors_of(kv, table, kvh, t0, n, vec);
+  const int64_t row = int64_t(kv.head_dim) * int64_t(dtype_size(kv.dtype));
+  for (int32_t j = 0; j < n; ++j)
+    for (int64_t b = 0; b < row * kvhs; b += 64) {
+      __builtin_prefetch(static_cast<const char*>(kv.k) + vec[j] * row + b, 0, 0);
+      __builtin_prefetch(static_cast<const char*>(kv.v) + vec[j] * row + b, 0, 0);
+    }
+  if (kv.dtype == DType::F8_E4M3) {
+    for (const float* s : {kv.k_scale, kv.v_scale})
+      __builtin_prefetch(s + vec[0], 0, 0), __builtin_prefetch(s + vec[n - 1], 0, 0);
+  }
+}
 
 // Folds keys [k0, k1) into `run` for the block's scaled queries sc.q; row r sees keys below
 // limit[r]. A tile costs one rescale of each output instead of one per key, and no score
 // outlives its tile (no [T, T] matrix).
 void attend(const KvLayerView& kv, const int32_t* table, const Block& blk, const int64_t* limit,
             int64_t k0, int64_t k1, Scratch& sc, Running run) {
-  const int32_t d = kv.head_dim, bs = kv.block_size, nv = blk.vectors();
+  const int32_t d = kv.head_dim, nv = blk.vectors();
   const bool fp8 = kv.dtype == DType::F8_E4M3;
   float* score = sc.score.data();
   const float* rows[kTile];
-  auto vector_of = [&](int64_t t) {  // the pool index of key t's (slot, KV head) vector
-    return (int64_t(table[t / bs]) * bs + t % bs) * kv.num_kv_heads + blk.kvh;
-  };
+  int64_t vec[kTile];
   for (int64_t t0 = k0; t0 < k1; t0 += kTile) {
     const int32_t nk = int32_t(std::min<int64_t>(kTile, k1 - t0));
-    for (int32_t j = 0; j < nk; ++j) {
-      const int64_t vec = vector_of(t0 + j);
-      rows[j] =
-          kv_row(kv.k, kv.dtype, vec * d, d, fp8 ? kv.k_scale[vec] : 1.0f, sc.key.data() + j * d);
-    }
+    vectors_of(kv, table, blk.kvh, t0, nk, vec);
+    prefetch_tile(kv, table, blk.kvh, 1, t0 + kTile, k1);
+    for (int32_t j = 0; j < nk; ++j)
+      rows[j] = kv_row(kv.k, kv.dtype, vec[j] * d, d, fp8 ? kv.k_scale[vec[j]] : 1.0f,
+                       sc.key.data() + j * d);
     attn::transpose_keys(rows, nk, d, sc.kt.data());
     attn::tile_scores(sc.q.data(), nv, d, sc.kt.data(), score);
     for (int32_t r = 0; r < blk.rows; ++r) {
@@ -126,14 +170,87 @@ void attend(const KvLayerView& kv, const int32_t* table, const Block& blk, const
         run.m[v] = m_new;
       }
     }
-    for (int32_t j = 0; j < nk; ++j) {
-      const int64_t vec = vector_of(t0 + j);
-      rows[j] =
-          kv_row(kv.v, kv.dtype, vec * d, d, fp8 ? kv.v_scale[vec] : 1.0f, sc.value.data() + j * d);
-    }
+    for (int32_t j = 0; j < nk; ++j)
+      rows[j] = kv_row(kv.v, kv.dtype, vec[j] * d, d, fp8 ? kv.v_scale[vec[j]] : 1.0f,
+                       sc.value.data() + j * d);
     attn::tile_values(score, nv, rows, nk, d, run.acc);
   }
 }
+
+#if defined(__AVX512BF16__)
+constexpr bool kBf16Decode = true;
+
+// attend() for one decode row (every key of [k0, k1) visible) over a bf16 or fp8 cache, d a
+// multiple of 32, in bf16 dot products: the block's queries rounded to bf16 once, each key
+// tile's rows used as stored (fp8 codes widened to bf16 exactly, their scales applied to the
+// scores and to the softmax weights), the weights rounded to bf16 for P.V. Each key and value
+// row is read once for all the block's query heads.
+void attend_bf16(const KvLayerView& kv, const int32_t* table, const int32_t* first,
+                 const Block& blk, int64_t k0, int64_t k1, Scratch& sc, Running run) {
+  const int32_t d = kv.head_dim, words = d / 2;
+  const bool fp8 = kv.dtype == DType::F8_E4M3;
+  for (int32_t i = 0; i < blk.heads * words; ++i)
+    sc.qw[size_t(i)] = uint32_t(f32_to_bf16(sc.q[size_t(2 * i)])) |
+                       uint32_t(f32_to_bf16(sc.q[size_t(2 * i + 1)])) << 16;
+  const uint32_t* keys[kTile];
+  const uint16_t* values[kTile];
+  int64_t vec[kTile];
+  alignas(64) float ks[kTile], vs[kTile];
+  const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  for (int64_t t0 = k0; t0 < k1; t0 += kTile) {
+    const int32_t nk = int32_t(std::min<int64_t>(kTile, k1 - t0));
+    vectors_of(kv, table, blk.kvh, t0, nk, vec);
+    prefetch_tile(kv, table, blk.kvh, blk.kvhs, t0 + kTile, k1);
+    const __mmask16 seen[2] = {__mmask16((1u << std::min(nk, 16)) - 1),
+                               __mmask16((1u << std::max(nk - 16, 0)) - 1)};
+    // One KV head at a time: vectors [v0, v0 + nv) of the block read KV head kvh.
+    for (int32_t kvh = blk.kvh; kvh < blk.kvh + blk.kvhs; ++kvh) {
+      const int32_t v0 = std::max(first[kvh], blk.head0) - blk.head0;
+      const int32_t nv = std::min(first[kvh + 1], blk.head0 + blk.heads) - blk.head0 - v0;
+      for (int32_t j = 0; j < kTile; ++j) {
+        if (j >= nk) {  // weight 0 against zeros: no NaN from whatever the pool holds there
+          values[j] = sc.zero.data(), ks[j] = vs[j] = 0.0f;
+          continue;
+        }
+        const int64_t at = (vec[j] + kvh - blk.kvh) * d;
+        keys[j] = reinterpret_cast<const uint32_t*>(
+            kv_row_bf16(kv.k, kv.dtype, at, d, sc.keyb.data() + j * d));
+        values[j] = kv_row_bf16(kv.v, kv.dtype, at, d, sc.valueb.data() + j * d);
+        if (fp8) ks[j] = kv.k_scale[at / d], vs[j] = kv.v_scale[at / d];
+      }
+      attn::transpose_keys(keys, nk, words, sc.ktw.data());
+      attn::tile_scores(sc.qw.data() + v0 * words, nv, words, sc.ktw.data(), sc.score.data());
+      for (int32_t i = 0; i < nv; ++i) {
+        const int32_t v = v0 + i;
+        __m512 s[2], p[2];
+        for (int z = 0; z < 2; ++z) {
+          s[z] = _mm512_loadu_ps(sc.score.data() + i * kTile + 16 * z);
+          if (fp8) s[z] = _mm512_mul_ps(s[z], _mm512_load_ps(ks + 16 * z));
+          s[z] = _mm512_mask_mov_ps(neg_inf, seen[z], s[z]);
+        }
+        const float m_new = std::max(run.m[v], _mm512_reduce_max_ps(_mm512_max_ps(s[0], s[1])));
+        const float corr = std::exp(run.m[v] - m_new);  // 0 before the first tile (m = -inf)
+        const __m512 shift = _mm512_set1_ps(m_new);
+        for (int z = 0; z < 2; ++z)
+          p[z] = _mm512_maskz_mov_ps(seen[z], exp_ps(_mm512_sub_ps(s[z], shift)));
+        run.l[v] = run.l[v] * corr + _mm512_reduce_add_ps(_mm512_add_ps(p[0], p[1]));
+        if (corr != 1.0f) scale_by(run.acc + int64_t(v) * d, corr, d);
+        run.m[v] = m_new;
+        if (fp8)
+          for (int z = 0; z < 2; ++z) p[z] = _mm512_mul_ps(p[z], _mm512_load_ps(vs + 16 * z));
+        _mm512_storeu_si512(sc.pw.data() + i * (kTile / 2),
+                            (__m512i)_mm512_cvtne2ps_pbh(p[1], p[0]));
+      }
+      attn::tile_values_bf16(sc.pw.data(), nv, values, nk, d, run.acc + int64_t(v0) * d);
+    }
+  }
+  for (int32_t v = 0; v < blk.heads; ++v) attn::to_natural_order(run.acc + int64_t(v) * d, d);
+}
+#else
+constexpr bool kBf16Decode = false;
+void attend_bf16(const KvLayerView&, const int32_t*, const int32_t*, const Block&, int64_t, int64_t,
+                 Scratch&, Running) {}
+#endif
 
 void start(Running run, int32_t vectors, int32_t d) {
   std::fill(run.m, run.m + vectors, -std::numeric_limits<float>::infinity());
@@ -144,17 +261,29 @@ void start(Running run, int32_t vectors, int32_t d) {
 // The work items of a batch: per sequence and KV head, its query heads (at most kMaxVectors
 // of them at a time) with as many of the sequence's new tokens as fill kMaxVectors vectors.
 // Latest tokens first: they see the most keys, and dynamic scheduling ends more evenly when
-// the longest items start first.
-std::vector<Block> blocks_of(const AttentionBatch& b, const std::vector<int32_t>& first) {
+// the longest items start first. With join_decode (the bf16 decode path), a decode row's whole
+// KV groups share one block while they fit: a token's K (and V) vectors of all KV heads are
+// adjacent in the pool, so a block then reads whole cache lines, none of them twice.
+std::vector<Block> blocks_of(const AttentionBatch& b, const std::vector<int32_t>& first,
+                             bool join_decode) {
   std::vector<Block> out;
   for (int32_t s = 0; s < b.num_seqs; ++s)
     for (int32_t k = 0; k < b.num_kv_heads; ++k)
       for (int32_t h0 = first[size_t(k)]; h0 < first[size_t(k) + 1]; h0 += kMaxVectors) {
         const int32_t heads = std::min(kMaxVectors, first[size_t(k) + 1] - h0);
         const int32_t per = std::max(1, kMaxVectors / heads), q_len = b.seqs[s].q_len;
+        if (join_decode && q_len == 1 && !out.empty()) {
+          Block& last = out.back();
+          if (last.seq == s && last.head0 == first[size_t(last.kvh)] &&
+              last.head0 + last.heads == h0 && h0 + heads == first[size_t(k) + 1] &&
+              last.heads + heads <= kMaxVectors) {
+            ++last.kvhs, last.heads += heads;
+            continue;
+          }
+        }
         for (int32_t end = q_len; end > 0; end -= per) {
           const int32_t row0 = std::max(0, end - per);
-          out.push_back({s, k, h0, heads, row0, end - row0});
+          out.push_back({s, k, 1, h0, heads, row0, end - row0});
         }
       }
   return out;
@@ -163,14 +292,15 @@ std::vector<Block> blocks_of(const AttentionBatch& b, const std::vector<int32_t>
 }  // namespace
 
 void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, float* out,
-               int threads) {
+               int threads, bool bf16_decode) {
   check(b, kv);
   const int32_t d = b.head_dim, H = b.num_heads;
+  const bool bf16_path = kBf16Decode && bf16_decode && kv.dtype != DType::F32 && d % 32 == 0;
   // The query heads of KV head k are [first[k], first[k + 1]) (check() made them contiguous);
   // on an uneven TP split the groups of one rank differ in size.
   std::vector<int32_t> first(size_t(b.num_kv_heads) + 1, H);
   for (int32_t h = H - 1; h >= 0; --h) first[size_t(kv_head_for(b, h))] = h;
-  const std::vector<Block> blocks = blocks_of(b, first);
+  const std::vector<Block> blocks = blocks_of(b, first, bf16_path);
   int64_t work = 0, longest = 0;
   for (int32_t s = 0; s < b.num_seqs; ++s) {
     work += int64_t(b.seqs[s].q_len) * b.seqs[s].ctx_len * H * d;
@@ -216,7 +346,10 @@ void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, f
         run = {part_m.data() + it * kMaxVectors, part_l.data() + it * kMaxVectors,
                part_acc.data() + it * kMaxVectors * d};
       start(run, blk.vectors(), d);
-      attend(kv, b.block_tables + seq.table_begin, blk, limit, k0, k1, sc, run);
+      if (bf16_path && seq.q_len == 1)
+        attend_bf16(kv, b.block_tables + seq.table_begin, first.data(), blk, k0, k1, sc, run);
+      else
+        attend(kv, b.block_tables + seq.table_begin, blk, limit, k0, k1, sc, run);
       if (chunks == 1)
         for (int32_t v = 0; v < blk.vectors(); ++v) {
           const int64_t row = int64_t(seq.q_begin) + blk.row0 + v / blk.heads;

@@ -25,9 +25,12 @@ inline void with_count(int32_t n, F&& f) {
   with_count(n, f, std::make_integer_sequence<int, Max>{});
 }
 
-// kt[c * kTile + j] = rows[j][c] for the tile's nk keys (j >= nk: zero), c < d. The score loop
-// then multiplies one broadcast query element by 16 keys at a time, with no horizontal sums.
-inline void transpose_keys(const float* const* rows, int32_t nk, int32_t d, float* kt) {
+// kt[c * kTile + j] = rows[j][c] for the tile's nk keys (j >= nk: zero), c < d, for 4-byte
+// elements: floats, or bf16 pairs as uint32. The score loop then multiplies one broadcast query
+// element by 16 keys at a time, with no horizontal sums.
+template <class T>
+inline void transpose_keys(const T* const* rows, int32_t nk, int32_t d, T* kt) {
+  static_assert(sizeof(T) == 4);
 #if defined(__AVX512F__)
   for (int32_t j0 = 0; j0 < kTile; j0 += 16)
     for (int32_t c0 = 0; c0 < d; c0 += 16) {
@@ -65,24 +68,37 @@ inline void transpose_keys(const float* const* rows, int32_t nk, int32_t d, floa
     }
 #else
   for (int32_t c = 0; c < d; ++c)
-    for (int32_t j = 0; j < kTile; ++j) kt[c * kTile + j] = j < nk ? rows[j][c] : 0.0f;
+    for (int32_t j = 0; j < kTile; ++j) kt[c * kTile + j] = j < nk ? rows[j][c] : T(0);
 #endif
 }
 
 #if defined(__AVX512F__)
-// score[i * kTile + j] = q_i . key_j for NV query vectors (rows of q, stride d).
-template <int NV>
-inline void scores_block(const float* q, int32_t d, const float* kt, float* score) {
+// acc + q * k[0..16): f32 lanes.
+inline __m512 madd16(__m512 acc, float q, const float* k) {
+  return _mm512_fmadd_ps(_mm512_set1_ps(q), _mm512_loadu_ps(k), acc);
+}
+#endif
+#if defined(__AVX512BF16__)
+// acc + q . k[j] for 16 bf16 pairs k[j] (uint32 each) and the pair q: VDPBF16PS, which rounds
+// nothing further (products exact, sums in float32).
+inline __m512 madd16(__m512 acc, uint32_t q, const uint32_t* k) {
+  return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(k),
+                          (__m512bh)_mm512_set1_epi32(int32_t(q)));
+}
+#endif
+
+#if defined(__AVX512F__)
+// score[i * kTile + j] = q_i . key_j for NV query vectors (rows of q, stride n elements: floats,
+// or bf16 pairs).
+template <int NV, class T>
+inline void scores_block(const T* q, int32_t n, const T* kt, float* score) {
   __m512 lo[NV], hi[NV];
   for (int i = 0; i < NV; ++i) lo[i] = hi[i] = _mm512_setzero_ps();
-  for (int32_t c = 0; c < d; ++c) {
-    const __m512 k0 = _mm512_loadu_ps(kt + c * kTile), k1 = _mm512_loadu_ps(kt + c * kTile + 16);
+  for (int32_t c = 0; c < n; ++c)
     for (int i = 0; i < NV; ++i) {
-      const __m512 b = _mm512_set1_ps(q[i * d + c]);
-      lo[i] = _mm512_fmadd_ps(b, k0, lo[i]);
-      hi[i] = _mm512_fmadd_ps(b, k1, hi[i]);
+      lo[i] = madd16(lo[i], q[i * n + c], kt + c * kTile);
+      hi[i] = madd16(hi[i], q[i * n + c], kt + c * kTile + 16);
     }
-  }
   for (int i = 0; i < NV; ++i) {
     _mm512_storeu_ps(score + i * kTile, lo[i]);
     _mm512_storeu_ps(score + i * kTile + 16, hi[i]);
@@ -115,19 +131,21 @@ inline void values_block(const float* p, const float* const* values, int32_t nk,
 }
 #endif
 
-// score[i * kTile + j] = q_i . key_j for the nv query vectors q (stride d) and the tile's keys,
-// transposed in kt (transpose_keys).
-inline void tile_scores(const float* q, int32_t nv, int32_t d, const float* kt, float* score) {
+// score[i * kTile + j] = q_i . key_j for the nv query vectors q (stride n elements) and the
+// tile's keys, transposed in kt (transpose_keys). T is float, or uint32 (bf16 pairs: only where
+// __AVX512BF16__ is defined).
+template <class T>
+inline void tile_scores(const T* q, int32_t nv, int32_t n, const T* kt, float* score) {
 #if defined(__AVX512F__)
   int32_t i = 0;
-  for (; i + 8 <= nv; i += 8) scores_block<8>(q + i * d, d, kt, score + i * kTile);
+  for (; i + 8 <= nv; i += 8) scores_block<8>(q + i * n, n, kt, score + i * kTile);
   if (i < nv)
-    with_count<7>(nv - i, [&]<int N>() { scores_block<N>(q + i * d, d, kt, score + i * kTile); });
+    with_count<7>(nv - i, [&]<int N>() { scores_block<N>(q + i * n, n, kt, score + i * kTile); });
 #else
   for (int32_t i = 0; i < nv; ++i)
     for (int32_t j = 0; j < kTile; ++j) {
       float s = 0.0f;
-      for (int32_t c = 0; c < d; ++c) s += q[i * d + c] * kt[c * kTile + j];
+      for (int32_t c = 0; c < n; ++c) s += q[i * n + c] * kt[c * kTile + j];
       score[i * kTile + j] = s;
     }
 #endif
@@ -151,5 +169,65 @@ inline void tile_values(const float* p, int32_t nv, const float* const* values, 
       for (int32_t c = 0; c < d; ++c) acc[i * d + c] += p[i * kTile + j] * values[j][c];
 #endif
 }
+
+#if defined(__AVX512BF16__)
+// The bf16 P.V: VDPBF16PS sums pairs along its operands, so keys 2j and 2j + 1 go together: the
+// pair's weights p (bf16, one uint32 per pair) against their value rows interleaved element by
+// element (unpacklo/hi_epi16, no conversion). The interleave works within 128-bit lanes, so the
+// 32 outputs of elements c0 .. c0 + 32 sit in "pair order": lane 4L + r of the first 16 holds
+// element c0 + 8L + r, of the second c0 + 8L + 4 + r (L, r < 4); to_natural_order undoes it once.
+// acc_i[c0 ..] += sum over pairs j of p[i * kTile / 2 + j] . (values[2j], values[2j + 1]), NV
+// vectors.
+template <int NV>
+inline void values_block_bf16(const uint32_t* p, const uint16_t* const* values, int32_t pairs,
+                              int32_t d, int32_t c0, float* acc) {
+  __m512 a[NV][2];
+  for (int i = 0; i < NV; ++i)
+    for (int z = 0; z < 2; ++z) a[i][z] = _mm512_loadu_ps(acc + i * d + c0 + 16 * z);
+  for (int32_t j = 0; j < pairs; ++j) {
+    const __m512i x = _mm512_loadu_si512(values[2 * j] + c0);
+    const __m512i y = _mm512_loadu_si512(values[2 * j + 1] + c0);
+    const __m512bh lo = (__m512bh)_mm512_unpacklo_epi16(x, y);
+    const __m512bh hi = (__m512bh)_mm512_unpackhi_epi16(x, y);
+    for (int i = 0; i < NV; ++i) {
+      const __m512bh b = (__m512bh)_mm512_set1_epi32(int32_t(p[i * (kTile / 2) + j]));
+      a[i][0] = _mm512_dpbf16_ps(a[i][0], lo, b);
+      a[i][1] = _mm512_dpbf16_ps(a[i][1], hi, b);
+    }
+  }
+  for (int i = 0; i < NV; ++i)
+    for (int z = 0; z < 2; ++z) _mm512_storeu_ps(acc + i * d + c0 + 16 * z, a[i][z]);
+}
+
+// acc_i += sum over j < nk of p_j values[j] for the nv vectors (acc stride d, in pair order;
+// p: kTile / 2 bf16 pairs per vector; values: kTile rows of d bf16, those past nk zero; d a
+// multiple of 32).
+inline void tile_values_bf16(const uint32_t* p, int32_t nv, const uint16_t* const* values,
+                             int32_t nk, int32_t d, float* acc) {
+  const int32_t pairs = (nk + 1) / 2;
+  for (int32_t c0 = 0; c0 < d; c0 += 32) {
+    int32_t i = 0;
+    for (; i + 8 <= nv; i += 8)
+      values_block_bf16<8>(p + i * (kTile / 2), values, pairs, d, c0, acc + i * d);
+    if (i < nv)
+      with_count<7>(nv - i, [&]<int N>() {
+        values_block_bf16<N>(p + i * (kTile / 2), values, pairs, d, c0, acc + i * d);
+      });
+  }
+}
+
+// One vector of d outputs from pair order (values_block_bf16) back to element order.
+inline void to_natural_order(float* acc, int32_t d) {
+  float t[32];
+  for (int32_t c0 = 0; c0 < d; c0 += 32) {
+    for (int L = 0; L < 4; ++L)
+      for (int r = 0; r < 4; ++r) {
+        t[8 * L + r] = acc[c0 + 4 * L + r];
+        t[8 * L + 4 + r] = acc[c0 + 16 + 4 * L + r];
+      }
+    std::copy(t, t + 32, acc + c0);
+  }
+}
+#endif
 
 }  // namespace qmpi::cpu::attn

@@ -1,6 +1,7 @@
-// Reading the paged KV cache's vectors back as float32, for the attention kernels: one
-// (token, KV head) vector of d elements of the cache's dtype at a time, converted into a small
-// buffer that the query heads sharing that KV head then read from L1.
+// Reading the paged KV cache's vectors back for the attention kernels: one (token, KV head)
+// vector of d elements of the cache's dtype at a time, as float32 (the exact path) or as bf16
+// (the bf16 decode path), converted into a small buffer that the query heads sharing that KV
+// head then read from L1.
 #pragma once
 #include <cstdint>
 
@@ -21,6 +22,25 @@ inline __m512 e4m3x16_to_ps(__m128i bytes) {
   const __mmask16 is_sub = _mm512_cmplt_epi32_mask(mag, _mm512_set1_epi32(8));
   const __m512 v = _mm512_mask_mov_ps(_mm512_castsi512_ps(normal), is_sub, sub);
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+}
+#endif
+
+#if defined(__AVX512BW__)
+// 32 e4m3 bytes as bf16, exactly (bf16 has e4m3's exponent range and more mantissa): a normal
+// code moves its exponent and mantissa up into bf16's fields; the eight subnormals m * 2^-9,
+// normal numbers in bf16, come from a table.
+inline __m512i e4m3x32_to_bf16(__m256i bytes) {
+  const __m512i x = _mm512_cvtepu8_epi16(bytes);
+  const __m512i mag = _mm512_and_si512(x, _mm512_set1_epi16(0x7f));
+  const __m512i sign = _mm512_slli_epi16(_mm512_and_si512(x, _mm512_set1_epi16(0x80)), 8);
+  const __m512i normal = _mm512_add_epi16(_mm512_slli_epi16(mag, 4), _mm512_set1_epi16(120 << 7));
+  // bf16 of 0, 2^-9, 2^-8, 1.5 * 2^-8, 2^-7, 1.25 * 2^-7, 1.5 * 2^-7, 1.75 * 2^-7 (index m).
+  const __m512i table =
+      _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                       0x3c60, 0x3c40, 0x3c20, 0x3c00, 0x3bc0, 0x3b80, 0x3b00, 0);
+  const __mmask32 is_sub = _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8));
+  const __m512i v = _mm512_mask_mov_epi16(normal, is_sub, _mm512_permutexvar_epi16(mag, table));
+  return _mm512_or_si512(v, sign);
 }
 #endif
 
@@ -51,6 +71,22 @@ inline const float* kv_row(const void* pool, DType t, int64_t at, int32_t d, flo
 #endif
     for (; c < d; ++c) buf[c] = e4m3_to_f32(src[c]) * scale;
   }
+  return buf;
+}
+
+// The d elements of a bf16 or fp8 `pool` from element `at` on, as bf16: bf16 vectors in place,
+// fp8 codes converted exactly into buf[0..d) (the vector's scale is left to the caller).
+inline const uint16_t* kv_row_bf16(const void* pool, DType t, int64_t at, int32_t d,
+                                   uint16_t* buf) {
+  if (t == DType::BF16) return static_cast<const uint16_t*>(pool) + at;
+  const uint8_t* src = static_cast<const uint8_t*>(pool) + at;
+  int32_t c = 0;
+#if defined(__AVX512BW__)
+  for (; c + 32 <= d; c += 32)
+    _mm512_storeu_si512(
+        buf + c, e4m3x32_to_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c))));
+#endif
+  for (; c < d; ++c) buf[c] = f32_to_bf16(e4m3_to_f32(src[c]));
   return buf;
 }
 

@@ -149,7 +149,7 @@ void CpuBackend::kv_store(const float* k, const float* v, int64_t n, const int32
 
 void CpuBackend::attention(const float* q, const AttentionBatch& batch, const KvLayerView& kv,
                            float* out) {
-  cpu::attention(q, batch, kv, out, options_.threads);
+  cpu::attention(q, batch, kv, out, options_.threads, options_.bf16_activations);
 }
 
 void CpuBackend::silu_mul(const float* gate, const float* up, int64_t n, int64_t width, float* out,

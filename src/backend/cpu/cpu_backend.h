@@ -15,6 +15,7 @@ struct CpuBackendOptions {
   // default): VDPBF16PS prefill and batched decode, within the bound of Hugging Face's own bf16
   // run (docs/perf.md). Off (`--dtype float32`, and this struct's default, which the kernel and
   // model tests rely on) keeps exact float32 activations, within ~2e-6 of float64 per matmul.
+  // Decode attention over a bf16 or fp8 KV cache follows it (cpu::attention's bf16_decode).
   bool bf16_activations = false;
 };
 

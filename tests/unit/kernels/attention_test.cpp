@@ -9,6 +9,7 @@
 
 #include "core/errors.h"
 #include "kernel_test_util.h"
+#include "kernels/cpu/kv_decode.h"
 #include "kernels/cpu/kv_store.h"
 #include "kernels/cpu/reference_ops.h"
 
@@ -27,6 +28,7 @@ struct Pool {
   // The pools' bytes: elements, then fp8's per-vector scales.
   std::vector<uint8_t> k, v;
   std::vector<int32_t> free_blocks;
+  float v_max = 0.0f;  // the largest |value| stored
 
   Pool(int64_t blocks, int32_t bs, int32_t kvh, int32_t d, std::mt19937& rng, DType dt = DType::F32)
       : block_size(bs),
@@ -67,6 +69,7 @@ struct Pool {
       slots.push_back(table[t / block_size] * block_size + t % block_size);
     std::vector<float> nk = test::random_floats(size_t(ctx) * kv_heads * head_dim, rng);
     std::vector<float> nv = test::random_floats(nk.size(), rng);
+    for (float x : nv) v_max = std::max(v_max, std::fabs(x));
     cpu::kv_store(nk.data(), nv.data(), ctx, slots.data(), view());
   }
 };
@@ -172,6 +175,72 @@ TEST(Attention, LongContextsSplitOverThreadsMatchReference) {
             << specs[0].ctx_len << " keys, " << threads << " threads, " << dtype_name(dt);
       }
     }
+}
+
+// The bf16 decode path (--dtype auto) on bf16 and fp8 caches against the float64 reference fed
+// the same bf16-rounded (scaled) queries: the only other rounding is that of the softmax weights
+// to bf16 (2^-9 relative), so each output is within 2^-9 of the largest |value| (bound 2^-8).
+// Decode rows of short and long contexts split into chunks over 1-8 threads (tile and chunk
+// boundaries at 31-33 and 4096 keys), groups larger than a block (40 heads on one KV head),
+// unequal groups of an uneven TP rank; prefill rows in the same batch and head dims that are
+// not a multiple of 32 keep the exact path (within the exact bound of the unrounded queries).
+TEST(Attention, Bf16DecodeWithinBoundOfRoundedQueries) {
+  std::mt19937 rng(26);
+  struct Shape {
+    int32_t heads, kvh, d;
+    std::vector<int32_t> map;  // empty: the even split
+  };
+  const std::vector<Shape> shapes{{14, 2, 64, {}},
+                                  {7, 1, 128, {}},
+                                  {40, 1, 32, {}},
+                                  {4, 2, 24, {}},
+                                  {11, 3, 64, {0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2}}};
+  const std::vector<std::vector<SeqSpec>> batches{
+      {{1, 1}, {31, 1}, {32, 1}, {33, 1}}, {{4099, 1}}, {{2048, 1}, {300, 20}, {517, 1}}};
+  for (const Shape& sh : shapes)
+    for (DType dt : {DType::BF16, DType::F8_E4M3})
+      for (const auto& specs : batches) {
+        Pool pool(900, 16, sh.kvh, sh.d, rng, dt);
+        Batch b = make_batch(specs, pool, rng);
+        std::vector<float> q = test::random_floats(size_t(b.rows) * sh.heads * sh.d, rng, 3.0f);
+        AttentionBatch ab = b.view(sh.heads, pool);
+        if (!sh.map.empty()) ab.kv_head_of = sh.map.data();
+        // What the kernel multiplies: bf16(q * scale), handed to the reference unscaled.
+        std::vector<float> qr(q.size());
+        for (size_t i = 0; i < q.size(); ++i)
+          qr[i] = bf16_to_f32(f32_to_bf16(q[i] * ab.scale)) / ab.scale;
+        std::vector<float> want(q.size()), exact(q.size()), got(q.size(), std::nanf(""));
+        cpu::ref::attention(qr.data(), ab, pool.view(), want.data());
+        cpu::ref::attention(q.data(), ab, pool.view(), exact.data());
+        double exact_max = 0;
+        for (float x : exact) exact_max = std::max(exact_max, std::fabs(double(x)));
+        const bool bf16_rows = sh.d % 32 == 0;
+        for (int threads : {1, 2, 3, 8}) {
+          cpu::attention(q.data(), ab, pool.view(), got.data(), threads, true);
+          for (const AttentionSeq& seq : b.seqs)
+            for (int64_t e = int64_t(seq.q_begin) * sh.heads * sh.d;
+                 e < int64_t(seq.q_begin + seq.q_len) * sh.heads * sh.d; ++e) {
+              if (seq.q_len == 1 && bf16_rows)
+                ASSERT_LE(std::fabs(got[size_t(e)] - want[size_t(e)]), pool.v_max / 256)
+                    << seq.ctx_len << " keys, " << sh.heads << "/" << sh.kvh << " heads, d " << sh.d
+                    << ", " << dtype_name(dt) << ", " << threads << " threads";
+              else
+                ASSERT_LE(std::fabs(got[size_t(e)] - exact[size_t(e)]), 1e-5 * exact_max)
+                    << seq.ctx_len << " keys, d " << sh.d << ", " << threads << " threads";
+            }
+        }
+      }
+}
+
+// fp8 codes widen to bf16 exactly (the bf16 decode path reads an fp8 cache this way): every
+// finite e4m3 code, subnormals and both zeros included.
+TEST(KvDecode, E4m3CodesWidenToBf16Exactly) {
+  std::vector<uint8_t> codes(256);
+  for (int c = 0; c < 256; ++c) codes[size_t(c)] = uint8_t((c & 0x7f) == 0x7f ? 0 : c);
+  std::vector<uint16_t> buf(256);
+  const uint16_t* got = cpu::kv_row_bf16(codes.data(), DType::F8_E4M3, 0, 256, buf.data());
+  for (int c = 0; c < 256; ++c)
+    EXPECT_EQ(got[c], f32_to_bf16(e4m3_to_f32(codes[size_t(c)]))) << "code " << c;
 }
 
 // What the cache holds: bf16 rounds each element to nearest even, fp8 keeps one scale per
