@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "core/dtype.h"
-#include "kernels/cpu/host_pages.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/host_pages.h"
 
 namespace qmpi::bench {
 namespace {
@@ -24,8 +24,7 @@ constexpr int32_t kHeads = 14, kKvHeads = 2, kHeadDim = 64, kBlock = 16, kLayers
 struct Pages {
   size_t bytes = 0;
   uint8_t* p = nullptr;
-  explicit Pages(size_t n, bool huge)
-      : bytes(n), p(static_cast<uint8_t*>(cpu::map_host_pages(n))) {
+  explicit Pages(size_t n, bool huge) : bytes(n), p(static_cast<uint8_t*>(cpu::map_host_pages(n))) {
     if (!p) throw std::bad_alloc();
     if (huge) cpu::advise_huge_pages(p, n);
   }
@@ -96,8 +95,8 @@ int attention_bench(const std::vector<int64_t>& contexts, const std::vector<std:
       std::vector<int32_t> table(size_t((ctx + kBlock - 1) / kBlock));
       for (size_t i = 0; i < table.size(); ++i) table[i] = int32_t(i);
       const AttentionSeq seq{0, 1, int32_t(ctx), 0};
-      const AttentionBatch b{&seq,     1,        table.data(), kHeads,
-                             kKvHeads, kHeadDim, 1.0f / std::sqrt(float(kHeadDim))};
+      const AttentionBatch b{
+          &seq, 1, table.data(), kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(float(kHeadDim))};
       // K and V of every token and KV head, plus fp8's two scales per vector.
       const double bytes = double(ctx) * kKvHeads *
                            (2.0 * kHeadDim * dtype_size(dt) + (dt == DType::F8_E4M3 ? 8 : 0));
@@ -105,8 +104,8 @@ int attention_bench(const std::vector<int64_t>& contexts, const std::vector<std:
       for (int r = 0; r < reps + 1; ++r)  // the first repetition warms up and is dropped
         for (int path = 0; path < 2; ++path) {
           const auto [s, c] = timed([&] {
-            for (const Layer& l : layers) cpu::attention(q.data(), b, l.view, out.data(), threads,
-                                                         path == 1);
+            for (const Layer& l : layers)
+              cpu::attention(q.data(), b, l.view, out.data(), threads, path == 1);
           });
           if (r > 0) wall[path].push_back(s / kLayers), cpu[path].push_back(c / kLayers);
         }
@@ -115,11 +114,12 @@ int attention_bench(const std::vector<int64_t>& contexts, const std::vector<std:
         const double best = wall[path][0], med = wall[path][wall[path].size() / 2];
         const double best_cpu = *std::min_element(cpu[path].begin(), cpu[path].end());
         std::printf(
-            "{\"attention\": \"decode\", \"context\": %lld, \"kv_dtype\": \"%s\", \"path\": \"%s\", "
+            "{\"attention\": \"decode\", \"context\": %lld, \"kv_dtype\": \"%s\", \"path\": "
+            "\"%s\", "
             "\"threads\": %d, \"huge_pages\": %s, \"kv_bytes\": %.0f, \"layer_ms_min\": %.3f, "
             "\"layer_ms_median\": %.3f, \"layer_cpu_ms_min\": %.3f, \"kv_gb_s_best\": %.2f}\n",
-            (long long)ctx, name.c_str(), path ? "bf16" : "exact", threads, huge ? "true" : "false", bytes, best * 1e3,
-            med * 1e3, best_cpu * 1e3, bytes / best / 1e9);
+            (long long)ctx, name.c_str(), path ? "bf16" : "exact", threads, huge ? "true" : "false",
+            bytes, best * 1e3, med * 1e3, best_cpu * 1e3, bytes / best / 1e9);
       }
       std::fflush(stdout);
     }
