@@ -173,6 +173,11 @@ void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightV
           "fp8 matmul bias has " + std::to_string(bias->rows * bias->cols) +
               " elements for a weight with " + std::to_string(w.rows) + " output rows");
   if (n <= 0 || w.rows == 0) return;
+  // With bf16 activations the bf16 tiles overtake the GEMV where they do for bf16 weights: at
+  // 12 and 16 rows they took 0.5-0.9x its time (qmpi_kernel_bench --fp8), decoding included.
+  if (opt.bf16_activations && n > kGemvMaxRowsBf16 &&
+      matmul_fp8_blocked_bf16(x, n, w, bias, out, opt))
+    return;
   if (n <= kGemvMaxRows)
     matmul_fp8_gemv(x, n, w, bias, out, opt);
   else
