@@ -7,6 +7,10 @@
 // Exact path: float32 FMAs on weights widened to float32 a block of rows at a time.
 // bf16-activation path (BF16 weights): x rounded to bf16 and packed as (k, k+1) pairs, and
 // VDPBF16PS multiplies a broadcast weight pair straight from the checkpoint's row.
+// FP8 weights (matmul_fp8_blocked_bf16) take the bf16 tiles too: a block of rows is decoded into
+// bf16 scratch (every e4m3 value times 2^-8 is exact in bf16), a tile runs over one scale block
+// of inputs at a time, and its sums are multiplied by each row's scale as they are added up, so
+// the only rounding beyond float32 sums is x's to bf16, as for bf16 weights.
 #include <omp.h>
 
 #include <algorithm>
@@ -16,7 +20,9 @@
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/e4m3_simd.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_fp8.h"
 #include "kernels/cpu/matmul_targets.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
@@ -116,8 +122,11 @@ void pack_panel_bf16(const float* x, int64_t K, const Panels& pn, int64_t p, Ran
 }
 
 // A finished tile: tile[i][t] (row stride: the panel's width) is out[token0 + t, row0 + i].
-void store_tile(const float* tile, int width, int mr, int64_t tokens, int64_t row0, int64_t token0,
-                const float* bias, float* out, int64_t N) {
+// Not inlined: inside the row loop its scalar loop shared registers with the loop's pointers and
+// spilled them, which cost bf16 prefill 4-6% (CPU time of a GEMM pass at 64 and 128 tokens).
+[[gnu::noinline]] void store_tile(const float* tile, int width, int mr, int64_t tokens,
+                                  int64_t row0, int64_t token0, const float* bias, float* out,
+                                  int64_t N) {
   for (int64_t t = 0; t < tokens; ++t) {
     float* o = out + (token0 + t) * N + row0;
     for (int i = 0; i < mr; ++i) o[i] = tile[i * width + t] + (bias ? bias[row0 + i] : 0.0f);
@@ -154,12 +163,34 @@ Prefetch prefetch_slice(const char* p, size_t bytes, int64_t part, int64_t parts
   return {p + b * 64, e - b, every, every};
 }
 
+// How a tile leaves its sums: stored as they are, or (FP8, one scale block of K at a time) times
+// each row's scale, stored by the first block and added by the others.
+struct Epilogue {
+  const float* scale = nullptr;  // [rows of the tile] or null
+  bool add = false;
+};
+
 using TileFn = void (*)(const void* w, int64_t ld, int64_t K, const void* xp, float* tile,
-                        Prefetch pf);
+                        Prefetch pf, Epilogue ep);
 
 #if defined(__AVX512F__)
 template <int MR, int NV>
-void tile_f32(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile, Prefetch pf) {
+void write_tile(const __m512 (&acc)[MR][NV], float* tile, Epilogue ep) {
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) {
+      float* dst = tile + i * 16 * NV + 16 * v;
+      __m512 sum = acc[i][v];
+      if (ep.scale) {
+        const __m512 s = _mm512_set1_ps(ep.scale[i]);
+        sum = ep.add ? _mm512_fmadd_ps(sum, s, _mm512_loadu_ps(dst)) : _mm512_mul_ps(sum, s);
+      }
+      _mm512_storeu_ps(dst, sum);
+    }
+}
+
+template <int MR, int NV>
+void tile_f32(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile, Prefetch pf,
+              Epilogue ep) {
   const float* w = static_cast<const float*>(wv);
   const float* xp = static_cast<const float*>(xv);
   __m512 acc[MR][NV];
@@ -175,13 +206,13 @@ void tile_f32(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile
     }
   }
   pf.finish();
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + i * 16 * NV + 16 * v, acc[i][v]);
+  write_tile<MR, NV>(acc, tile, ep);
 }
 
 #if defined(__AVX512BF16__)
 template <int MR, int NV>
-void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile, Prefetch pf) {
+void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile, Prefetch pf,
+               Epilogue ep) {
   const uint16_t* w = static_cast<const uint16_t*>(wv);
   const uint32_t* xp = static_cast<const uint32_t*>(xv);
   __m512 acc[MR][NV];
@@ -206,8 +237,7 @@ void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* til
   if (K % 2)  // the last weight pairs with the zero that pads x
     step(pairs, [&](int i) { return uint32_t(w[i * ld + K - 1]); });
   pf.finish();
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) _mm512_storeu_ps(tile + i * 16 * NV + 16 * v, acc[i][v]);
+  write_tile<MR, NV>(acc, tile, ep);
 }
 
 // acc += the pairs of x times the pair at p broadcast to every lane, the broadcast being the
@@ -237,8 +267,8 @@ inline __attribute__((always_inline)) void rows8(__m512& a0, __m512& a1, __m512&
 // and 350 with two on one core (a 8192 x 4864 bf16 weight, the 32-token tile's rate is ~385).
 // The accumulators are named, not an array: GCC keeps an array that asm operands update in
 // memory.
-void tile_bf16_v1x8(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile,
-                    Prefetch pf) {
+void tile_bf16_v1x8(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile, Prefetch pf,
+                    Epilogue ep) {
   const uint16_t* w = static_cast<const uint16_t*>(wv);
   const uint32_t* xp = static_cast<const uint32_t*>(xv);
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
@@ -256,16 +286,17 @@ void tile_bf16_v1x8(const void* wv, int64_t ld, int64_t K, const void* xv, float
     pf.step();
     rows8(a0, a1, a2, a3, a4, a5, a6, a7, _mm512_loadu_ps(xp + kp * 16), w + 2 * kp, ld);
   }
-  __m512 acc[8] = {_mm512_add_ps(a0, b0), _mm512_add_ps(a1, b1), _mm512_add_ps(a2, b2),
-                   _mm512_add_ps(a3, b3), _mm512_add_ps(a4, b4), _mm512_add_ps(a5, b5),
-                   _mm512_add_ps(a6, b6), _mm512_add_ps(a7, b7)};
+  __m512 acc[8][1] = {{_mm512_add_ps(a0, b0)}, {_mm512_add_ps(a1, b1)}, {_mm512_add_ps(a2, b2)},
+                      {_mm512_add_ps(a3, b3)}, {_mm512_add_ps(a4, b4)}, {_mm512_add_ps(a5, b5)},
+                      {_mm512_add_ps(a6, b6)}, {_mm512_add_ps(a7, b7)}};
   if (K % 2) {  // the last weight pairs with the zero that pads x
     const __m512bh xs = (__m512bh)_mm512_loadu_si512(xp + pairs * 16);
     for (int i = 0; i < 8; ++i)
-      acc[i] = _mm512_dpbf16_ps(acc[i], xs, (__m512bh)_mm512_set1_epi32(int(w[i * ld + K - 1])));
+      acc[i][0] =
+          _mm512_dpbf16_ps(acc[i][0], xs, (__m512bh)_mm512_set1_epi32(int(w[i * ld + K - 1])));
   }
   pf.finish();
-  for (int i = 0; i < 8; ++i) _mm512_storeu_ps(tile + i * 16, acc[i]);
+  write_tile<8, 1>(acc, tile, ep);
 }
 #endif
 
@@ -286,18 +317,20 @@ struct TileTables {
 };
 template <int MR, int NV>
 struct F32Kernel {
-  static void run(const void* w, int64_t ld, int64_t K, const void* xp, float* tile, Prefetch pf) {
-    tile_f32<MR, NV>(w, ld, K, xp, tile, pf);
+  static void run(const void* w, int64_t ld, int64_t K, const void* xp, float* tile, Prefetch pf,
+                  Epilogue ep) {
+    tile_f32<MR, NV>(w, ld, K, xp, tile, pf, ep);
   }
 };
 #if defined(__AVX512BF16__)
 template <int MR, int NV>
 struct Bf16Kernel {
-  static void run(const void* w, int64_t ld, int64_t K, const void* xp, float* tile, Prefetch pf) {
+  static void run(const void* w, int64_t ld, int64_t K, const void* xp, float* tile, Prefetch pf,
+                  Epilogue ep) {
     if constexpr (NV == 1 && MR == 8)
-      tile_bf16_v1x8(w, ld, K, xp, tile, pf);
+      tile_bf16_v1x8(w, ld, K, xp, tile, pf, ep);
     else
-      tile_bf16<MR, NV>(w, ld, K, xp, tile, pf);
+      tile_bf16<MR, NV>(w, ld, K, xp, tile, pf, ep);
   }
 };
 #endif
@@ -313,8 +346,8 @@ TileFn pick_tile(bool bf16, int mr, int width) {
 #else  // portable: the same tiles as plain loops the compiler vectorizes
 
 template <int MR>
-void tile_portable(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile,
-                   Prefetch pf) {
+void tile_portable(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile, Prefetch pf,
+                   Epilogue ep) {
   pf.finish();
   const float* w = static_cast<const float*>(wv);
   const float* xp = static_cast<const float*>(xv);
@@ -326,7 +359,11 @@ void tile_portable(const void* wv, int64_t ld, int64_t K, const void* xv, float*
 #pragma omp simd
       for (int t = 0; t < nt; ++t) acc[i][t] += b * xp[k * nt + t];
     }
-  for (int i = 0; i < MR; ++i) std::copy(acc[i], acc[i] + nt, tile + i * nt);
+  for (int i = 0; i < MR; ++i)
+    for (int t = 0; t < nt; ++t) {
+      const float s = ep.scale ? ep.scale[i] : 1.0f;
+      tile[i * nt + t] = acc[i][t] * s + (ep.add ? tile[i * nt + t] : 0.0f);
+    }
 }
 
 TileFn pick_tile(bool, int mr, int) {
@@ -337,18 +374,37 @@ TileFn pick_tile(bool, int mr, int) {
 
 #endif
 
-// The panels of x are packed once for all targets (they share dtype and width).
+// An FP8 weight's rows [r0, r0 + mr) for the bf16 tiles: bf16 bits times 2^-8 at row stride ld,
+// and each row's scale times 2^8 for each scale block of inputs (scales[b * kMR + i]).
+void decode_fp8_rows(const Fp8WeightView& w, int64_t r0, int mr, int64_t ld, uint16_t* rows,
+                     float* scales) {
+  for (int i = 0; i < mr; ++i) e4m3_to_bf16(w.q + (r0 + i) * w.cols, w.cols, rows + i * ld);
+  const int64_t blocks = (w.cols + w.col_offset + w.block_k - 1) / w.block_k;
+  for (int i = 0; i < mr; ++i) {  // the slice's scale block b is column b of its scale row
+    const float* srow = w.scales + (r0 + i + w.row_offset) / w.block_n * w.scale_cols;
+    for (int64_t b = 0; b < blocks; ++b) scales[b * kMR + i] = srow[b] * 256.0f;
+  }
+}
+
+// The panels of x are packed once for all targets (they share dtype and width). With `fp8`, the
+// single target's view only gives the shape (ts[0].w.data is unused) and its rows are fp8's.
 void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Biases& biases,
-             int nt, bool bf16_dot) {
+             int nt, bool bf16_dot, const Fp8WeightView* fp8) {
   const int64_t K = ts[0].w.cols;
   const int64_t depth = bf16_dot ? (K + 1) / 2 : K;
   const int64_t n0 = std::min(n, kChunkTokens);  // the first chunk is the largest
   uint32_t* xp = thread_scratch<uint32_t, 0>(Panels{n0, depth, shape_for(n0, bf16_dot).nt}.size());
-  const size_t esize = dtype_size(ts[0].w.dtype);
+  const size_t esize = fp8 ? 1 : dtype_size(ts[0].w.dtype);  // bytes per weight as stored
+  const size_t tsize = bf16_dot ? 2 : 4;                     // bytes per weight as tiles read it
+  // Scale blocks of the inputs: the tiles' sums are scaled one block at a time (dense: one).
+  const int64_t blocks = fp8 ? (K + fp8->col_offset + fp8->block_k - 1) / fp8->block_k : 1;
+  const int64_t ld = fp8 ? (K + 31) / 32 * 32 : K;  // row stride of the decoded FP8 rows
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num(), tn = omp_get_num_threads();
     float* widened = bf16_dot ? nullptr : thread_scratch<float, 1>(size_t(kMR * K));
+    uint16_t* decoded = fp8 ? thread_scratch<uint16_t, 4>(size_t(kMR * ld)) : nullptr;
+    float* scales = fp8 ? thread_scratch<float, 5>(size_t(kMR * blocks)) : nullptr;
     alignas(64) float tile[kTileFloats];
     for (int64_t c0 = 0; c0 < n; c0 += kChunkTokens) {
       const int64_t cn = std::min(kChunkTokens, n - c0);
@@ -366,11 +422,15 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
       const int block = shape.mr;
       for_each_share(ts, block, t, tn, [&](size_t i, int64_t begin, int64_t end) {
         const WeightView& w = ts[i].w;
-        const char* wbytes = static_cast<const char*>(w.data);
+        const char* wbytes =
+            fp8 ? reinterpret_cast<const char*>(fp8->q) : static_cast<const char*>(w.data);
         for (int64_t r0 = begin; r0 < end; r0 += block) {
           const int mr = int(std::min<int64_t>(block, end - r0));
           const void* rows = wbytes + size_t(r0 * K) * esize;
-          if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
+          if (fp8) {
+            decode_fp8_rows(*fp8, r0, mr, ld, decoded, scales);
+            rows = decoded;
+          } else if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
             convert_to_f32(rows, w.dtype, mr * K, widened);
             rows = widened;
           }
@@ -379,8 +439,18 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
           const size_t next_bytes = size_t(std::max<int64_t>(next, 0) * K) * esize;
           const char* next_rows = wbytes + size_t((r0 + mr) * K) * esize;
           for (int64_t p = 0; p < pn.count(); ++p) {
-            const Prefetch pf = prefetch_slice(next_rows, next_bytes, p, pn.count(), depth);
-            pick_tile(bf16_dot, mr, pn.width(p))(rows, K, K, xp + pn.offset(p), tile, pf);
+            const TileFn tile_fn = pick_tile(bf16_dot, mr, pn.width(p));
+            const uint32_t* xpp = xp + pn.offset(p);
+            for (int64_t k0 = 0, b = 0; k0 < K; ++b) {
+              const int64_t k1 = fp8 ? fp8_block_end(*fp8, k0) : K;
+              const int64_t d0 = bf16_dot ? k0 / 2 : k0;  // k0 is even where bf16_dot
+              const Prefetch pf = prefetch_slice(next_rows, next_bytes, p * blocks + b,
+                                                 pn.count() * blocks, depth / blocks);
+              const Epilogue ep = fp8 ? Epilogue{scales + b * kMR, b > 0} : Epilogue{};
+              tile_fn(static_cast<const char*>(rows) + k0 * tsize, fp8 ? ld : K, k1 - k0,
+                      xpp + d0 * pn.width(p), tile, pf, ep);
+              k0 = k1;
+            }
             store_tile(tile, pn.width(p), mr, pn.tokens(p), r0, c0 + p * pn.nt, biases[i].get(),
                        ts[i].out, w.rows);
           }
@@ -405,7 +475,17 @@ void matmul_blocked(const float* x, int64_t n, std::span<const MatmulTarget> tar
     x = rounded.get();
   }
   const int nt = threads_for(opt.threads, n * total_elements(targets), int64_t(1) << 20);
-  blocked(x, n, targets, b, nt, bf16_act && kHaveBf16Dot);
+  blocked(x, n, targets, b, nt, bf16_act && kHaveBf16Dot, nullptr);
+}
+
+bool matmul_fp8_blocked_bf16(const float* x, int64_t n, const Fp8WeightView& w,
+                             const WeightView* bias, float* out, const MatmulOptions& opt) {
+  // A pair of inputs must share its scale: every block edge at an even input.
+  if (!kHaveBf16Dot || w.block_k % 2 || w.col_offset % 2) return false;
+  const MatmulTarget t{{nullptr, DType::BF16, w.rows, w.cols, nullptr}, bias, out};
+  const int nt = threads_for(opt.threads, n * w.rows * w.cols, int64_t(1) << 20);
+  blocked(x, n, {&t, 1}, widen_biases({&t, 1}), nt, true, &w);
+  return true;
 }
 
 }  // namespace qmpi::cpu

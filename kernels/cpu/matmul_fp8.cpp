@@ -1,8 +1,7 @@
 // The FP8 matmul's checks, reference and decode GEMV. The GEMV gives each thread a contiguous
 // run of weight rows, taken 4 at a time as in the bf16 GEMV, block row by block row: x is
 // multiplied by the block row's scales once (scale_x), so a row's codes are only decoded in
-// registers, 32 at a time (e4m3 -> f16 bits by a byte shuffle and a shift, then VCVTPH2PS, exact
-// for every finite code, subnormals included), and multiplied with up to 4 rows of x. The first
+// registers, 32 at a time (e4m3_simd.h), and multiplied with up to 4 rows of x. The first
 // pass over a tile prefetches its rows ahead into L2; later passes find them in L1.
 #include "kernels/cpu/matmul_fp8.h"
 
@@ -15,6 +14,7 @@
 #include "core/errors.h"
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/e4m3_simd.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/x86.h"
@@ -31,8 +31,8 @@ constexpr int kTokens = 4;
 constexpr int64_t kStep = 32;  // codes per row per inner step
 
 // x for the rows of one block row of the weight: every input times its column block's scale
-// and 2^8 (which decode32's factor, or the portable path's division, undoes), row stride Kp (K
-// rounded up to kStep, zeros past K). With the scale in x, the inner loop only decodes and
+// and 2^8 (which e4m3_decode32's factor, or the portable path's division, undoes), row stride
+// Kp (K rounded up to kStep, zeros past K). With the scale in x, the inner loop only decodes and
 // multiplies, whatever the block width.
 void scale_x(const Fp8WeightView& w, int64_t block_row, const float* x, int64_t n, float* xs,
              int64_t Kp) {
@@ -56,32 +56,6 @@ void scale_x(const Fp8WeightView& w, int64_t block_row, const float* x, int64_t 
 // Without it this GEMV stalled on every load of codes and read 0.95 GB per CPU-second.
 constexpr int64_t kPrefetchBytes = 16 * 1024;
 
-// 32 e4m3 codes as two vectors of 16 float32 values times 2^-8, in order. VPERMB (or a widening
-// and a shift, without AVX512-VBMI) puts each code in the high byte of a 16-bit lane, the low
-// byte zero; shifting right arithmetically by one leaves the sign in bit 15 (and a copy in bit
-// 14, cleared) and the 7 exponent+mantissa bits in f16's bits 7..13, which reads as the code's
-// value times 2^-8 (f16's exponent bias is 15, e4m3's 7), subnormals included; VCVTPH2PS widens
-// it exactly.
-struct Pair {
-  __m512 lo, hi;
-};
-inline Pair decode32(__m256i codes) {
-#if defined(__AVX512VBMI__)
-  const __m512i idx =
-      _mm512_set_epi8(31, 0, 30, 0, 29, 0, 28, 0, 27, 0, 26, 0, 25, 0, 24, 0, 23, 0, 22, 0, 21, 0,
-                      20, 0, 19, 0, 18, 0, 17, 0, 16, 0, 15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0,
-                      9, 0, 8, 0, 7, 0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
-  const __m512i high = _mm512_maskz_permutexvar_epi8(__mmask64(0xaaaaaaaaaaaaaaaaull), idx,
-                                                     _mm512_castsi256_si512(codes));
-#else
-  const __m512i high = _mm512_slli_epi16(_mm512_cvtepu8_epi16(codes), 8);
-#endif
-  const __m512i h =
-      _mm512_and_si512(_mm512_srai_epi16(high, 1), _mm512_set1_epi16(int16_t(0xbfff)));
-  return {_mm512_cvtph_ps(_mm512_castsi512_si256(h)),
-          _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1))};
-}
-
 // Rows [r, r + R) of one block row times rows [t0, t0 + T) of the scaled x (row stride Kp).
 // With `Ahead` each row's line kPrefetchBytes on is asked for once per 64 codes.
 template <int R, int T, bool Ahead>
@@ -102,7 +76,7 @@ void tile(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, int64_
     for (int i = 0; i < R; ++i) {
       const __m256i c = masked ? _mm256_maskz_loadu_epi8(m, q[i] + k)
                                : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[i] + k));
-      const Pair wv = decode32(c);
+      const E4m3Pair wv = e4m3_decode32(c);
       for (int t = 0; t < T; ++t) {
         acc[i][t] = _mm512_fmadd_ps(wv.lo, xa[t], acc[i][t]);
         acc[i][t] = _mm512_fmadd_ps(wv.hi, xb[t], acc[i][t]);
@@ -199,6 +173,13 @@ void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightV
           "fp8 matmul bias has " + std::to_string(bias->rows * bias->cols) +
               " elements for a weight with " + std::to_string(w.rows) + " output rows");
   if (n <= 0 || w.rows == 0) return;
+  // With bf16 activations the bf16 tiles overtake the GEMV from 12 rows, later than for bf16
+  // weights (the FP8 GEMV reads half the bytes): CPU time of 6 layers' projections at 1 thread,
+  // GEMV against tiles, 8 rows 12.4 / 15.2 ms, 10 rows 15.9 / 15.9, 12 rows 18.4 / 15.8.
+  constexpr int64_t kGemvMaxRowsFp8Bf16 = 11;
+  if (opt.bf16_activations && n > kGemvMaxRowsFp8Bf16 &&
+      matmul_fp8_blocked_bf16(x, n, w, bias, out, opt))
+    return;
   if (n <= kGemvMaxRows)
     matmul_fp8_gemv(x, n, w, bias, out, opt);
   else

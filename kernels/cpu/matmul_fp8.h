@@ -3,9 +3,10 @@
 //
 // Two paths, as for int4: a GEMV for decode that decodes each e4m3 byte in registers (32 at a
 // time, through the F16C conversion) against x already multiplied by the block row's scales, so
-// the op streams one byte per weight; and for prefill a float GEMM whose weight panels are decoded
-// one block of inputs at a time into an L1 panel (panel_times_x.h). No projection is ever
-// dequantized whole. A plain reference sits beside them for the tests.
+// the op streams one byte per weight; and for prefill a GEMM: with bf16 activations the bf16
+// GEMM's VDPBF16PS tiles on a few rows at a time decoded to bf16, else a float GEMM whose weight
+// panels are decoded one block of inputs at a time into an L1 panel (panel_times_x.h). No
+// projection is ever dequantized whole. A plain reference sits beside them for the tests.
 #pragma once
 #include <cstdint>
 
@@ -23,6 +24,12 @@ void matmul_fp8_gemv(const float* x, int64_t n, const Fp8WeightView& w, const We
                      float* out, const MatmulOptions& opt);
 void matmul_fp8_blocked(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                         float* out, const MatmulOptions& opt);
+
+// With bf16 activations, the blocked path runs the bf16 GEMM's tiles (matmul_blocked.cpp) on
+// rows decoded to bf16, scaled per block as their sums are added up; false (nothing done) where
+// it cannot: no VDPBF16PS, or scale block edges at odd inputs.
+bool matmul_fp8_blocked_bf16(const float* x, int64_t n, const Fp8WeightView& w,
+                             const WeightView* bias, float* out, const MatmulOptions& opt);
 
 // The plain reference: every weight decoded through e4m3_to_f32, products summed in float64.
 void matmul_fp8_reference(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,

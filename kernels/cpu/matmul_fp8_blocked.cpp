@@ -1,4 +1,5 @@
-// The prefill FP8 matmul: each thread takes panels of kPanelRows output rows; a panel's weights
+// The prefill FP8 matmul with float32 activations (bf16 activations take the bf16 GEMM's tiles,
+// matmul_fp8_blocked_bf16): each thread takes panels of kPanelRows output rows; a panel's weights
 // are decoded one run of inputs at a time (one scale block, at most kChunk inputs) through the
 // e4m3 table into an L1 panel laid out input-major, scaled there, and every token of x multiplies
 // that panel (panel_times_x.h) before the next run is decoded. x is read in place.
@@ -36,6 +37,7 @@ void decode_chunk(const Fp8WeightView& w, int64_t r0, int64_t k0, int64_t k1, fl
 
 void matmul_fp8_blocked(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                         float* out, const MatmulOptions& opt) {
+  if (opt.bf16_activations && matmul_fp8_blocked_bf16(x, n, w, bias, out, opt)) return;
   const AlignedArray<float> b = widen(bias);
   const panel::Gemm g{x, w.cols, b.get(), out, w.rows};
   const int nt = resolve_threads(opt.threads);

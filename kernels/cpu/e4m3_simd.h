@@ -1,0 +1,99 @@
+// e4m3 codes decoded in AVX-512 registers, exactly (subnormals included), for the FP8 GEMV
+// (matmul_fp8.cpp) and the bf16 tiles of the blocked GEMM (matmul_blocked.cpp). Every value
+// comes out times 2^-8; the callers fold 2^8 into the block scale.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "kernels/cpu/x86.h"
+
+namespace qmpi::cpu {
+
+#if defined(__AVX512F__)
+
+// 32 e4m3 codes as two vectors of 16 float32 values times 2^-8, in order. VPERMB (or a widening
+// and a shift, without AVX512-VBMI) puts each code in the high byte of a 16-bit lane, the low
+// byte zero; shifting right arithmetically by one leaves the sign in bit 15 (and a copy in bit
+// 14, cleared) and the 7 exponent+mantissa bits in f16's bits 7..13, which reads as the code's
+// value times 2^-8 (f16's exponent bias is 15, e4m3's 7), subnormals included; VCVTPH2PS widens
+// it exactly.
+struct E4m3Pair {
+  __m512 lo, hi;
+};
+inline E4m3Pair e4m3_decode32(__m256i codes) {
+#if defined(__AVX512VBMI__)
+  const __m512i idx =
+      _mm512_set_epi8(31, 0, 30, 0, 29, 0, 28, 0, 27, 0, 26, 0, 25, 0, 24, 0, 23, 0, 22, 0, 21, 0,
+                      20, 0, 19, 0, 18, 0, 17, 0, 16, 0, 15, 0, 14, 0, 13, 0, 12, 0, 11, 0, 10, 0,
+                      9, 0, 8, 0, 7, 0, 6, 0, 5, 0, 4, 0, 3, 0, 2, 0, 1, 0, 0, 0);
+  const __m512i high = _mm512_maskz_permutexvar_epi8(__mmask64(0xaaaaaaaaaaaaaaaaull), idx,
+                                                     _mm512_castsi256_si512(codes));
+#else
+  const __m512i high = _mm512_slli_epi16(_mm512_cvtepu8_epi16(codes), 8);
+#endif
+  const __m512i h =
+      _mm512_and_si512(_mm512_srai_epi16(high, 1), _mm512_set1_epi16(int16_t(0xbfff)));
+  return {_mm512_cvtph_ps(_mm512_castsi512_si256(h)),
+          _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1))};
+}
+
+#endif
+
+#if defined(__AVX512VBMI__)
+// The bf16 bits of the 128 e4m3 magnitudes times 2^-8, as their low bytes and high bytes: VPERMI2B
+// looks a byte up among 128 by an index's low 7 bits, so two lookups decode 64 codes.
+struct E4m3Bf16Bytes {
+  __m512i lo[2], hi[2];
+};
+inline const E4m3Bf16Bytes& e4m3_bf16_bytes() {
+  static const E4m3Bf16Bytes t = [] {
+    alignas(64) uint8_t lo[128], hi[128];
+    for (int m = 0; m < 128; ++m) {
+      const uint16_t b = f32_to_bf16(e4m3_to_f32(uint8_t(m)) * 0x1p-8f);
+      lo[m] = uint8_t(b), hi[m] = uint8_t(b >> 8);
+    }
+    return E4m3Bf16Bytes{{_mm512_load_si512(lo), _mm512_load_si512(lo + 64)},
+                         {_mm512_load_si512(hi), _mm512_load_si512(hi + 64)}};
+  }();
+  return t;
+}
+#endif
+
+// count codes as bf16 bits times 2^-8: a value of at most 4 significant bits is exact in bf16,
+// and none is subnormal there (the smallest, 2^-17, is far above bf16's 2^-126), so VDPBF16PS,
+// which flushes subnormal inputs, sees every weight.
+inline void e4m3_to_bf16(const uint8_t* q, int64_t count, uint16_t* dst) {
+#if defined(__AVX512BF16__) && defined(__AVX512VBMI__)
+  // 64 codes: a byte shuffle first orders them so that interleaving the looked-up low and high
+  // bytes (VPUNPCKL/HBW, which work within 16-byte lanes) leaves codes 0..31 in the first vector
+  // of bf16 words and 32..63 in the second. A third of the work of the f16 route below.
+  const E4m3Bf16Bytes& t = e4m3_bf16_bytes();
+  alignas(64) static constexpr uint8_t kOrder[64] = {
+      0,  1,  2,  3,  4,  5,  6,  7,  32, 33, 34, 35, 36, 37, 38, 39, 8,  9,  10, 11, 12, 13,
+      14, 15, 40, 41, 42, 43, 44, 45, 46, 47, 16, 17, 18, 19, 20, 21, 22, 23, 48, 49, 50, 51,
+      52, 53, 54, 55, 24, 25, 26, 27, 28, 29, 30, 31, 56, 57, 58, 59, 60, 61, 62, 63};
+  const __m512i order = _mm512_load_si512(kOrder);
+  const __m512i sign = _mm512_set1_epi8(int8_t(0x80));
+  for (int64_t k = 0; k < count; k += 64) {
+    const int64_t left = count - k;
+    const __mmask64 m = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+    const __m512i c = _mm512_permutexvar_epi8(order, _mm512_maskz_loadu_epi8(m, q + k));
+    const __m512i lo = _mm512_permutex2var_epi8(t.lo[0], c, t.lo[1]);
+    // high byte | (code & 0x80): the sign
+    const __m512i hi =
+        _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.hi[0], c, t.hi[1]), c, sign, 0xf8);
+    _mm512_mask_storeu_epi16(dst + k, __mmask32(m), _mm512_unpacklo_epi8(lo, hi));
+    _mm512_mask_storeu_epi16(dst + k + 32, __mmask32(m >> 32), _mm512_unpackhi_epi8(lo, hi));
+  }
+#elif defined(__AVX512BF16__)
+  for (int64_t k = 0; k < count; k += 32) {
+    const __mmask32 m = count - k >= 32 ? ~__mmask32(0) : __mmask32((1u << (count - k)) - 1);
+    const E4m3Pair v = e4m3_decode32(_mm256_maskz_loadu_epi8(m, q + k));
+    _mm512_mask_storeu_epi16(dst + k, m, __m512i(_mm512_cvtne2ps_pbh(v.hi, v.lo)));
+  }
+#else
+  for (int64_t k = 0; k < count; ++k) dst[k] = f32_to_bf16(e4m3_to_f32(q[k]) * 0x1p-8f);
+#endif
+}
+
+}  // namespace qmpi::cpu
