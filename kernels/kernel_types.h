@@ -88,6 +88,14 @@ struct Fp8WeightView {
   int64_t row_offset = 0, col_offset = 0;  // in [0, block_n), [0, block_k)
 };
 
+// One FP8 projection of a group that shares its input (Backend::matmul_fp8_group), as
+// MatmulTarget is for float weights.
+struct Fp8Target {
+  Fp8WeightView w;
+  const WeightView* bias;
+  float* out;
+};
+
 // One sequence of a batched attention call. Rows of q/out for this sequence are
 // [q_begin, q_begin + q_len); its keys are the first ctx_len cache positions (past + new), and
 // new token i sits at position ctx_len - q_len + i (causal: it sees keys 0..that position).

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
@@ -386,8 +387,9 @@ void decode_fp8_rows(const Fp8WeightView& w, int64_t r0, int mr, int64_t ld, uin
   }
 }
 
-// The panels of x are packed once for all targets (they share dtype and width). With `fp8`, the
-// single target's view only gives the shape (ts[0].w.data is unused) and its rows are fp8's.
+// The panels of x are packed once for all targets (they share dtype and width). With `fp8`
+// (one view per target), the targets' views only give the shapes (their data is unused) and the
+// rows are fp8[i]'s.
 void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Biases& biases,
              int nt, bool bf16_dot, const Fp8WeightView* fp8) {
   const int64_t K = ts[0].w.cols;
@@ -397,14 +399,18 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
   const size_t esize = fp8 ? 1 : dtype_size(ts[0].w.dtype);  // bytes per weight as stored
   const size_t tsize = bf16_dot ? 2 : 4;                     // bytes per weight as tiles read it
   // Scale blocks of the inputs: the tiles' sums are scaled one block at a time (dense: one).
-  const int64_t blocks = fp8 ? (K + fp8->col_offset + fp8->block_k - 1) / fp8->block_k : 1;
+  const auto blocks_of = [&](size_t i) {
+    return fp8 ? (K + fp8[i].col_offset + fp8[i].block_k - 1) / fp8[i].block_k : int64_t(1);
+  };
+  int64_t max_blocks = 1;
+  for (size_t i = 0; i < ts.size(); ++i) max_blocks = std::max(max_blocks, blocks_of(i));
   const int64_t ld = fp8 ? (K + 31) / 32 * 32 : K;  // row stride of the decoded FP8 rows
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num(), tn = omp_get_num_threads();
     float* widened = bf16_dot ? nullptr : thread_scratch<float, 1>(size_t(kMR * K));
     uint16_t* decoded = fp8 ? thread_scratch<uint16_t, 4>(size_t(kMR * ld)) : nullptr;
-    float* scales = fp8 ? thread_scratch<float, 5>(size_t(kMR * blocks)) : nullptr;
+    float* scales = fp8 ? thread_scratch<float, 5>(size_t(kMR * max_blocks)) : nullptr;
     alignas(64) float tile[kTileFloats];
     for (int64_t c0 = 0; c0 < n; c0 += kChunkTokens) {
       const int64_t cn = std::min(kChunkTokens, n - c0);
@@ -423,12 +429,13 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
       for_each_share(ts, block, t, tn, [&](size_t i, int64_t begin, int64_t end) {
         const WeightView& w = ts[i].w;
         const char* wbytes =
-            fp8 ? reinterpret_cast<const char*>(fp8->q) : static_cast<const char*>(w.data);
+            fp8 ? reinterpret_cast<const char*>(fp8[i].q) : static_cast<const char*>(w.data);
+        const int64_t blocks = blocks_of(i);
         for (int64_t r0 = begin; r0 < end; r0 += block) {
           const int mr = int(std::min<int64_t>(block, end - r0));
           const void* rows = wbytes + size_t(r0 * K) * esize;
           if (fp8) {
-            decode_fp8_rows(*fp8, r0, mr, ld, decoded, scales);
+            decode_fp8_rows(fp8[i], r0, mr, ld, decoded, scales);
             rows = decoded;
           } else if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
             convert_to_f32(rows, w.dtype, mr * K, widened);
@@ -442,7 +449,7 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
             const TileFn tile_fn = pick_tile(bf16_dot, mr, pn.width(p));
             const uint32_t* xpp = xp + pn.offset(p);
             for (int64_t k0 = 0, b = 0; k0 < K; ++b) {
-              const int64_t k1 = fp8 ? fp8_block_end(*fp8, k0) : K;
+              const int64_t k1 = fp8 ? fp8_block_end(fp8[i], k0) : K;
               const int64_t d0 = bf16_dot ? k0 / 2 : k0;  // k0 is even where bf16_dot
               const Prefetch pf = prefetch_slice(next_rows, next_bytes, p * blocks + b,
                                                  pn.count() * blocks, depth / blocks);
@@ -478,13 +485,20 @@ void matmul_blocked(const float* x, int64_t n, std::span<const MatmulTarget> tar
   blocked(x, n, targets, b, nt, bf16_act && kHaveBf16Dot, nullptr);
 }
 
-bool matmul_fp8_blocked_bf16(const float* x, int64_t n, const Fp8WeightView& w,
-                             const WeightView* bias, float* out, const MatmulOptions& opt) {
-  // A pair of inputs must share its scale: every block edge at an even input.
-  if (!kHaveBf16Dot || w.block_k % 2 || w.col_offset % 2) return false;
-  const MatmulTarget t{{nullptr, DType::BF16, w.rows, w.cols, nullptr}, bias, out};
-  const int nt = threads_for(opt.threads, n * w.rows * w.cols, int64_t(1) << 20);
-  blocked(x, n, {&t, 1}, widen_biases({&t, 1}), nt, true, &w);
+bool matmul_fp8_blocked_bf16(const float* x, int64_t n, std::span<const Fp8Target> targets,
+                             const MatmulOptions& opt) {
+  if (!kHaveBf16Dot) return false;
+  std::vector<MatmulTarget> ts;
+  std::vector<Fp8WeightView> views;
+  for (const Fp8Target& t : targets) {
+    // A pair of inputs must share its scale (every block edge at an even input), and the targets
+    // their x.
+    if (t.w.block_k % 2 || t.w.col_offset % 2 || t.w.cols != targets[0].w.cols) return false;
+    ts.push_back({{nullptr, DType::BF16, t.w.rows, t.w.cols, nullptr}, t.bias, t.out});
+    views.push_back(t.w);
+  }
+  const int nt = threads_for(opt.threads, n * total_elements(targets), int64_t(1) << 20);
+  blocked(x, n, ts, widen_biases(targets), nt, true, views.data());
   return true;
 }
 

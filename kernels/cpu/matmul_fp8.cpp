@@ -1,8 +1,9 @@
 // The FP8 matmul's checks, reference and decode GEMV. The GEMV gives each thread a contiguous
-// run of weight rows, taken 4 at a time as in the bf16 GEMV, block row by block row: x is
-// multiplied by the block row's scales once (scale_x), so a row's codes are only decoded in
-// registers, 32 at a time (e4m3_simd.h), and multiplied with up to 4 rows of x. The first
-// pass over a tile prefetches its rows ahead into L2; later passes find them in L1.
+// run of weight rows (of all targets of a group, end to end), taken 4 at a time as in the bf16
+// GEMV, block row by block row: x is multiplied by the block row's scales once (scale_x), so a
+// row's codes are only decoded in registers, 32 at a time (e4m3_simd.h), and multiplied with up to
+// 4 rows of x. The first pass over a tile prefetches its rows ahead into L2; later passes find them
+// in L1.
 #include "kernels/cpu/matmul_fp8.h"
 
 #include <omp.h>
@@ -15,6 +16,7 @@
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/e4m3_simd.h"
+#include "kernels/cpu/matmul_targets.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/x86.h"
@@ -145,19 +147,7 @@ void tile_rows(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, i
   }
 }
 
-}  // namespace
-
-const float* e4m3_table() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int i = 0; i < 256; ++i) t[size_t(i)] = e4m3_to_f32(uint8_t(i));
-    return t;
-  }();
-  return table.data();
-}
-
-void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
-                float* out, const MatmulOptions& opt) {
+void check(const Fp8WeightView& w, const WeightView* bias) {
   const bool grid_ok = w.block_n > 0 && w.block_k > 0 && w.row_offset >= 0 &&
                        w.row_offset < w.block_n && w.col_offset >= 0 && w.col_offset < w.block_k &&
                        w.scale_rows * w.block_n >= w.rows + w.row_offset &&
@@ -172,40 +162,79 @@ void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightV
     raise(Err::TensorShapeMismatch,
           "fp8 matmul bias has " + std::to_string(bias->rows * bias->cols) +
               " elements for a weight with " + std::to_string(w.rows) + " output rows");
-  if (n <= 0 || w.rows == 0) return;
+}
+
+// The GEMV over a group of targets of the same width: each thread's share of their rows, block
+// row by block row, x scaled once for each.
+void gemv(const float* x, int64_t n, std::span<const Fp8Target> ts, const MatmulOptions& opt) {
+  const int nt = threads_for(opt.threads, total_elements(ts), kGrain);
+  const Biases b = widen_biases(ts);
+  const int64_t Kp = (ts[0].w.cols + kStep - 1) / kStep * kStep;
+#pragma omp parallel num_threads(nt)
+  {
+    float* xs = thread_scratch<float, 3>(size_t(n * Kp));
+    for_each_share(ts, kRows, omp_get_thread_num(), omp_get_num_threads(),
+                   [&](size_t i, int64_t first, int64_t last) {
+                     const Fp8WeightView& w = ts[i].w;
+                     for (int64_t begin = first; begin < last;) {
+                       const int64_t block_row = (begin + w.row_offset) / w.block_n;
+                       const int64_t end =
+                           std::min(last, (block_row + 1) * w.block_n - w.row_offset);
+                       scale_x(w, block_row, x, n, xs, Kp);
+                       int64_t r = begin;
+                       for (; r + kRows <= end; r += kRows)
+                         tile_rows<kRows>(w, r, xs, Kp, n, b[i].get(), ts[i].out);
+                       for (; r < end; ++r) tile_rows<1>(w, r, xs, Kp, n, b[i].get(), ts[i].out);
+                       begin = end;
+                     }
+                   });
+  }
+}
+
+}  // namespace
+
+const float* e4m3_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int i = 0; i < 256; ++i) t[size_t(i)] = e4m3_to_f32(uint8_t(i));
+    return t;
+  }();
+  return table.data();
+}
+
+void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
+                float* out, const MatmulOptions& opt) {
+  const Fp8Target t{w, bias, out};
+  matmul_fp8_group(x, n, {&t, 1}, opt);
+}
+
+void matmul_fp8_group(const float* x, int64_t n, std::span<const Fp8Target> targets,
+                      const MatmulOptions& opt) {
+  bool alike = true;
+  for (const Fp8Target& t : targets) {
+    check(t.w, t.bias);
+    alike = alike && t.w.cols == targets[0].w.cols;
+  }
+  if (n <= 0 || targets.empty()) return;
   // With bf16 activations the bf16 tiles overtake the GEMV from 12 rows, later than for bf16
   // weights (the FP8 GEMV reads half the bytes): CPU time of 6 layers' projections at 1 thread,
   // GEMV against tiles, 8 rows 12.4 / 15.2 ms, 10 rows 15.9 / 15.9, 12 rows 18.4 / 15.8.
   constexpr int64_t kGemvMaxRowsFp8Bf16 = 11;
   if (opt.bf16_activations && n > kGemvMaxRowsFp8Bf16 &&
-      matmul_fp8_blocked_bf16(x, n, w, bias, out, opt))
+      matmul_fp8_blocked_bf16(x, n, targets, opt))
     return;
-  if (n <= kGemvMaxRows)
-    matmul_fp8_gemv(x, n, w, bias, out, opt);
-  else
-    matmul_fp8_blocked(x, n, w, bias, out, opt);
+  if (n <= kGemvMaxRows && alike) return gemv(x, n, targets, opt);
+  for (const Fp8Target& t : targets)
+    if (n <= kGemvMaxRows)
+      gemv(x, n, {&t, 1}, opt);
+    else
+      matmul_fp8_blocked(x, n, t.w, t.bias, t.out, opt);
 }
 
 void matmul_fp8_gemv(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                      float* out, const MatmulOptions& opt) {
-  const int nt = threads_for(opt.threads, w.rows * w.cols, kGrain);
-  const AlignedArray<float> b = widen(bias);
-  const int64_t Kp = (w.cols + kStep - 1) / kStep * kStep;
-#pragma omp parallel num_threads(nt)
-  {
-    const Range rr = split_range(w.rows, kRows, omp_get_thread_num(), omp_get_num_threads());
-    float* xs = thread_scratch<float, 3>(size_t(n * Kp));
-    // The thread's rows block row by block: x is scaled once for each.
-    for (int64_t begin = rr.begin; begin < rr.end;) {
-      const int64_t block_row = (begin + w.row_offset) / w.block_n;
-      const int64_t end = std::min(rr.end, (block_row + 1) * w.block_n - w.row_offset);
-      scale_x(w, block_row, x, n, xs, Kp);
-      int64_t r = begin;
-      for (; r + kRows <= end; r += kRows) tile_rows<kRows>(w, r, xs, Kp, n, b.get(), out);
-      for (; r < end; ++r) tile_rows<1>(w, r, xs, Kp, n, b.get(), out);
-      begin = end;
-    }
-  }
+  const Fp8Target t{w, bias, out};
+  gemv(x, n, {&t, 1}, opt);
 }
 
 void matmul_fp8_reference(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,

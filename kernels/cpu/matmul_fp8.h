@@ -9,6 +9,7 @@
 // projection is ever dequantized whole. A plain reference sits beside them for the tests.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/kernel_types.h"
@@ -18,6 +19,11 @@ namespace qmpi::cpu {
 // Checks the view and bias (raising a qmpi::Error) and runs the path that suits n.
 void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                 float* out, const MatmulOptions& opt);
+// Several projections of the same x (q/k/v, gate/up), as matmul_group is for float weights: x is
+// scaled or packed once per thread for all of them, and the threads share out their rows
+// together, with one fork and join instead of one per projection.
+void matmul_fp8_group(const float* x, int64_t n, std::span<const Fp8Target> targets,
+                      const MatmulOptions& opt);
 
 // The two paths, for tests and benchmarks; both assume matmul_fp8()'s checks passed.
 void matmul_fp8_gemv(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
@@ -27,9 +33,9 @@ void matmul_fp8_blocked(const float* x, int64_t n, const Fp8WeightView& w, const
 
 // With bf16 activations, the blocked path runs the bf16 GEMM's tiles (matmul_blocked.cpp) on
 // rows decoded to bf16, scaled per block as their sums are added up; false (nothing done) where
-// it cannot: no VDPBF16PS, or scale block edges at odd inputs.
-bool matmul_fp8_blocked_bf16(const float* x, int64_t n, const Fp8WeightView& w,
-                             const WeightView* bias, float* out, const MatmulOptions& opt);
+// it cannot: no VDPBF16PS, scale block edges at odd inputs, or targets of different widths.
+bool matmul_fp8_blocked_bf16(const float* x, int64_t n, std::span<const Fp8Target> targets,
+                             const MatmulOptions& opt);
 
 // The plain reference: every weight decoded through e4m3_to_f32, products summed in float64.
 void matmul_fp8_reference(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,

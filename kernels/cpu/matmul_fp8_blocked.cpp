@@ -37,7 +37,8 @@ void decode_chunk(const Fp8WeightView& w, int64_t r0, int64_t k0, int64_t k1, fl
 
 void matmul_fp8_blocked(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                         float* out, const MatmulOptions& opt) {
-  if (opt.bf16_activations && matmul_fp8_blocked_bf16(x, n, w, bias, out, opt)) return;
+  const Fp8Target t{w, bias, out};
+  if (opt.bf16_activations && matmul_fp8_blocked_bf16(x, n, {&t, 1}, opt)) return;
   const AlignedArray<float> b = widen(bias);
   const panel::Gemm g{x, w.cols, b.get(), out, w.rows};
   const int nt = resolve_threads(opt.threads);

@@ -1,6 +1,6 @@
-// How the CPU matmul paths share out the targets of a matmul group: the weight rows of all
-// targets, laid end to end, are split over the threads as one range, and each target's bias is
-// widened to float32 once per call.
+// How the CPU matmul paths share out the targets of a matmul group (MatmulTarget, Fp8Target):
+// the weight rows of all targets, laid end to end, are split over the threads as one range, and
+// each target's bias is widened to float32 once per call.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -14,19 +14,20 @@
 
 namespace qmpi::cpu {
 
-inline int64_t total_elements(std::span<const MatmulTarget> targets) {
+template <class Target>
+int64_t total_elements(std::span<const Target> targets) {
   int64_t sum = 0;
-  for (const MatmulTarget& t : targets) sum += t.w.rows * t.w.cols;
+  for (const Target& t : targets) sum += t.w.rows * t.w.cols;
   return sum;
 }
 
 // Calls f(target index, begin, end) for the rows of each target in thread t's share (of nt) of
 // the rows of all targets, cut in units of `quantum` of the whole range (so that no tile is
 // split between threads) and at the targets' boundaries.
-template <class F>
-void for_each_share(std::span<const MatmulTarget> targets, int64_t quantum, int t, int nt, F&& f) {
+template <class Target, class F>
+void for_each_share(std::span<const Target> targets, int64_t quantum, int t, int nt, F&& f) {
   int64_t total = 0;
-  for (const MatmulTarget& tg : targets) total += tg.w.rows;
+  for (const Target& tg : targets) total += tg.w.rows;
   const Range share = split_range(total, quantum, t, nt);
   int64_t offset = 0;
   for (size_t i = 0; i < targets.size(); ++i) {
@@ -39,10 +40,11 @@ void for_each_share(std::span<const MatmulTarget> targets, int64_t quantum, int 
 
 // The targets' biases as float32 (null where a target has none).
 using Biases = std::vector<AlignedArray<float>>;
-inline Biases widen_biases(std::span<const MatmulTarget> targets) {
+template <class Target>
+Biases widen_biases(std::span<const Target> targets) {
   Biases out;
   out.reserve(targets.size());
-  for (const MatmulTarget& t : targets) out.push_back(widen(t.bias));
+  for (const Target& t : targets) out.push_back(widen(t.bias));
   return out;
 }
 

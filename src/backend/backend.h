@@ -134,6 +134,11 @@ class Backend {
   // Fp8WeightView), accumulated in float32.
   virtual void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                           float* out) = 0;
+  // matmul_group for FP8 projections of the same input; the default runs matmul_fp8() once per
+  // target.
+  virtual void matmul_fp8_group(const float* x, int64_t n, std::span<const Fp8Target> targets) {
+    for (const Fp8Target& t : targets) matmul_fp8(x, n, t.w, t.bias, t.out);
+  }
   // out[n, w.rows] = x[n, w.cols] . W^T (+ bias) for a GGUF weight of any weight type (see
   // GgmlWeightView), decoded block by block, accumulated in float32.
   virtual void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w,

@@ -18,22 +18,27 @@ void Linear::forward(Backend& be, const GemmInput& x, int64_t n, float* out) con
 }
 
 void forward_group(Backend& be, const GemmInput& x, int64_t n, std::span<const LinearOut> group) {
-  const bool dense = std::none_of(group.begin(), group.end(), [](const LinearOut& g) {
-    return g.linear->int4 || g.linear->fp8 || g.linear->ggml;
-  });
-  if (!dense) {
+  const auto all = [&](auto pred) { return std::all_of(group.begin(), group.end(), pred); };
+  // The targets point at these views: both live until the group call returns.
+  std::vector<WeightView> biases;
+  biases.reserve(group.size());
+  for (const LinearOut& g : group) biases.push_back(g.linear->bias.view());
+  const auto bias_of = [&](size_t i) { return group[i].linear->bias ? &biases[i] : nullptr; };
+  if (all([](const LinearOut& g) { return bool(g.linear->fp8); })) {
+    std::vector<Fp8Target> targets;
+    for (size_t i = 0; i < group.size(); ++i)
+      targets.push_back({group[i].linear->fp8.view(), bias_of(i), group[i].out});
+    return be.matmul_fp8_group(x.x, n, targets);
+  }
+  if (!all([](const LinearOut& g) {
+        return !g.linear->int4 && !g.linear->fp8 && !g.linear->ggml;
+      })) {
     for (const LinearOut& g : group) g.linear->forward(be, x, n, g.out);
     return;
   }
-  // The targets point at these views: both live until matmul_group returns.
-  std::vector<WeightView> biases;
   std::vector<MatmulTarget> targets;
-  biases.reserve(group.size());
-  targets.reserve(group.size());
-  for (const LinearOut& g : group) {
-    biases.push_back(g.linear->bias.view());
-    targets.push_back({g.linear->weight.view(), g.linear->bias ? &biases.back() : nullptr, g.out});
-  }
+  for (size_t i = 0; i < group.size(); ++i)
+    targets.push_back({group[i].linear->weight.view(), bias_of(i), group[i].out});
   be.matmul_group(x, n, targets);
 }
 

@@ -50,9 +50,9 @@ struct LinearOut {
   float* out;
 };
 
-// Every projection of the group applied to x[n, in_features]: one backend matmul_group (one
-// pass over the weights, one barrier) when all are dense, else forward() one by one (the int4,
-// FP8 and GGUF kernels take no groups).
+// Every projection of the group applied to x[n, in_features]: one backend group call (one pass
+// over the weights, one barrier) when all are dense or all FP8, else forward() one by one (the
+// int4 and GGUF kernels take no groups).
 void forward_group(Backend& be, const GemmInput& x, int64_t n, std::span<const LinearOut> group);
 
 }  // namespace qmpi

@@ -88,8 +88,8 @@ nlohmann::json qwen3_moe_config_json(const Shape& s, int64_t head_dim, const Moe
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"tiny",           "qwen2.5-0.5b", "tiny-qwen3",    "tiny-qwen2-moe",
-          "tiny-qwen3-moe", "qwen3-0.6b",   "qwen3-30b-a3b", "qwen3-moe-bench"};
+  return {"tiny",       "qwen2.5-0.5b", "tiny-qwen3",    "tiny-qwen2-moe", "tiny-qwen3-moe",
+          "qwen3-0.6b", "qwen3-1.7b",   "qwen3-30b-a3b", "qwen3-moe-bench"};
 }
 
 ModelConfig preset_config(const std::string& name) {
@@ -113,6 +113,8 @@ ModelConfig preset_config(const std::string& name) {
                               {7, 3, 96, 0, 2, true, {}});
   } else if (name == "qwen3-0.6b") {
     j = qwen3_config_json({1024, 28, 16, 8, 3072, 151936, 40960, 0, true}, 128);
+  } else if (name == "qwen3-1.7b") {
+    j = qwen3_config_json({2048, 28, 16, 8, 6144, 151936, 40960, 0, true}, 128);
   } else if (name == "qwen3-30b-a3b") {
     j = qwen3_moe_config_json({2048, 48, 32, 4, 6144, 151936, 40960, 0, false}, 128,
                               {128, 8, 768, 0, 1, true, {}});

@@ -72,7 +72,7 @@ po::options_description make_model_options(MakeModelCli& c) {
       ("help,h", "show this help")
       ("out", po::value(&c.out), "output folder (created; existing files are overwritten)")
       ("preset", po::value(&c.preset)->default_value("tiny"),
-       "model shape: tiny | qwen2.5-0.5b (Qwen2) | tiny-qwen3 | qwen3-0.6b (Qwen3) | "
+       "model shape: tiny | qwen2.5-0.5b (Qwen2) | tiny-qwen3 | qwen3-0.6b | qwen3-1.7b (Qwen3) | "
        "tiny-qwen2-moe (Qwen2-MoE) | tiny-qwen3-moe | qwen3-30b-a3b | qwen3-moe-bench (Qwen3-MoE)")
       ("like", po::value(&c.like),
        "copy the shape of a real model's config.json (overrides --preset)")

@@ -125,6 +125,10 @@ void CpuBackend::matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w,
   cpu::matmul_fp8(x, n, w, bias, out, {options_.threads, options_.bf16_activations});
 }
 
+void CpuBackend::matmul_fp8_group(const float* x, int64_t n, std::span<const Fp8Target> targets) {
+  cpu::matmul_fp8_group(x, n, targets, {options_.threads, options_.bf16_activations});
+}
+
 void CpuBackend::matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w,
                              const WeightView* bias, float* out) {
   cpu::matmul_ggml(x, n, w, bias, out, {options_.threads, options_.bf16_activations});

@@ -48,6 +48,7 @@ class CpuBackend final : public Backend {
   void matmul_group(const GemmInput& x, int64_t n, std::span<const MatmulTarget> targets) override;
   void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                   float* out) override;
+  void matmul_fp8_group(const float* x, int64_t n, std::span<const Fp8Target> targets) override;
   void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const WeightView* bias,
                    float* out) override;
   void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,

@@ -150,6 +150,40 @@ TEST(MatmulFp8, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
   }
 }
 
+// A group (q/k/v-like: one x, targets of different heights, grids and row offsets, one without
+// a bias) gives each target what it gives alone, on both GEMV and tile paths, with and without
+// bf16 activations; the threads' shares cross the targets' boundaries at odd rows.
+TEST(MatmulFp8, GroupGivesEachTargetItsOwnProduct) {
+  std::mt19937 rng(31);
+  const int64_t K = 150;
+  std::vector<HostFp8> hs;
+  hs.push_back(random_fp8(37, K, 128, 128, 64, 80, rng));
+  hs.push_back(random_fp8(13, K, 16, 32, 3, 80 % 32, rng));
+  hs.push_back(random_fp8(70, K, 128, 128, 0, 80, rng));
+  const std::vector<float> bias_v = random_floats(70, rng);
+  const WeightView bias0{bias_v.data(), DType::F32, 1, 37, nullptr};
+  const WeightView bias2{bias_v.data(), DType::F32, 1, 70, nullptr};
+  const std::vector<const WeightView*> biases = {&bias0, nullptr, &bias2};
+  for (int64_t n : {1, 4, 11, 12, 16, 40}) {
+    const std::vector<float> x = random_floats(size_t(n * K), rng);
+    for (bool bf16 : {false, true})
+      for (int threads : {1, 2, 3}) {
+        std::vector<std::vector<float>> got(hs.size()), alone(hs.size());
+        std::vector<Fp8Target> targets;
+        for (size_t i = 0; i < hs.size(); ++i) {
+          got[i].assign(size_t(n * hs[i].v.rows), -1.0f);
+          alone[i].assign(got[i].size(), -2.0f);
+          targets.push_back({hs[i].v, biases[i], got[i].data()});
+          cpu::matmul_fp8(x.data(), n, hs[i].v, biases[i], alone[i].data(), {threads, bf16});
+        }
+        cpu::matmul_fp8_group(x.data(), n, targets, {threads, bf16});
+        for (size_t i = 0; i < hs.size(); ++i)
+          EXPECT_LT(max_rel_err(got[i], alone[i]), 1e-6)
+              << "target " << i << " n " << n << (bf16 ? " bf16" : "") << " threads " << threads;
+      }
+  }
+}
+
 TEST(MatmulFp8, ReferenceIsTheBlockScaledSum) {
   // One row, two column blocks of 2: W = [e4m3(0x38) * 2, e4m3(0x40) * 2, e4m3(0xb8) * 0.5].
   const std::vector<uint8_t> q = {0x38, 0x40, 0xb8};  // 1, 2, -1
