@@ -117,7 +117,10 @@ void vectors_of(const KvLayerView& kv, const int32_t* table, int32_t kvh, int64_
 // temporal (PREFETCHNTA): the lines are read once, and a tile of K and V (16 KB for the 0.5B
 // shape on the bf16 decode path) plus the next one fill L1, where ordinary prefetches evicted
 // the current tile (qmpi_kernel_bench --attention, 32k bf16, 1 thread: 1.40 ms against 1.64
-// into L1 and 1.82 into L2; two tiles ahead was slower still).
+// into L1 and 1.82 into L2; two tiles ahead was slower still). Locality is __builtin_prefetch's:
+// kToL2 (PREFETCHT1) for the bf16 path's second, farther prefetch.
+constexpr int kToL2 = 2;
+template <int Locality = 0>
 void prefetch_tile(const KvLayerView& kv, const int32_t* table, int32_t kvh, int32_t kvhs,
                    int64_t t0, int64_t k1) {
   if (t0 >= k1) return;
@@ -127,12 +130,12 @@ void prefetch_tile(const KvLayerView& kv, const int32_t* table, int32_t kvh, int
   const int64_t row = int64_t(kv.head_dim) * int64_t(dtype_size(kv.dtype));
   for (int32_t j = 0; j < n; ++j)
     for (int64_t b = 0; b < row * kvhs; b += 64) {
-      __builtin_prefetch(static_cast<const char*>(kv.k) + vec[j] * row + b, 0, 0);
-      __builtin_prefetch(static_cast<const char*>(kv.v) + vec[j] * row + b, 0, 0);
+      __builtin_prefetch(static_cast<const char*>(kv.k) + vec[j] * row + b, 0, Locality);
+      __builtin_prefetch(static_cast<const char*>(kv.v) + vec[j] * row + b, 0, Locality);
     }
   if (kv.dtype == DType::F8_E4M3) {
     for (const float* s : {kv.k_scale, kv.v_scale})
-      __builtin_prefetch(s + vec[0], 0, 0), __builtin_prefetch(s + vec[n - 1], 0, 0);
+      __builtin_prefetch(s + vec[0], 0, Locality), __builtin_prefetch(s + vec[n - 1], 0, Locality);
   }
 }
 
@@ -179,6 +182,10 @@ void attend(const KvLayerView& kv, const int32_t* table, const Block& blk, const
 
 #if defined(__AVX512BF16__)
 constexpr bool kBf16Decode = true;
+// How far a score may pass the running shift m before m moves: the softmax weights e^(s - m)
+// then stay below e^8 (~3000), far from float's range, and the same bf16 rounding applies to
+// them whatever m is; the merge of chunks needs only that l and acc share one m.
+constexpr float kSlack = 8.0f;
 
 // attend() for one decode row (every key of [k0, k1) visible) over a bf16 or fp8 cache, d a
 // multiple of 32, in bf16 dot products: the block's queries rounded to bf16 once, each key
@@ -197,10 +204,19 @@ void attend_bf16(const KvLayerView& kv, const int32_t* table, const int32_t* fir
   int64_t vec[kTile];
   alignas(64) float ks[kTile], vs[kTile];
   const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  // Per vector, l in 16 lanes, summed once at the end.
+  __m512 lsum[kMaxVectors];
+  for (int32_t v = 0; v < blk.heads; ++v)
+    lsum[v] = _mm512_maskz_mov_ps(1, _mm512_set1_ps(run.l[v]));
   for (int64_t t0 = k0; t0 < k1; t0 += kTile) {
     const int32_t nk = int32_t(std::min<int64_t>(kTile, k1 - t0));
     vectors_of(kv, table, blk.kvh, t0, nk, vec);
+    // The tile after next into L2 as well: one core's L1 misses in flight bound its stream
+    // (16 GB/s over two cores at 32k), and the L1 prefetch of the next tile then finds its lines
+    // in L2 (qmpi_kernel_bench --attention, 32k bf16, 1 thread, CPU ms: 1.63-1.88 against
+    // 1.91-2.28 in alternating runs at load 6; three tiles ahead gained nothing).
     prefetch_tile(kv, table, blk.kvh, blk.kvhs, t0 + kTile, k1);
+    prefetch_tile<kToL2>(kv, table, blk.kvh, blk.kvhs, t0 + 2 * kTile, k1);
     const __mmask16 seen[2] = {__mmask16((1u << std::min(nk, 16)) - 1),
                                __mmask16((1u << std::max(nk - 16, 0)) - 1)};
     // One KV head at a time: vectors [v0, v0 + nv) of the block read KV head kvh.
@@ -228,14 +244,20 @@ void attend_bf16(const KvLayerView& kv, const int32_t* table, const int32_t* fir
           if (fp8) s[z] = _mm512_mul_ps(s[z], _mm512_load_ps(ks + 16 * z));
           s[z] = _mm512_mask_mov_ps(neg_inf, seen[z], s[z]);
         }
-        const float m_new = std::max(run.m[v], _mm512_reduce_max_ps(_mm512_max_ps(s[0], s[1])));
-        const float corr = std::exp(run.m[v] - m_new);  // 0 before the first tile (m = -inf)
-        const __m512 shift = _mm512_set1_ps(m_new);
+        // The shift moves only when a score passes it by kSlack (always on the first tile, where
+        // m = -inf): one compare instead of a reduction and an exp per tile and vector.
+        const __m512 top = _mm512_max_ps(s[0], s[1]);
+        if (_mm512_cmp_ps_mask(top, _mm512_set1_ps(run.m[v] + kSlack), _CMP_GT_OQ) != 0) {
+          const float m_new = _mm512_reduce_max_ps(top);
+          const float corr = std::exp(run.m[v] - m_new);  // 0 before the first tile
+          lsum[v] = _mm512_mul_ps(lsum[v], _mm512_set1_ps(corr));
+          scale_by(run.acc + int64_t(v) * d, corr, d);
+          run.m[v] = m_new;
+        }
+        const __m512 shift = _mm512_set1_ps(run.m[v]);
         for (int z = 0; z < 2; ++z)
           p[z] = _mm512_maskz_mov_ps(seen[z], exp_ps(_mm512_sub_ps(s[z], shift)));
-        run.l[v] = run.l[v] * corr + _mm512_reduce_add_ps(_mm512_add_ps(p[0], p[1]));
-        if (corr != 1.0f) scale_by(run.acc + int64_t(v) * d, corr, d);
-        run.m[v] = m_new;
+        lsum[v] = _mm512_add_ps(lsum[v], _mm512_add_ps(p[0], p[1]));
         if (fp8)
           for (int z = 0; z < 2; ++z) p[z] = _mm512_mul_ps(p[z], _mm512_load_ps(vs + 16 * z));
         _mm512_storeu_si512(sc.pw.data() + i * (kTile / 2),
@@ -244,7 +266,10 @@ void attend_bf16(const KvLayerView& kv, const int32_t* table, const int32_t* fir
       attn::tile_values_bf16(sc.pw.data(), nv, values, nk, d, run.acc + int64_t(v0) * d);
     }
   }
-  for (int32_t v = 0; v < blk.heads; ++v) attn::to_natural_order(run.acc + int64_t(v) * d, d);
+  for (int32_t v = 0; v < blk.heads; ++v) {
+    run.l[v] = _mm512_reduce_add_ps(lsum[v]);
+    attn::to_natural_order(run.acc + int64_t(v) * d, d);
+  }
 }
 #else
 constexpr bool kBf16Decode = false;
