@@ -22,8 +22,12 @@ namespace qmpi::cpu {
 // decode step's projections where the GEMM's starts ~50% higher at 17 rows
 // (qmpi_kernel_bench --int4 awq, docs/perf.md), so batched decode up to 64 sequences stays on it.
 inline constexpr int64_t kInt4GemvMaxRows = 64;
-// With bf16 activations, the bf16 tiles take over above this many rows (measured: TODO).
-inline constexpr int64_t kInt4GemvMaxRowsBf16 = 16;
+// With bf16 activations the bf16 tiles (matmul_int4_bf16.cpp) take over above this many rows:
+// CPU ms of 24 layers' projections at 1 thread, GEMV against tiles, 20 rows 94 / 112, 24 rows
+// 101 / 110, 28 rows 126 / 112, 32 rows 132 / 112 (qmpi_kernel_bench --int4 awq
+// --bf16-activations). The tiles' cost hardly moves below 32 rows: decoding the weights to bf16
+// is most of it there.
+inline constexpr int64_t kInt4GemvMaxRowsBf16 = 24;
 
 // Checks the view and bias (raising a qmpi::Error) and runs the path that suits n.
 void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
