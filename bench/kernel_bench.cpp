@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
     return bench::attention_bench(contexts, kv_dtypes, threads, reps, huge,
                                   [](const std::function<void()>& f) { return timed(f); });
   if (!int4.empty())
-    return bench::int4_bench(int4, threads, reps, ns,
+    return bench::int4_bench(int4, threads, reps, ns, bf16_act,
                              [](const std::function<void()>& f) { return timed(f); });
   if (fp8)
     return bench::fp8_bench(threads, reps, ns, bf16_act,

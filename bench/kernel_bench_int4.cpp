@@ -66,7 +66,7 @@ Proj make_proj(int64_t rows, int64_t cols, bool act_order, std::mt19937& rng) {
 }  // namespace
 
 int int4_bench(const std::string& format, int threads, int reps, const std::vector<int64_t>& ns,
-               const Timer& timed) {
+               bool bf16_act, const Timer& timed) {
   if (format != "awq" && format != "gptq-act-order") {
     std::fprintf(stderr, "--int4 takes awq or gptq-act-order, not '%s'\n", format.c_str());
     return 2;
@@ -81,7 +81,8 @@ int int4_bench(const std::string& format, int threads, int reps, const std::vect
   const int64_t maxn = *std::max_element(ns.begin(), ns.end());
   std::vector<float> x(size_t(maxn * kDecodeStepWidest), 0.01f),
       out(size_t(maxn * kDecodeStepWidest));
-  const cpu::MatmulOptions opt{threads, false};
+  f.extra_fields = std::string("\"bf16_activations\": ") + (bf16_act ? "true" : "false") + ", ";
+  const cpu::MatmulOptions opt{threads, bf16_act};
   f.quant_pass = [&](int64_t n) {
     for (const Proj& p : projs) cpu::matmul_int4(x.data(), n, p.int4(), nullptr, out.data(), opt);
   };

@@ -14,8 +14,9 @@ namespace qmpi::bench {
 using Timer = std::function<std::pair<double, double>(const std::function<void()>&)>;
 
 // `format` is awq (groups of 128 in input order) or gptq-act-order (the same groups reached
-// through a shuffled x_index). Prints one JSON line per n and weight type; returns the exit code.
+// through a shuffled x_index); bf16_act: both forms with bf16 activations. Prints one JSON line
+// per n and weight type; returns the exit code.
 int int4_bench(const std::string& format, int threads, int reps, const std::vector<int64_t>& ns,
-               const Timer& timed);
+               bool bf16_act, const Timer& timed);
 
 }  // namespace qmpi::bench

@@ -7,10 +7,10 @@
 // Exact path: float32 FMAs on weights widened to float32 a block of rows at a time.
 // bf16-activation path (BF16 weights): x rounded to bf16 and packed as (k, k+1) pairs, and
 // VDPBF16PS multiplies a broadcast weight pair straight from the checkpoint's row.
-// FP8 weights (matmul_fp8_blocked_bf16) take the bf16 tiles too: a block of rows is decoded into
-// bf16 scratch (every e4m3 value times 2^-8 is exact in bf16), a tile runs over one scale block
-// of inputs at a time, and its sums are multiplied by each row's scale as they are added up, so
-// the only rounding beyond float32 sums is x's to bf16, as for bf16 weights.
+// Quantized weights (FP8, int4: scaled_rows.h) take the bf16 tiles too: a block of rows is decoded
+// into bf16 scratch (e4m3 values times 2^-8, int4's q - z: exact in bf16), a tile runs over one
+// scale block of inputs at a time, and its sums are multiplied by each row's scale as they are
+// added up, so the only rounding beyond float32 sums is x's to bf16, as for bf16 weights.
 #include <omp.h>
 
 #include <algorithm>
@@ -21,11 +21,10 @@
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
-#include "kernels/cpu/e4m3_simd.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/matmul_fp8.h"
 #include "kernels/cpu/matmul_targets.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scaled_rows.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/x86.h"
 
@@ -164,8 +163,8 @@ Prefetch prefetch_slice(const char* p, size_t bytes, int64_t part, int64_t parts
   return {p + b * 64, e - b, every, every};
 }
 
-// How a tile leaves its sums: stored as they are, or (FP8, one scale block of K at a time) times
-// each row's scale, stored by the first block and added by the others.
+// How a tile leaves its sums: stored as they are, or (quantized, one scale block of K at a time)
+// times each row's scale, stored by the first block and added by the others.
 struct Epilogue {
   const float* scale = nullptr;  // [rows of the tile] or null
   bool add = false;
@@ -375,42 +374,26 @@ TileFn pick_tile(bool, int mr, int) {
 
 #endif
 
-// An FP8 weight's rows [r0, r0 + mr) for the bf16 tiles: bf16 bits times 2^-8 at row stride ld,
-// and each row's scale times 2^8 for each scale block of inputs (scales[b * kMR + i]).
-void decode_fp8_rows(const Fp8WeightView& w, int64_t r0, int mr, int64_t ld, uint16_t* rows,
-                     float* scales) {
-  for (int i = 0; i < mr; ++i) e4m3_to_bf16(w.q + (r0 + i) * w.cols, w.cols, rows + i * ld);
-  const int64_t blocks = (w.cols + w.col_offset + w.block_k - 1) / w.block_k;
-  for (int i = 0; i < mr; ++i) {  // the slice's scale block b is column b of its scale row
-    const float* srow = w.scales + (r0 + i + w.row_offset) / w.block_n * w.scale_cols;
-    for (int64_t b = 0; b < blocks; ++b) scales[b * kMR + i] = srow[b] * 256.0f;
-  }
-}
-
-// The panels of x are packed once for all targets (they share dtype and width). With `fp8`
-// (one view per target), the targets' views only give the shapes (their data is unused) and the
-// rows are fp8[i]'s.
+// The panels of x are packed once for all targets (they share dtype and width). With `sr` (one
+// per target), the targets' views only give the shapes (their data is unused) and target i's rows
+// are sr[i]'s.
 void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Biases& biases,
-             int nt, bool bf16_dot, const Fp8WeightView* fp8) {
+             int nt, bool bf16_dot, const ScaledRows* const* sr) {
   const int64_t K = ts[0].w.cols;
   const int64_t depth = bf16_dot ? (K + 1) / 2 : K;
   const int64_t n0 = std::min(n, kChunkTokens);  // the first chunk is the largest
   uint32_t* xp = thread_scratch<uint32_t, 0>(Panels{n0, depth, shape_for(n0, bf16_dot).nt}.size());
-  const size_t esize = fp8 ? 1 : dtype_size(ts[0].w.dtype);  // bytes per weight as stored
-  const size_t tsize = bf16_dot ? 2 : 4;                     // bytes per weight as tiles read it
+  const size_t tsize = bf16_dot ? 2 : 4;  // bytes per weight as tiles read it
   // Scale blocks of the inputs: the tiles' sums are scaled one block at a time (dense: one).
-  const auto blocks_of = [&](size_t i) {
-    return fp8 ? (K + fp8[i].col_offset + fp8[i].block_k - 1) / fp8[i].block_k : int64_t(1);
-  };
   int64_t max_blocks = 1;
-  for (size_t i = 0; i < ts.size(); ++i) max_blocks = std::max(max_blocks, blocks_of(i));
-  const int64_t ld = fp8 ? (K + 31) / 32 * 32 : K;  // row stride of the decoded FP8 rows
+  for (size_t i = 0; sr && i < ts.size(); ++i) max_blocks = std::max(max_blocks, sr[i]->blocks);
+  const int64_t ld = sr ? (K + 31) / 32 * 32 : K;  // row stride of the decoded rows
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num(), tn = omp_get_num_threads();
     float* widened = bf16_dot ? nullptr : thread_scratch<float, 1>(size_t(kMR * K));
-    uint16_t* decoded = fp8 ? thread_scratch<uint16_t, 4>(size_t(kMR * ld)) : nullptr;
-    float* scales = fp8 ? thread_scratch<float, 5>(size_t(kMR * max_blocks)) : nullptr;
+    uint16_t* decoded = sr ? thread_scratch<uint16_t, 4>(size_t(kMR * ld)) : nullptr;
+    float* scales = sr ? thread_scratch<float, 5>(size_t(kMR * max_blocks)) : nullptr;
     alignas(64) float tile[kTileFloats];
     for (int64_t c0 = 0; c0 < n; c0 += kChunkTokens) {
       const int64_t cn = std::min(kChunkTokens, n - c0);
@@ -428,14 +411,16 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
       const int block = shape.mr;
       for_each_share(ts, block, t, tn, [&](size_t i, int64_t begin, int64_t end) {
         const WeightView& w = ts[i].w;
-        const char* wbytes =
-            fp8 ? reinterpret_cast<const char*>(fp8[i].q) : static_cast<const char*>(w.data);
-        const int64_t blocks = blocks_of(i);
+        const ScaledRows* q = sr ? sr[i] : nullptr;
+        const char* wbytes = q ? q->bytes : static_cast<const char*>(w.data);
+        // Bytes of a row as stored (approximately, for a quantized layout: prefetching only).
+        const size_t row_bytes = q ? size_t(q->row_bytes) : size_t(K) * dtype_size(w.dtype);
+        const int64_t blocks = q ? q->blocks : 1;
         for (int64_t r0 = begin; r0 < end; r0 += block) {
           const int mr = int(std::min<int64_t>(block, end - r0));
-          const void* rows = wbytes + size_t(r0 * K) * esize;
-          if (fp8) {
-            decode_fp8_rows(fp8[i], r0, mr, ld, decoded, scales);
+          const void* rows = wbytes + size_t(r0) * row_bytes;
+          if (q) {
+            q->decode(r0, mr, ld, decoded, scales, kMR);
             rows = decoded;
           } else if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
             convert_to_f32(rows, w.dtype, mr * K, widened);
@@ -443,20 +428,19 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
           }
           // The next block's rows come from DRAM: ask for them while this block computes.
           const int64_t next = std::min<int64_t>(block, end - r0 - mr);
-          const size_t next_bytes = size_t(std::max<int64_t>(next, 0) * K) * esize;
-          const char* next_rows = wbytes + size_t((r0 + mr) * K) * esize;
+          const size_t next_bytes = size_t(std::max<int64_t>(next, 0)) * row_bytes;
+          const char* next_rows = wbytes + size_t(r0 + mr) * row_bytes;
           for (int64_t p = 0; p < pn.count(); ++p) {
             const TileFn tile_fn = pick_tile(bf16_dot, mr, pn.width(p));
             const uint32_t* xpp = xp + pn.offset(p);
-            for (int64_t k0 = 0, b = 0; k0 < K; ++b) {
-              const int64_t k1 = fp8 ? fp8_block_end(fp8[i], k0) : K;
+            for (int64_t b = 0; b < blocks; ++b) {
+              const int64_t k0 = q ? q->block_start(b) : 0, k1 = q ? q->block_start(b + 1) : K;
               const int64_t d0 = bf16_dot ? k0 / 2 : k0;  // k0 is even where bf16_dot
               const Prefetch pf = prefetch_slice(next_rows, next_bytes, p * blocks + b,
                                                  pn.count() * blocks, depth / blocks);
-              const Epilogue ep = fp8 ? Epilogue{scales + b * kMR, b > 0} : Epilogue{};
-              tile_fn(static_cast<const char*>(rows) + k0 * tsize, fp8 ? ld : K, k1 - k0,
+              const Epilogue ep = q ? Epilogue{scales + b * kMR, b > 0} : Epilogue{};
+              tile_fn(static_cast<const char*>(rows) + k0 * tsize, q ? ld : K, k1 - k0,
                       xpp + d0 * pn.width(p), tile, pf, ep);
-              k0 = k1;
             }
             store_tile(tile, pn.width(p), mr, pn.tokens(p), r0, c0 + p * pn.nt, biases[i].get(),
                        ts[i].out, w.rows);
@@ -485,20 +469,17 @@ void matmul_blocked(const float* x, int64_t n, std::span<const MatmulTarget> tar
   blocked(x, n, targets, b, nt, bf16_act && kHaveBf16Dot, nullptr);
 }
 
-bool matmul_fp8_blocked_bf16(const float* x, int64_t n, std::span<const Fp8Target> targets,
-                             const MatmulOptions& opt) {
+bool matmul_blocked_scaled(const float* x, int64_t n, std::span<const ScaledTarget> targets,
+                           const MatmulOptions& opt) {
   if (!kHaveBf16Dot) return false;
   std::vector<MatmulTarget> ts;
-  std::vector<Fp8WeightView> views;
-  for (const Fp8Target& t : targets) {
-    // A pair of inputs must share its scale (every block edge at an even input), and the targets
-    // their x.
-    if (t.w.block_k % 2 || t.w.col_offset % 2 || t.w.cols != targets[0].w.cols) return false;
-    ts.push_back({{nullptr, DType::BF16, t.w.rows, t.w.cols, nullptr}, t.bias, t.out});
-    views.push_back(t.w);
+  std::vector<const ScaledRows*> rows;
+  for (const ScaledTarget& t : targets) {
+    ts.push_back({{nullptr, DType::BF16, t.w->rows, t.w->cols, nullptr}, t.bias, t.out});
+    rows.push_back(t.w);
   }
-  const int nt = threads_for(opt.threads, n * total_elements(targets), int64_t(1) << 20);
-  blocked(x, n, ts, widen_biases(targets), nt, true, views.data());
+  const int nt = threads_for(opt.threads, n * total_elements<MatmulTarget>(ts), int64_t(1) << 20);
+  blocked(x, n, ts, widen_biases<MatmulTarget>(ts), nt, true, rows.data());
   return true;
 }
 

@@ -1,15 +1,19 @@
-// The prefill FP8 matmul with float32 activations (bf16 activations take the bf16 GEMM's tiles,
-// matmul_fp8_blocked_bf16): each thread takes panels of kPanelRows output rows; a panel's weights
-// are decoded one run of inputs at a time (one scale block, at most kChunk inputs) through the
-// e4m3 table into an L1 panel laid out input-major, scaled there, and every token of x multiplies
-// that panel (panel_times_x.h) before the next run is decoded. x is read in place.
+// The prefill FP8 matmul. With bf16 activations it runs the bf16 GEMM's tiles on rows decoded
+// to bf16 (Fp8Rows below, scaled_rows.h). With float32 ones each thread takes panels of
+// kPanelRows output rows; a panel's weights are decoded one run of inputs at a time (one scale
+// block, at most kChunk inputs) through the e4m3 table into an L1 panel laid out input-major,
+// scaled there, and every token of x multiplies that panel (panel_times_x.h) before the next run
+// is decoded. x is read in place.
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/e4m3_simd.h"
 #include "kernels/cpu/matmul_fp8.h"
 #include "kernels/cpu/panel_times_x.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scaled_rows.h"
 
 namespace qmpi::cpu {
 namespace {
@@ -33,7 +37,42 @@ void decode_chunk(const Fp8WeightView& w, int64_t r0, int64_t k0, int64_t k1, fl
   }
 }
 
+// The weight for the bf16 tiles: a row's codes as bf16 bits times 2^-8 (e4m3_simd.h), each scale
+// times 2^8.
+struct Fp8Rows final : ScaledRows {
+  const Fp8WeightView& w;
+  explicit Fp8Rows(const Fp8WeightView& v) : w(v) {
+    rows = w.rows, cols = w.cols, blocks = (w.cols + w.col_offset + w.block_k - 1) / w.block_k;
+    bytes = reinterpret_cast<const char*>(w.q), row_bytes = w.cols;
+  }
+  int64_t block_start(int64_t b) const override {
+    return b == 0 ? 0 : std::min(w.cols, b * w.block_k - w.col_offset);
+  }
+  void decode(int64_t r0, int mr, int64_t ld, uint16_t* dst, float* scales,
+              int64_t stride) const override {
+    for (int i = 0; i < mr; ++i) e4m3_to_bf16(w.q + (r0 + i) * w.cols, w.cols, dst + i * ld);
+    for (int i = 0; i < mr; ++i) {  // the slice's scale block b is column b of its scale row
+      const float* srow = w.scales + (r0 + i + w.row_offset) / w.block_n * w.scale_cols;
+      for (int64_t b = 0; b < blocks; ++b) scales[b * stride + i] = srow[b] * 256.0f;
+    }
+  }
+};
+
 }  // namespace
+
+bool matmul_fp8_blocked_bf16(const float* x, int64_t n, std::span<const Fp8Target> targets,
+                             const MatmulOptions& opt) {
+  std::vector<Fp8Rows> rows;
+  rows.reserve(targets.size());  // the targets point into it
+  std::vector<ScaledTarget> ts;
+  for (const Fp8Target& t : targets) {
+    // A pair of inputs must share its scale (every block edge at an even input), and the targets
+    // their x.
+    if (t.w.block_k % 2 || t.w.col_offset % 2 || t.w.cols != targets[0].w.cols) return false;
+    ts.push_back({&rows.emplace_back(t.w), t.bias, t.out});
+  }
+  return matmul_blocked_scaled(x, n, ts, opt);
+}
 
 void matmul_fp8_blocked(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                         float* out, const MatmulOptions& opt) {

@@ -40,6 +40,14 @@ void gather_int4_input(const float* x, int64_t n, const Int4WeightView& w, float
   }
 }
 
+const float* packed_int4_input(const float* x, int64_t n, const Int4WeightView& w,
+                               AlignedArray<float>& storage) {
+  if (!w.x_index && w.words * 8 == w.in_features) return x;
+  storage = make_aligned<float>(size_t(n * w.words * 8));
+  gather_int4_input(x, n, w, storage.get());
+  return storage.get();
+}
+
 void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                  float* out, const MatmulOptions& opt) {
   if (!w.qweight || !w.scales || !w.zeros || !w.group_words || w.groups < 1 ||
@@ -55,6 +63,9 @@ void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const Weigh
           "int4 matmul bias has " + std::to_string(bias->rows * bias->cols) +
               " elements for a weight with " + std::to_string(w.rows) + " output rows");
   if (n <= 0 || w.rows == 0) return;
+  if (opt.bf16_activations && n > kInt4GemvMaxRowsBf16 &&
+      matmul_int4_blocked_bf16(x, n, w, bias, out, opt))
+    return;
   if (n <= kInt4GemvMaxRows)
     matmul_int4_gemv(x, n, w, bias, out, opt);
   else

@@ -2,12 +2,15 @@
 // checkpoints both arrive in its layout), x and out float32, accumulated in float32.
 //
 // Two paths, as for the float matmul: a GEMV for decode that dequantizes each weight word in
-// registers (matmul_int4_tile.h), and for prefill a float GEMM that dequantizes its weight panels
-// a 16 KiB chunk at a time; x stays float32 throughout. Both read the Blocks16 layout (the CPU
-// backend's). A plain reference, which reads either layout, sits beside them for the tests.
+// registers (matmul_int4_tile.h), and for prefill a GEMM: with bf16 activations the bf16 GEMM's
+// VDPBF16PS tiles on a few rows at a time decoded to bf16 q - z, each group's sums scaled
+// (matmul_int4_bf16.cpp), else a float GEMM that dequantizes its weight panels a 16 KiB chunk at
+// a time. Both read the Blocks16 layout (the CPU backend's). A plain reference, which reads
+// either layout, sits beside them for the tests.
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/aligned.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/kernel_types.h"
 
@@ -19,6 +22,12 @@ namespace qmpi::cpu {
 // decode step's projections where the GEMM's starts ~50% higher at 17 rows
 // (qmpi_kernel_bench --int4 awq, docs/perf.md), so batched decode up to 64 sequences stays on it.
 inline constexpr int64_t kInt4GemvMaxRows = 64;
+// With bf16 activations the bf16 tiles (matmul_int4_bf16.cpp) take over above this many rows:
+// CPU ms of 24 layers' projections at 1 thread, GEMV against tiles, 20 rows 94 / 112, 24 rows
+// 101 / 110, 28 rows 126 / 112, 32 rows 132 / 112 (qmpi_kernel_bench --int4 awq
+// --bf16-activations). The tiles' cost hardly moves below 32 rows: decoding the weights to bf16
+// is most of it there.
+inline constexpr int64_t kInt4GemvMaxRowsBf16 = 24;
 
 // Checks the view and bias (raising a qmpi::Error) and runs the path that suits n.
 void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
@@ -29,6 +38,11 @@ void matmul_int4_gemv(const float* x, int64_t n, const Int4WeightView& w, const 
                       float* out, const MatmulOptions& opt);
 void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                          float* out, const MatmulOptions& opt);
+
+// The blocked path with bf16 activations (x rounded to bf16, weights exact); false, with nothing
+// done, where the CPU has no VDPBF16PS.
+bool matmul_int4_blocked_bf16(const float* x, int64_t n, const Int4WeightView& w,
+                              const WeightView* bias, float* out, const MatmulOptions& opt);
 
 // The plain reference: every weight dequantized, products summed in float64.
 void matmul_int4_reference(const float* x, int64_t n, const Int4WeightView& w,
@@ -45,5 +59,9 @@ void dequantize_int4_word(const Int4WeightView& w, int64_t r, int64_t v, int64_t
 
 // x in packed-input order: dst[i * words * 8 + k] = x[i][x_index[k]] (0 where x_index is -1).
 void gather_int4_input(const float* x, int64_t n, const Int4WeightView& w, float* dst);
+
+// x itself where it is already in packed-input order, else its gathered copy in `storage`.
+const float* packed_int4_input(const float* x, int64_t n, const Int4WeightView& w,
+                               AlignedArray<float>& storage);
 
 }  // namespace qmpi::cpu

@@ -1,4 +1,5 @@
-// The prefill int4 matmul, a float GEMM whose weight panels are dequantized on the way in: each
+// The prefill int4 matmul with float32 activations (bf16 ones take the bf16 tiles,
+// matmul_int4_bf16.cpp), a float GEMM whose weight panels are dequantized on the way in: each
 // thread takes panels of kPanelRows output rows (two Blocks16 blocks); a panel's weights are
 // dequantized one chunk of kChunkWords words (128 inputs) at a time into an L1-sized buffer laid
 // out input-major (the 32 rows of one input side by side, as the blocks hold them, so one word
@@ -85,19 +86,17 @@ void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, fl
 
 void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                          float* out, const MatmulOptions& opt) {
+  if (opt.bf16_activations && matmul_int4_blocked_bf16(x, n, w, bias, out, opt)) return;
   const int64_t kp = w.words * 8;
   AlignedArray<float> xg;
-  if (w.x_index || kp != w.in_features) {
-    xg = make_aligned<float>(size_t(n * kp));
-    gather_int4_input(x, n, w, xg.get());
-  }
+  const float* xp = packed_int4_input(x, n, w, xg);
   std::vector<int32_t> group_of_word(size_t(w.words));
   for (int64_t g = 0; g < w.groups; ++g)
     std::fill(group_of_word.begin() + w.group_words[g],
               group_of_word.begin() + w.group_words[g + 1], int32_t(g));
   const AlignedArray<float> b = widen(bias);
   const PanelArgs a{&w, group_of_word.data()};
-  const panel::Gemm g{xg ? xg.get() : x, kp, b.get(), out, w.rows};
+  const panel::Gemm g{xp, kp, b.get(), out, w.rows};
   const int nt = resolve_threads(opt.threads);
 #pragma omp parallel num_threads(nt)
   {

@@ -64,9 +64,10 @@ struct CacheConfig {
 };
 
 // --dtype: the activations' type inside matmuls of bf16 weights. Auto and BFloat16 both round
-// them to bf16 for bf16 dot products (the weights stay in the checkpoint's dtype, so float32,
-// float16, int4 and fp8 weights keep float32 activations either way; GGUF Q8_0/Q4_0/Q5_0/Q4_K/Q6_K
-// decode quantizes them to int8); Float32 is the exact path.
+// them to bf16 for bf16 dot products (the weights stay in the checkpoint's dtype: float32 and
+// float16 weights keep float32 activations either way; int4 and fp8 ones take bf16 activations
+// on enough rows, decoded to bf16 exactly (kernels/cpu/matmul_int4.h, matmul_fp8.cpp); GGUF
+// Q8_0/Q4_0/Q5_0/Q4_K/Q6_K decode quantizes them to int8); Float32 is the exact path.
 enum class ActivationDtype { Auto, BFloat16, Float32 };
 
 // The backend as asked for on the command line, and what the app chose from it

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""`--dtype auto` (the default: bf16 activations in the matmuls of bf16 weights) against the
-float64 reference, on dense, int4 and MoE random models.
+"""`--dtype auto` (the default: bf16 activations in the matmuls of bf16 weights, and of int4 and
+fp8 ones on enough rows) against the float64 reference, on dense, int4 and MoE random models.
 
 The bound is the one issue 34 measured for Hugging Face's own bf16 run against its float32 run
 (`torch_dtype=bfloat16`, the Qwen2.5-0.5B shape, a 64-token prompt): max|logit - ref| / max|ref|
@@ -15,8 +15,9 @@ counted where the reference's two best logits are at least TOP1_TIE of the row's
 apart: closer than that the exact path itself flips with the bf16 KV cache (`--dtype float32`
 picks another token at 2 of qwen3-moe's 64 positions, margins 0.15% and 0.28%), and at most a
 quarter of the positions may be that close. `auto` must also
-differ from `--dtype float32` on the bf16 models (so the test sees the bf16 path, not the exact
-one) and equal it on the int4 model (whose float tensors are f16: auto changes nothing there).
+differ from `--dtype float32` on every model, so that the test sees the bf16 path, not the exact
+one: on the int4 model (whose float tensors are f16) the 64-token prompt's int4 matmuls take the
+bf16 tiles.
 
 Greedy continuations of `auto` and `float32` (16 tokens from 8 prompts per model, one `qmpi
 batch` each) are compared and their agreement printed (docs/perf.md records it); they are not
@@ -90,7 +91,7 @@ def reference(model_dir: str, ids) -> tuple:
     return hidden @ ref.lm_head.T, clear
 
 
-def check_model(c, label: str, model_dir: str, bf16_weights: bool, tally: list) -> None:
+def check_model(c, label: str, model_dir: str, tally: list) -> None:
     vocab = testlib.tokenizer_size(model_dir)
     ids = testlib.random_ids(34, PROMPT_LEN)
     want, clear = reference(model_dir, ids)
@@ -115,9 +116,8 @@ def check_model(c, label: str, model_dir: str, bf16_weights: bool, tally: list) 
             f"with a router near tie left out of the error (all: auto "
             f"{testlib.rel_err(auto, want):.2e}, float32 {testlib.rel_err(exact, want):.2e})")
     differs = not np.array_equal(auto, exact)
-    c.check(differs == bf16_weights,
-            f"{label}: auto {'differs from' if differs else 'equals'} float32 "
-            f"(want {'different' if bf16_weights else 'equal'}: bf16 weights {bf16_weights})")
+    c.check(differs, f"{label}: auto {'differs from' if differs else 'equals'} float32 "
+            "(want different)")
     prompts = [testlib.random_ids(340 + p, 8 + 8 * p) for p in range(GREEDY_PROMPTS)]
     a = c.guard(f"{label} greedy auto", greedy, model_dir, prompts, "auto")
     b = c.guard(f"{label} greedy float32", greedy, model_dir, prompts, "float32")
@@ -137,11 +137,11 @@ def body(c: testlib.Checks) -> None:
     for label, opts in FLOAT_MODELS:
         model_dir = c.guard(label, testlib.make_model, **opts)
         if model_dir is not None:
-            check_model(c, label, model_dir, True, tally)
+            check_model(c, label, model_dir, tally)
     label, args = INT4
     made = c.guard(label, make_int4, "awq g64", args)
     if made is not None:
-        check_model(c, label, made[0], False, tally)
+        check_model(c, label, made[0], tally)
     same = sum(t[0] for t in tally)
     total = sum(t[1] for t in tally)
     print(f"  greedy continuations: auto == float32 on {same} of {total}", flush=True)

@@ -11,6 +11,7 @@
 
 #include "core/errors.h"
 #include "kernel_test_util.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/int4_layout.h"
 
 namespace qmpi {
@@ -171,6 +172,53 @@ TEST(MatmulInt4, PathsMatchReference) {
               << what;
           EXPECT_LT(max_rel_err(run(cpu::matmul_int4, h, x, n, b, threads), want), 2e-6) << what;
         }
+    }
+  }
+}
+
+// With bf16 activations the blocked path runs the bf16 GEMM's tiles on rows decoded to q - z,
+// scaling each group's partial sums: it equals the reference on x rounded to bf16 up to float32
+// sums. Rows 1..70 cover the GEMM's half, narrow and wide panels, and matmul_int4's crossing from
+// the GEMV; the layouts give groups of 4..896 inputs, chunks of 16 words cut by a group edge,
+// a short last group, act-order runs (gathered x, padding, an empty group), zeros up to 16, and
+// row counts that leave a narrow last Blocks16 block and tiles straddling two blocks.
+TEST(MatmulInt4, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
+  std::mt19937 rng(29);
+  struct Case {
+    int64_t rows;
+    std::vector<int32_t> groups;
+    bool shuffle;
+  };
+  const std::vector<Case> cases = {
+      {37, {16, 16, 16}, false},        // group 128
+      {24, {4, 4, 4, 4, 4, 4}, false},  // group 32
+      {13, {16, 16, 5}, false},         // a short last group
+      {29, {3, 17, 1, 9, 0, 6}, true},  // act-order runs, an empty group, padding
+      {8, {112}, false},                // group -1: one group of 896 inputs
+  };
+  for (const Case& c : cases) {
+    HostInt4 h = random_int4(c.rows, c.groups, c.shuffle, rng);
+    h.zeros[0] = 16, h.zeros[1] = 0;  // both ends of the zero's range
+    const std::vector<float> bias_v = random_floats(size_t(c.rows), rng);
+    const WeightView bias{bias_v.data(), DType::F32, 1, c.rows, nullptr};
+    for (int64_t n = 1; n <= 70; n += n < 20 ? 1 : 7) {
+      const std::vector<float> x = random_floats(size_t(n * h.in_features), rng);
+      std::vector<float> xr(x.size());
+      cpu::round_to_bf16(x.data(), int64_t(x.size()), xr.data());
+      const std::vector<float> want = reference(h, xr, n, &bias), exact = reference(h, x, n, &bias);
+      for (int threads : {1, 2}) {
+        const std::string what = "rows " + std::to_string(c.rows) + " words " +
+                                 std::to_string(h.words) + " n " + std::to_string(n) +
+                                 (c.shuffle ? " act-order" : "") + " threads " +
+                                 std::to_string(threads);
+        std::vector<float> got(want.size(), -1.0f);
+        cpu::matmul_int4_blocked(x.data(), n, h.view(), &bias, got.data(), {threads, true});
+        EXPECT_LT(max_rel_err(got, want), 2e-6) << what;
+        // Against exact activations x's rounding shows (~2^-9 a product, averaging out).
+        EXPECT_LT(max_rel_err(got, exact), 1e-2) << what;
+        cpu::matmul_int4(x.data(), n, h.view(), &bias, got.data(), {threads, true});
+        EXPECT_LT(max_rel_err(got, exact), 1e-2) << what << " (matmul_int4)";
+      }
     }
   }
 }
