@@ -8,6 +8,7 @@
 
 #include "core/errors.h"
 #include "kernels/cpu/attention_tile.h"
+#include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/kv_decode.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd_math.h"
@@ -181,7 +182,6 @@ void attend(const KvLayerView& kv, const int32_t* table, const Block& blk, const
 }
 
 #if defined(__AVX512BF16__)
-constexpr bool kBf16Decode = true;
 // How far a score may pass the running shift m before m moves: the softmax weights e^(s - m)
 // then stay below e^8 (~3000), far from float's range, and the same bf16 rounding applies to
 // them whatever m is; the merge of chunks needs only that l and acc share one m.
@@ -272,7 +272,6 @@ void attend_bf16(const KvLayerView& kv, const int32_t* table, const int32_t* fir
   }
 }
 #else
-constexpr bool kBf16Decode = false;
 void attend_bf16(const KvLayerView&, const int32_t*, const int32_t*, const Block&, int64_t, int64_t,
                  Scratch&, Running) {}
 #endif
@@ -320,7 +319,7 @@ void attention(const float* q, const AttentionBatch& b, const KvLayerView& kv, f
                int threads, bool bf16_decode) {
   check(b, kv);
   const int32_t d = b.head_dim, H = b.num_heads;
-  const bool bf16_path = kBf16Decode && bf16_decode && kv.dtype != DType::F32 && d % 32 == 0;
+  const bool bf16_path = kHaveBf16Dot && bf16_decode && kv.dtype != DType::F32 && d % 32 == 0;
   // The query heads of KV head k are [first[k], first[k + 1]) (check() made them contiguous);
   // on an uneven TP split the groups of one rank differ in size.
   std::vector<int32_t> first(size_t(b.num_kv_heads) + 1, H);

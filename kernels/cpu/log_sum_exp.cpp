@@ -19,10 +19,10 @@ LogSumExp log_sum_exp(const float* x, int64_t n) {
 
   // Float partial sums over runs of 1024 entries (each term <= 1, so a run's sum loses at most
   // ~1e-5 relative), added in double.
-  constexpr int64_t kRun = 1024;
   double sum = 0.0;
   i = 0;
 #if defined(__AVX512F__)
+  constexpr int64_t kRun = 1024;
   const __m512 shift = _mm512_set1_ps(mx);
   for (; i + 16 <= n;) {
     __m512 acc = _mm512_setzero_ps();

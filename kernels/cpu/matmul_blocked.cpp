@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/cpu/aligned.h"
+#include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_targets.h"
@@ -67,12 +68,6 @@ Shape shape_for(int64_t tokens, bool bf16_dot) {
 }
 // Tokens packed and multiplied at a time: bounds the packed copy of x for long prompts.
 constexpr int64_t kChunkTokens = 256;
-#if defined(__AVX512BF16__)
-constexpr bool kHaveBf16Dot = true;
-#else
-constexpr bool kHaveBf16Dot = false;
-#endif
-
 // Panel p holds tokens [p * nt, p * nt + width) of x transposed: element (k, t) at k * width + t
 // (float32), or pair (kp, t) at kp * width + t (bf16 pairs), zero past the last token.
 // A last panel of at most nt / 2 tokens is packed at half width.

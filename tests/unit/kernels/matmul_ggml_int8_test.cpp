@@ -25,6 +25,8 @@ using test::HostGgml;
 using test::random_floats;
 using test::random_ggml;
 
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__)  // where the kernel exists
+
 constexpr GgmlType kInt8Types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K,
                                    GgmlType::Q6_K};
 
@@ -84,8 +86,6 @@ Check check(const GgmlWeightView& w, const std::vector<float>& x, int64_t n,
     }
   return c;
 }
-
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)  // where the kernel exists
 
 TEST(MatmulGgmlInt8, WithinItsBoundOfTheFloat64ReferenceOverShapes) {
   std::mt19937 rng(36);
