@@ -8,7 +8,7 @@
 
 #include "core/errors.h"
 #include "kernels/cpu/attention_tile.h"
-#include "kernels/cpu/bf16_dot.h"
+#include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/kv_decode.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd_math.h"

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "kernels/cpu/aligned.h"
-#include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_targets.h"
 #include "kernels/cpu/parallel.h"

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/ggml_simd.h"
 #include "kernels/cpu/matmul_ggml.h"
 #include "kernels/cpu/parallel.h"
@@ -29,6 +30,7 @@
 namespace qmpi::cpu {
 
 #if defined(QMPI_GGML_SIMD) && defined(__AVX512VNNI__)
+static_assert(kHaveInt8Dot, "dot_products.h must say what this file compiles");
 namespace {
 
 // Below this many weights per thread, extra threads cost more than they bring.
@@ -422,6 +424,7 @@ bool matmul_ggml_gemv_int8(const float* x, int64_t n, const GgmlWeightView& w,
 }
 
 #else
+static_assert(!kHaveInt8Dot, "dot_products.h must say what this file compiles");
 
 bool ggml_int8_supported(const GgmlWeightView&) {
   return false;

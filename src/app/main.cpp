@@ -8,6 +8,7 @@
 #include "app/commands/commands.h"
 #include "core/errors.h"
 #include "core/logging.h"
+#include "kernels/cpu/dot_products.h"
 #include "parallel/launcher.h"
 
 namespace {
@@ -55,7 +56,7 @@ int run_command(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "--version")) {
-    std::printf("qmpi %s\n", QMPI_VERSION);
+    std::printf("qmpi %s\n%s\n", QMPI_VERSION, qmpi::cpu::dot_products_summary());
     return 0;
   }
   qmpi::init_logging();

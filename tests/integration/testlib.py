@@ -9,8 +9,10 @@ keyed by their make-model options and remade when the qmpi binary changes.
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -54,6 +56,18 @@ def qmpi_binary() -> str:
     if not os.access(path, os.X_OK):
         raise TestFailure(f"QMPI={path} is not an executable file; build the qmpi target")
     return path
+
+
+@functools.cache
+def cpu_dot_products() -> dict:
+    """Which hardware dot products the build's CPU kernels use (`qmpi --version`'s second line;
+    kernels/cpu/dot_products.h): {"bf16": bool, "int8": bool}. Without them `--dtype auto` keeps
+    the exact float32 path for int4 and FP8 weights (bf16) and for GGUF blocks (int8)."""
+    out = run([qmpi_binary(), "--version"], timeout=30).stdout
+    m = re.search(r"bf16 dot products (yes|no), int8 dot products (yes|no)", out)
+    if not m:
+        raise TestFailure(f"qmpi --version does not say its dot products:\n{out}")
+    return {"bf16": m.group(1) == "yes", "int8": m.group(2) == "yes"}
 
 
 def mpirun_binary() -> str:

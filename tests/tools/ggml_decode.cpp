@@ -2,6 +2,7 @@
 // for tests/reference/ggml_blocks.py to check against its own NumPy decoder. With `--int8-gemv
 // ROWS COLS N`, stdin is a ROWS x COLS weight of TYPE followed by N x COLS float32 activations,
 // and stdout the N x ROWS products of the int8-activation GEMV (matmul_ggml_int8.cpp).
+// Exit code 3: this build has no int8 dot products (dot_products.h), so there is no such GEMV.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "core/ggml_types.h"
+#include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/ggml_dequant.h"
 #include "kernels/cpu/matmul_ggml.h"
 
@@ -31,8 +33,9 @@ int int8_gemv(const GgmlTypeInfo& type, int64_t rows, int64_t cols, int64_t n,
   std::vector<float> x(size_t(n * cols)), out(size_t(n * rows));
   std::copy(in.begin() + weight_bytes, in.end(), reinterpret_cast<uint8_t*>(x.data()));
   if (!cpu::matmul_ggml_gemv_int8(x.data(), n, w, nullptr, out.data(), {1, true})) {
-    std::cerr << "no int8 GEMV for " << type.name << " rows of " << cols << " in this build\n";
-    return 1;
+    std::cerr << "no int8 GEMV for " << type.name << " rows of " << cols << " in this build ("
+              << cpu::dot_products_summary() << ")\n";
+    return cpu::kHaveInt8Dot ? 1 : 3;  // 3: the build has no int8 dot products at all
   }
   std::fwrite(out.data(), sizeof(float), out.size(), stdout);
   return 0;

@@ -10,7 +10,7 @@
 
 #include "core/errors.h"
 #include "kernel_test_util.h"
-#include "kernels/cpu/bf16_dot.h"
+#include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/kv_decode.h"
 #include "kernels/cpu/kv_store.h"
 #include "kernels/cpu/reference_ops.h"

@@ -11,8 +11,8 @@
 
 #include "core/errors.h"
 #include "kernel_test_util.h"
-#include "kernels/cpu/bf16_dot.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/dot_products.h"
 
 namespace qmpi {
 namespace {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/ggml_dequant.h"
 #include "kernels/cpu/matmul_ggml.h"
 #include "tests/unit/kernels/ggml_test_util.h"
@@ -25,7 +26,7 @@ using test::HostGgml;
 using test::random_floats;
 using test::random_ggml;
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__)  // where the kernel exists
+#if defined(QMPI_CPU_INT8_DOT)  // where the kernel exists
 
 constexpr GgmlType kInt8Types[] = {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_K,
                                    GgmlType::Q6_K};
@@ -132,6 +133,17 @@ TEST(MatmulGgmlInt8, MatmulGgmlRunsItUnderBf16ActivationsOnly) {
 }
 
 #endif
+
+// The kernel exists exactly where dot_products.h (and so `qmpi --version`) says it does.
+TEST(MatmulGgmlInt8, ExistsWhereTheBuildSaysItHasInt8DotProducts) {
+  std::mt19937 rng(4);
+  const HostGgml h = random_ggml(GgmlType::Q8_0, 4, 256, rng);
+  EXPECT_EQ(cpu::ggml_int8_supported(h.v), cpu::kHaveInt8Dot) << cpu::dot_products_summary();
+  const std::vector<float> x = random_floats(256, rng);
+  std::vector<float> out(4);
+  EXPECT_EQ(cpu::matmul_ggml_gemv_int8(x.data(), 1, h.v, nullptr, out.data(), {1, true}),
+            cpu::kHaveInt8Dot);
+}
 
 TEST(MatmulGgmlInt8, OtherTypesAndOddBlockCountsKeepTheExactPath) {
   std::mt19937 rng(9);
