@@ -296,7 +296,7 @@ def constrained_after_think(c: t.Checks, model: str, tpl: str) -> None:
 
 
 def vllm_flags(c: t.Checks, model: str) -> None:
-    port, zmq_port = sz.free_port(), sz.free_port()
+    port, zmq_port = sz.free_ports(2)
     log_path = os.path.join(t.test_tmp("serve_openai_chat"), "vllm-flags.log")
     with open(log_path, "w") as log:
         proc = subprocess.Popen(

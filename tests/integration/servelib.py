@@ -78,10 +78,22 @@ def node_client(server, script: str, api_key: str, model: str, what: str) -> dic
     return r
 
 
+def free_ports(count: int) -> list:
+    """count distinct free local ports. The sockets stay bound until all are chosen: two calls of
+    free_port() in a row may get the same port back (it was free again after the first closed),
+    and a server given it for both --zmq and --http fails with QM413."""
+    socks = [socket.socket() for _ in range(count)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 
@@ -92,7 +104,7 @@ class Server:
                  max_model_len: int | None = None):
         # Read when the server starts, so a test that sets MAX_MODEL_LEN gets it.
         max_model_len = max_model_len or MAX_MODEL_LEN
-        self.zmq_port, self.http_port = free_port(), free_port()
+        self.zmq_port, self.http_port = free_ports(2)
         self.endpoint = f"tcp://127.0.0.1:{self.zmq_port}"
         self.log_path = os.path.join(t.test_tmp("serve"), f"serve-{os.getpid()}-{self.zmq_port}.log")
         args = ["serve", "--model", model, "--zmq", self.endpoint, "--http",
