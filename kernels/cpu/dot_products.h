@@ -4,8 +4,10 @@
 // without bf16 dot products the bf16 decode attention and the FP8 and int4 bf16 tiles (BF16 weights
 // under bf16 activations still see x rounded, so their numbers do not depend on the CPU); without
 // int8 dot products the GGUF int8-activation GEMV. So `--dtype auto` gives different numbers on
-// builds for different CPUs, and `qmpi --version` prints summary() for comparing hosts.
+// builds for different CPUs, and `qmpi --version` prints dot_products_summary() for comparing
+// hosts.
 #pragma once
+#include <string>
 
 namespace qmpi::cpu {
 
@@ -23,14 +25,9 @@ inline constexpr bool kHaveInt8Dot = true;
 inline constexpr bool kHaveInt8Dot = false;
 #endif
 
-// "cpu kernels: bf16 dot products yes|no, int8 dot products yes|no"
-inline const char* dot_products_summary() {
-  static constexpr const char* kLines[2][2] = {
-      {"cpu kernels: bf16 dot products no, int8 dot products no",
-       "cpu kernels: bf16 dot products no, int8 dot products yes"},
-      {"cpu kernels: bf16 dot products yes, int8 dot products no",
-       "cpu kernels: bf16 dot products yes, int8 dot products yes"}};
-  return kLines[kHaveBf16Dot][kHaveInt8Dot];
+inline std::string dot_products_summary() {
+  return std::string("cpu kernels: bf16 dot products ") + (kHaveBf16Dot ? "yes" : "no") +
+         ", int8 dot products " + (kHaveInt8Dot ? "yes" : "no");
 }
 
 }  // namespace qmpi::cpu

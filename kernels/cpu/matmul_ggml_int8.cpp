@@ -29,8 +29,7 @@
 
 namespace qmpi::cpu {
 
-#if defined(QMPI_GGML_SIMD) && defined(__AVX512VNNI__)
-static_assert(kHaveInt8Dot, "dot_products.h must say what this file compiles");
+#if defined(QMPI_CPU_INT8_DOT)  // implies QMPI_GGML_SIMD (AVX512 F, BW, VL)
 namespace {
 
 // Below this many weights per thread, extra threads cost more than they bring.
@@ -424,7 +423,6 @@ bool matmul_ggml_gemv_int8(const float* x, int64_t n, const GgmlWeightView& w,
 }
 
 #else
-static_assert(!kHaveInt8Dot, "dot_products.h must say what this file compiles");
 
 bool ggml_int8_supported(const GgmlWeightView&) {
   return false;

@@ -56,7 +56,7 @@ int run_command(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!std::strcmp(argv[1], "--version")) {
-    std::printf("qmpi %s\n%s\n", QMPI_VERSION, qmpi::cpu::dot_products_summary());
+    std::printf("qmpi %s\n%s\n", QMPI_VERSION, qmpi::cpu::dot_products_summary().c_str());
     return 0;
   }
   qmpi::init_logging();
