@@ -8,11 +8,12 @@
 #include <cstdint>
 #include <utility>
 
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu::attn {
 
-constexpr int32_t kTile = 32;  // keys per tile: two 16-lane vectors of scores per query vector
+constexpr int32_t kTile = 32;  // keys per tile: kTile / vec::kLanes vectors of scores per query
 
 // f.template operator()<n>() for a run-time n in [1, Max]: the last, partial block of a loop over
 // blocks of register-resident vectors, whose count must be a template argument.
@@ -72,62 +73,69 @@ inline void transpose_keys(const T* const* rows, int32_t nk, int32_t d, T* kt) {
 #endif
 }
 
-#if defined(__AVX512F__)
-// acc + q * k[0..16): f32 lanes.
-inline __m512 madd16(__m512 acc, float q, const float* k) {
-  return _mm512_fmadd_ps(_mm512_set1_ps(q), _mm512_loadu_ps(k), acc);
+#if defined(QMPI_CPU_VEC)
+constexpr int kKeyVecs = kTile / vec::kLanes;  // vectors of scores per query vector
+// Query vectors per block of the score loop and of the P.V loop, and the P.V loop's output width
+// in vectors: each fills most of the register file (AVX-512's 32 or AVX2's 16) with
+// accumulators, next to the operands of one step.
+constexpr int kScoreRows = vec::kLanes == 16 ? 8 : 3;
+constexpr int kValueRows = vec::kLanes == 16 ? 6 : 5;
+constexpr int kValueVecs = vec::kLanes == 16 ? 4 : 2;
+constexpr int32_t kValueWidth = kValueVecs * vec::kLanes;
+
+// acc + q * k[0..kLanes): f32 lanes.
+inline vec::F madd(vec::F acc, float q, const float* k) {
+  return vec::fma(vec::splat(q), vec::load(k), acc);
 }
 #endif
 #if defined(__AVX512BF16__)
 // acc + q . k[j] for 16 bf16 pairs k[j] (uint32 each) and the pair q: VDPBF16PS, which rounds
 // nothing further (products exact, sums in float32).
-inline __m512 madd16(__m512 acc, uint32_t q, const uint32_t* k) {
+inline __m512 madd(__m512 acc, uint32_t q, const uint32_t* k) {
   return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(k),
                           (__m512bh)_mm512_set1_epi32(int32_t(q)));
 }
 #endif
 
-#if defined(__AVX512F__)
+#if defined(QMPI_CPU_VEC)
 // score[i * kTile + j] = q_i . key_j for NV query vectors (rows of q, stride n elements: floats,
 // or bf16 pairs).
 template <int NV, class T>
 inline void scores_block(const T* q, int32_t n, const T* kt, float* score) {
-  __m512 lo[NV], hi[NV];
-  for (int i = 0; i < NV; ++i) lo[i] = hi[i] = _mm512_setzero_ps();
+  vec::F a[NV][kKeyVecs];
+  for (int i = 0; i < NV; ++i)
+    for (int z = 0; z < kKeyVecs; ++z) a[i][z] = vec::zero();
   for (int32_t c = 0; c < n; ++c)
-    for (int i = 0; i < NV; ++i) {
-      lo[i] = madd16(lo[i], q[i * n + c], kt + c * kTile);
-      hi[i] = madd16(hi[i], q[i * n + c], kt + c * kTile + 16);
-    }
-  for (int i = 0; i < NV; ++i) {
-    _mm512_storeu_ps(score + i * kTile, lo[i]);
-    _mm512_storeu_ps(score + i * kTile + 16, hi[i]);
-  }
+    for (int i = 0; i < NV; ++i)
+      for (int z = 0; z < kKeyVecs; ++z)
+        a[i][z] = madd(a[i][z], q[i * n + c], kt + c * kTile + z * vec::kLanes);
+  for (int i = 0; i < NV; ++i)
+    for (int z = 0; z < kKeyVecs; ++z) vec::store(score + i * kTile + z * vec::kLanes, a[i][z]);
 }
 
-// acc_i[c0 .. c0 + 64) += sum over j < nk of p[i * kTile + j] * values[j][c0 ..], NV vectors.
+// acc_i[c0 .. c0 + kValueWidth) += sum over j < nk of p[i * kTile + j] * values[j][c0 ..], NV
+// vectors.
 template <int NV>
 inline void values_block(const float* p, const float* const* values, int32_t nk, int32_t d,
                          int32_t c0, float* acc) {
-  __mmask16 m[4];
-  for (int z = 0; z < 4; ++z) {
-    const int32_t w = std::clamp(d - c0 - 16 * z, 0, 16);
-    m[z] = __mmask16((1u << w) - 1);
-  }
-  __m512 a[NV][4];
+  int w[kValueVecs];
+  for (int z = 0; z < kValueVecs; ++z) w[z] = std::clamp(d - c0 - vec::kLanes * z, 0, vec::kLanes);
+  vec::F a[NV][kValueVecs];
   for (int i = 0; i < NV; ++i)
-    for (int z = 0; z < 4; ++z) a[i][z] = _mm512_maskz_loadu_ps(m[z], acc + i * d + c0 + 16 * z);
+    for (int z = 0; z < kValueVecs; ++z)
+      a[i][z] = vec::load_first(acc + i * d + c0 + vec::kLanes * z, w[z]);
   for (int32_t j = 0; j < nk; ++j) {
     const float* v = values[j] + c0;
-    __m512 x[4];
-    for (int z = 0; z < 4; ++z) x[z] = _mm512_maskz_loadu_ps(m[z], v + 16 * z);
+    vec::F x[kValueVecs];
+    for (int z = 0; z < kValueVecs; ++z) x[z] = vec::load_first(v + vec::kLanes * z, w[z]);
     for (int i = 0; i < NV; ++i) {
-      const __m512 b = _mm512_set1_ps(p[i * kTile + j]);
-      for (int z = 0; z < 4; ++z) a[i][z] = _mm512_fmadd_ps(b, x[z], a[i][z]);
+      const vec::F b = vec::splat(p[i * kTile + j]);
+      for (int z = 0; z < kValueVecs; ++z) a[i][z] = vec::fma(b, x[z], a[i][z]);
     }
   }
   for (int i = 0; i < NV; ++i)
-    for (int z = 0; z < 4; ++z) _mm512_mask_storeu_ps(acc + i * d + c0 + 16 * z, m[z], a[i][z]);
+    for (int z = 0; z < kValueVecs; ++z)
+      vec::store_first(acc + i * d + c0 + vec::kLanes * z, w[z], a[i][z]);
 }
 #endif
 
@@ -136,11 +144,13 @@ inline void values_block(const float* p, const float* const* values, int32_t nk,
 // __AVX512BF16__ is defined).
 template <class T>
 inline void tile_scores(const T* q, int32_t nv, int32_t n, const T* kt, float* score) {
-#if defined(__AVX512F__)
+#if defined(QMPI_CPU_VEC)
   int32_t i = 0;
-  for (; i + 8 <= nv; i += 8) scores_block<8>(q + i * n, n, kt, score + i * kTile);
+  for (; i + kScoreRows <= nv; i += kScoreRows)
+    scores_block<kScoreRows>(q + i * n, n, kt, score + i * kTile);
   if (i < nv)
-    with_count<7>(nv - i, [&]<int N>() { scores_block<N>(q + i * n, n, kt, score + i * kTile); });
+    with_count<kScoreRows - 1>(
+        nv - i, [&]<int N>() { scores_block<N>(q + i * n, n, kt, score + i * kTile); });
 #else
   for (int32_t i = 0; i < nv; ++i)
     for (int32_t j = 0; j < kTile; ++j) {
@@ -155,12 +165,13 @@ inline void tile_scores(const T* q, int32_t nv, int32_t n, const T* kt, float* s
 // values: nk rows of d elements).
 inline void tile_values(const float* p, int32_t nv, const float* const* values, int32_t nk,
                         int32_t d, float* acc) {
-#if defined(__AVX512F__)
-  for (int32_t c0 = 0; c0 < d; c0 += 64) {
+#if defined(QMPI_CPU_VEC)
+  for (int32_t c0 = 0; c0 < d; c0 += kValueWidth) {
     int32_t i = 0;
-    for (; i + 6 <= nv; i += 6) values_block<6>(p + i * kTile, values, nk, d, c0, acc + i * d);
+    for (; i + kValueRows <= nv; i += kValueRows)
+      values_block<kValueRows>(p + i * kTile, values, nk, d, c0, acc + i * d);
     if (i < nv)
-      with_count<5>(
+      with_count<kValueRows - 1>(
           nv - i, [&]<int N>() { values_block<N>(p + i * kTile, values, nk, d, c0, acc + i * d); });
   }
 #else

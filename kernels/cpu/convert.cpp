@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -13,14 +14,11 @@ void convert_to_f32(const void* src, DType t, int64_t count, float* dst) {
   }
   const auto* s = static_cast<const uint16_t*>(src);
   int64_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= count; i += 16) {
-    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i));
-    __m512 f = t == DType::BF16
-                   ? _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16))
-                   : _mm512_cvtph_ps(h);
-    _mm512_storeu_ps(dst + i, f);
-  }
+#if defined(QMPI_CPU_VEC)
+  if (t == DType::BF16)
+    for (; i + vec::kLanes <= count; i += vec::kLanes) vec::store(dst + i, vec::load_bf16(s + i));
+  else
+    for (; i + vec::kLanes <= count; i += vec::kLanes) vec::store(dst + i, vec::load_f16(s + i));
 #endif
   if (t == DType::BF16) {
     for (; i < count; ++i) dst[i] = bf16_to_f32(s[i]);

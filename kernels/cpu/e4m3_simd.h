@@ -1,10 +1,13 @@
-// e4m3 codes decoded in AVX-512 registers, exactly (subnormals included), for the FP8 GEMV
-// (matmul_fp8.cpp) and the bf16 tiles of the blocked GEMM (matmul_blocked.cpp). Every value
-// comes out times 2^-8; the callers fold 2^8 into the block scale.
+// e4m3 codes decoded in AVX-512 (or AVX2) registers, exactly (subnormals included), for the FP8
+// GEMV (matmul_fp8.cpp) and the bf16 tiles of the blocked GEMM (matmul_blocked.cpp). Every value
+// comes out times 2^-8; the callers fold 2^8 into the block scale. e4m3_load(p) decodes the
+// 2 * vec::kLanes codes at p, e4m3_load_first(p, n) the first n of them (zeros after).
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -35,6 +38,34 @@ inline E4m3Pair e4m3_decode32(__m256i codes) {
       _mm512_and_si512(_mm512_srai_epi16(high, 1), _mm512_set1_epi16(int16_t(0xbfff)));
   return {_mm512_cvtph_ps(_mm512_castsi512_si256(h)),
           _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1))};
+}
+inline E4m3Pair e4m3_load(const uint8_t* p) {
+  return e4m3_decode32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline E4m3Pair e4m3_load_first(const uint8_t* p, int n) {
+  return e4m3_decode32(_mm256_maskz_loadu_epi8(__mmask32((1ull << n) - 1), p));
+}
+
+#elif defined(QMPI_CPU_VEC)
+
+// AVX2: the same decode, 16 codes into two vectors of 8.
+struct E4m3Pair {
+  __m256 lo, hi;
+};
+inline E4m3Pair e4m3_decode16(__m128i codes) {
+  const __m256i high = _mm256_slli_epi16(_mm256_cvtepu8_epi16(codes), 8);
+  const __m256i h =
+      _mm256_and_si256(_mm256_srai_epi16(high, 1), _mm256_set1_epi16(int16_t(0xbfff)));
+  return {_mm256_cvtph_ps(_mm256_castsi256_si128(h)),
+          _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1))};
+}
+inline E4m3Pair e4m3_load(const uint8_t* p) {
+  return e4m3_decode16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline E4m3Pair e4m3_load_first(const uint8_t* p, int n) {
+  alignas(16) uint8_t buf[16] = {};
+  std::memcpy(buf, p, size_t(n));
+  return e4m3_decode16(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
 }
 
 #endif

@@ -12,13 +12,12 @@ constexpr int64_t kGrain = 1 << 16;  // elements per thread before a second thre
 
 void silu_mul_span(const float* g, const float* u, int64_t count, float* out) {
   int64_t i = 0;
-#if defined(__AVX512F__)
-  const __m512 one = _mm512_set1_ps(1.0f);
-  for (; i + 16 <= count; i += 16) {
-    const __m512 gv = _mm512_loadu_ps(g + i);
-    const __m512 e = exp_ps(_mm512_sub_ps(_mm512_setzero_ps(), gv));
-    _mm512_storeu_ps(
-        out + i, _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_loadu_ps(u + i)));
+#if defined(QMPI_CPU_VEC)
+  const vec::F one = vec::splat(1.0f);
+  for (; i + vec::kLanes <= count; i += vec::kLanes) {
+    const vec::F gv = vec::load(g + i);
+    const vec::F e = exp_ps(vec::sub(vec::zero(), gv));
+    vec::store(out + i, vec::mul(vec::div(gv, vec::add(one, e)), vec::load(u + i)));
   }
 #endif
   for (; i < count; ++i) out[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];

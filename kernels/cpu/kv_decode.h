@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -52,12 +53,8 @@ inline const float* kv_row(const void* pool, DType t, int64_t at, int32_t d, flo
   int32_t c = 0;
   if (t == DType::BF16) {
     const uint16_t* src = static_cast<const uint16_t*>(pool) + at;
-#if defined(__AVX512F__)
-    for (; c + 16 <= d; c += 16) {
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c));
-      const __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16);
-      _mm512_storeu_ps(buf + c, _mm512_castsi512_ps(w));
-    }
+#if defined(QMPI_CPU_VEC)
+    for (; c + vec::kLanes <= d; c += vec::kLanes) vec::store(buf + c, vec::load_bf16(src + c));
 #endif
     for (; c < d; ++c) buf[c] = bf16_to_f32(src[c]);
   } else {

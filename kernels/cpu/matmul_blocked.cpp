@@ -27,6 +27,7 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scaled_rows.h"
 #include "kernels/cpu/scratch.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -50,6 +51,13 @@ constexpr int kMR = 12;  // the most rows of any shape
 constexpr Shape kNarrow{32, 12};
 constexpr Shape kWide{64, 6};
 constexpr Shape kHalf{32, 8};
+constexpr bool kHalfPanels = true;
+#elif defined(QMPI_CPU_VEC)
+// AVX2's 16 registers of 8 floats: 6 rows x 2 vectors of accumulators, 2 of x and a broadcast.
+constexpr int kMR = 6;
+constexpr Shape kNarrow{16, 6};
+constexpr Shape kWide = kNarrow;
+constexpr Shape kHalf = kNarrow;
 constexpr bool kHalfPanels = true;
 #else
 constexpr int kMR = 4;
@@ -168,18 +176,18 @@ struct Epilogue {
 using TileFn = void (*)(const void* w, int64_t ld, int64_t K, const void* xp, float* tile,
                         Prefetch pf, Epilogue ep);
 
-#if defined(__AVX512F__)
+#if defined(QMPI_CPU_VEC)
 template <int MR, int NV>
-void write_tile(const __m512 (&acc)[MR][NV], float* tile, Epilogue ep) {
+void write_tile(const vec::F (&acc)[MR][NV], float* tile, Epilogue ep) {
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) {
-      float* dst = tile + i * 16 * NV + 16 * v;
-      __m512 sum = acc[i][v];
+      float* dst = tile + (i * NV + v) * vec::kLanes;
+      vec::F sum = acc[i][v];
       if (ep.scale) {
-        const __m512 s = _mm512_set1_ps(ep.scale[i]);
-        sum = ep.add ? _mm512_fmadd_ps(sum, s, _mm512_loadu_ps(dst)) : _mm512_mul_ps(sum, s);
+        const vec::F s = vec::splat(ep.scale[i]);
+        sum = ep.add ? vec::fma(sum, s, vec::load(dst)) : vec::mul(sum, s);
       }
-      _mm512_storeu_ps(dst, sum);
+      vec::store(dst, sum);
     }
 }
 
@@ -188,16 +196,16 @@ void tile_f32(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile
               Epilogue ep) {
   const float* w = static_cast<const float*>(wv);
   const float* xp = static_cast<const float*>(xv);
-  __m512 acc[MR][NV];
+  vec::F acc[MR][NV];
   for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+    for (int v = 0; v < NV; ++v) acc[i][v] = vec::zero();
   for (int64_t k = 0; k < K; ++k) {
     pf.step();
-    __m512 xs[NV];
-    for (int v = 0; v < NV; ++v) xs[v] = _mm512_loadu_ps(xp + k * 16 * NV + 16 * v);
+    vec::F xs[NV];
+    for (int v = 0; v < NV; ++v) xs[v] = vec::load(xp + (k * NV + v) * vec::kLanes);
     for (int i = 0; i < MR; ++i) {
-      const __m512 b = _mm512_set1_ps(w[i * ld + k]);
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(b, xs[v], acc[i][v]);
+      const vec::F b = vec::splat(w[i * ld + k]);
+      for (int v = 0; v < NV; ++v) acc[i][v] = vec::fma(b, xs[v], acc[i][v]);
     }
   }
   pf.finish();
@@ -299,15 +307,16 @@ template <template <int, int> class Kernel, int NV, int... I>
 constexpr std::array<TileFn, kMR> tiles_by_rows(std::integer_sequence<int, I...>) {
   return {&Kernel<I + 1, NV>::run...};
 }
-// Tiles of 1..kMR rows for each panel width (16, 32, 64 tokens: NV = 1, 2, 4 vectors); no shape
-// has more than 6 rows at 64 tokens, so those tables stop there.
+// Tiles of 1..kMR rows for each panel width (NV = 1, 2, 4 vectors of tokens); no shape has more
+// than 6 rows at 4 vectors, so those tables stop there.
 template <template <int, int> class Kernel>
 struct TileTables {
   static constexpr auto v1 = tiles_by_rows<Kernel, 1>(std::make_integer_sequence<int, kMR>{});
   static constexpr auto v2 = tiles_by_rows<Kernel, 2>(std::make_integer_sequence<int, kMR>{});
   static constexpr auto v4 = tiles_by_rows<Kernel, 4>(std::make_integer_sequence<int, kWide.mr>{});
   static TileFn pick(int mr, int width) {
-    return width == 64 ? v4[mr - 1] : width == 32 ? v2[mr - 1] : v1[mr - 1];
+    const int nv = width / vec::kLanes;
+    return nv == 4 ? v4[mr - 1] : nv == 2 ? v2[mr - 1] : v1[mr - 1];
   }
 };
 template <int MR, int NV>

@@ -19,6 +19,7 @@
 #include "kernels/cpu/matmul_targets.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -26,11 +27,17 @@ namespace {
 
 // Below this many weights per thread, extra threads cost more than they bring.
 constexpr int64_t kGrain = 64 * 1024;
-// Weight rows per tile and rows of x per pass over them: 4 x 4 accumulators, and the tile's
-// 4 rows (at most 4 x 4864 bytes) stay in L1 for the passes after the first.
+// Weight rows per tile and rows of x per pass over them: 4 x 4 accumulators (4 x 2 in AVX2's
+// 16 registers), and the tile's 4 rows (at most 4 x 4864 bytes) stay in L1 for the passes after
+// the first.
 constexpr int kRows = 4;
+#if defined(QMPI_CPU_VEC)
+constexpr int kTokens = vec::kLanes == 16 ? 4 : 2;
+constexpr int64_t kStep = 2 * vec::kLanes;  // codes per row per inner step
+#else
 constexpr int kTokens = 4;
-constexpr int64_t kStep = 32;  // codes per row per inner step
+constexpr int64_t kStep = 32;
+#endif
 
 // x for the rows of one block row of the weight: every input times its column block's scale
 // and 2^8 (which e4m3_decode32's factor, or the portable path's division, undoes), row stride
@@ -51,7 +58,7 @@ void scale_x(const Fp8WeightView& w, int64_t block_row, const float* x, int64_t 
   }
 }
 
-#if defined(__AVX512F__)
+#if defined(QMPI_CPU_VEC)
 
 // How far ahead of each row's reads the first pass prefetches, into L2: as in the bf16 GEMV
 // (matmul_gemv.cpp), one core keeps too few misses in flight on its own to reach DRAM bandwidth.
@@ -66,38 +73,33 @@ void tile(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, int64_
   const uint8_t* q[R];
   for (int i = 0; i < R; ++i) q[i] = w.q + (r + i) * w.cols;
   const float* xt = xs + t0 * Kp;
-  __m512 acc[R][T];
+  vec::F acc[R][T];
   for (int i = 0; i < R; ++i)
-    for (int t = 0; t < T; ++t) acc[i][t] = _mm512_setzero_ps();
-  const auto step = [&](int64_t k, __mmask32 m, bool masked) {
-    __m512 xa[T], xb[T];
+    for (int t = 0; t < T; ++t) acc[i][t] = vec::zero();
+  const auto step = [&](int64_t k, int64_t n) {
+    vec::F xa[T], xb[T];
     for (int t = 0; t < T; ++t) {
-      xa[t] = _mm512_loadu_ps(xt + t * Kp + k);
-      xb[t] = _mm512_loadu_ps(xt + t * Kp + k + 16);
+      xa[t] = vec::load(xt + t * Kp + k);
+      xb[t] = vec::load(xt + t * Kp + k + vec::kLanes);
     }
     for (int i = 0; i < R; ++i) {
-      const __m256i c = masked ? _mm256_maskz_loadu_epi8(m, q[i] + k)
-                               : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[i] + k));
-      const E4m3Pair wv = e4m3_decode32(c);
+      const E4m3Pair wv = n < kStep ? e4m3_load_first(q[i] + k, int(n)) : e4m3_load(q[i] + k);
       for (int t = 0; t < T; ++t) {
-        acc[i][t] = _mm512_fmadd_ps(wv.lo, xa[t], acc[i][t]);
-        acc[i][t] = _mm512_fmadd_ps(wv.hi, xb[t], acc[i][t]);
+        acc[i][t] = vec::fma(wv.lo, xa[t], acc[i][t]);
+        acc[i][t] = vec::fma(wv.hi, xb[t], acc[i][t]);
       }
     }
   };
   int64_t k = 0;
-  for (; k + 2 * kStep <= w.cols; k += 2 * kStep) {
+  for (; k + 64 <= w.cols; k += 64) {
     if (Ahead)
       for (int i = 0; i < R; ++i) __builtin_prefetch(q[i] + k + kPrefetchBytes, 0, 2);
-    step(k, 0, false);
-    step(k + kStep, 0, false);
+    for (int64_t j = 0; j < 64; j += kStep) step(k + j, kStep);
   }
-  if (k + kStep <= w.cols) step(k, 0, false), k += kStep;
-  if (k < w.cols) step(k, __mmask32((1u << (w.cols - k)) - 1), true);
+  for (; k < w.cols; k += kStep) step(k, std::min(kStep, w.cols - k));
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < R; ++i)
-      out[(t0 + t) * w.rows + r + i] =
-          _mm512_reduce_add_ps(acc[i][t]) + (bias ? bias[r + i] : 0.0f);
+      out[(t0 + t) * w.rows + r + i] = vec::sum(acc[i][t]) + (bias ? bias[r + i] : 0.0f);
 }
 
 #else  // portable: the table, one element at a time
@@ -128,12 +130,14 @@ void tile_rows(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, i
     const bool first = t0 == 0;
     switch (std::min<int64_t>(kTokens, n - t0)) {
       case 4:
-        first ? tile<R, 4, true>(w, r, xs, Kp, t0, bias, out)
-              : tile<R, 4, false>(w, r, xs, Kp, t0, bias, out);
+        if constexpr (kTokens >= 4)
+          first ? tile<R, 4, true>(w, r, xs, Kp, t0, bias, out)
+                : tile<R, 4, false>(w, r, xs, Kp, t0, bias, out);
         break;
       case 3:
-        first ? tile<R, 3, true>(w, r, xs, Kp, t0, bias, out)
-              : tile<R, 3, false>(w, r, xs, Kp, t0, bias, out);
+        if constexpr (kTokens >= 3)
+          first ? tile<R, 3, true>(w, r, xs, Kp, t0, bias, out)
+                : tile<R, 3, false>(w, r, xs, Kp, t0, bias, out);
         break;
       case 2:
         first ? tile<R, 2, true>(w, r, xs, Kp, t0, bias, out)

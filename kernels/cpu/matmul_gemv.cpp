@@ -10,19 +10,22 @@
 #include "kernels/cpu/matmul_targets.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
 namespace {
 
-// Weight rows handled together: 4 rows x 4 x-rows of accumulators fill the register file.
+// Weight rows handled together.
 constexpr int kRows = 4;
-constexpr int kXRows = 4;
 // Below this many weight elements per thread, extra threads cost more than they bring.
 constexpr int64_t kGrain = 32 * 1024;
 
-#if defined(__AVX512F__)
-constexpr int64_t kStep = 32;  // weights per row per inner step
+#if defined(QMPI_CPU_VEC)
+constexpr int64_t kStep = 2 * vec::kLanes;  // weights per row per inner step
+// Rows of x per tile: 4 weight rows x 4 x-rows of accumulators fill AVX-512's 32 registers;
+// AVX2 has 16, so 4 x 2 of them leave room for the x and weight vectors.
+constexpr int kXRows = vec::kLanes == 16 ? 4 : 2;
 // How far ahead of each weight load the GEMV prefetches, and into which cache. On the
 // project's Zen 4 machine, with one thread, 16 KiB took a bf16 GEMV from ~70% to ~90% of the
 // measured read bandwidth; prefetching into L2 (prefetcht1) rather than L1 (prefetcht0) then
@@ -33,10 +36,11 @@ constexpr int64_t kStep = 32;  // weights per row per inner step
 constexpr size_t kPrefetchBytes = 16 * 1024;
 constexpr int kPrefetchLocality = 2;  // __builtin_prefetch's: 2 = prefetcht1 (L2)
 
-// Each row of x, zero-padded to a multiple of kStep. For BF16 weights every block of 32 is
-// stored as its 16 even then its 16 odd elements: a 64-byte load of 32 bf16 widens to float32
-// by a shift (even elements) and a mask (odd elements), with no shuffles.
+// Each row of x, zero-padded to a multiple of kStep. For BF16 weights every block of kStep is
+// stored as its even then its odd elements, the order vec::load_bf16_even_odd widens a block
+// of weights in.
 void pack_x(const float* x, int64_t n, int64_t K, DType wt, float* xp, int64_t Kp) {
+  constexpr int64_t half = kStep / 2;
   for (int64_t i = 0; i < n; ++i) {
     const float* src = x + i * K;
     float* dst = xp + i * Kp;
@@ -47,29 +51,28 @@ void pack_x(const float* x, int64_t n, int64_t K, DType wt, float* xp, int64_t K
     }
     for (int64_t k = 0; k < K; ++k) {
       int64_t block = k / kStep * kStep, j = k - block;
-      dst[block + (j & 1) * 16 + j / 2] = src[k];
+      dst[block + (j & 1) * half + j / 2] = src[k];
     }
   }
 }
 
-// Weights [k, k + 32) of one row as two float32 vectors, in pack_x's order.
+// Weights [k, k + kStep) of one row as two float32 vectors, in pack_x's order.
 struct Block {
-  __m512 a, b;
+  vec::F a, b;
 };
 template <DType WT>
 inline Block load_block(const void* row, int64_t k) {
+  Block out;
   if constexpr (WT == DType::BF16) {
-    const __m512i v = _mm512_loadu_si512(static_cast<const uint16_t*>(row) + k);
-    return {_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)),
-            _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))))};
+    vec::load_bf16_even_odd(static_cast<const uint16_t*>(row) + k, out.a, out.b);
   } else if constexpr (WT == DType::F16) {
     const auto* p = static_cast<const uint16_t*>(row) + k;
-    return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))),
-            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)))};
+    out = {vec::load_f16(p), vec::load_f16(p + vec::kLanes)};
   } else {
     const float* p = static_cast<const float*>(row) + k;
-    return {_mm512_loadu_ps(p), _mm512_loadu_ps(p + 16)};
+    out = {vec::load(p), vec::load(p + vec::kLanes)};
   }
+  return out;
 }
 
 struct GemvArgs {
@@ -78,7 +81,7 @@ struct GemvArgs {
   int64_t N;
   const float* xp;  // packed x, row stride Kp
   int64_t Kp;
-  const float* x;  // unpacked x (for the K % 32 tail), row stride K
+  const float* x;  // unpacked x (for the K % kStep tail), row stride K
   const float* bias;
   float* out;
 };
@@ -93,16 +96,16 @@ void tile(const GemvArgs& g, int64_t row, int64_t xrow, bool ahead) {
   for (int r = 0; r < R; ++r)
     rows[r] = static_cast<const char*>(g.w) + size_t(row + r) * size_t(g.K) * esize;
   const size_t next = ahead ? kPrefetchBytes : 0;
-  __m512 acc[R][XR];
+  vec::F acc[R][XR];
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < XR; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (int j = 0; j < XR; ++j) acc[r][j] = vec::zero();
   const int64_t kmain = g.K / kStep * kStep;
   const float* xp = g.xp + xrow * g.Kp;
   for (int64_t k = 0; k < kmain; k += kStep) {
-    __m512 xa[XR], xb[XR];
+    vec::F xa[XR], xb[XR];
     for (int j = 0; j < XR; ++j) {
-      xa[j] = _mm512_loadu_ps(xp + j * g.Kp + k);
-      xb[j] = _mm512_loadu_ps(xp + j * g.Kp + k + 16);
+      xa[j] = vec::load(xp + j * g.Kp + k);
+      xb[j] = vec::load(xp + j * g.Kp + k + vec::kLanes);
     }
     for (int r = 0; r < R; ++r) {
       if (next)
@@ -110,15 +113,15 @@ void tile(const GemvArgs& g, int64_t row, int64_t xrow, bool ahead) {
           __builtin_prefetch(rows[r] + next + size_t(k) * esize + line, 0, kPrefetchLocality);
       const Block w = load_block<WT>(rows[r], k);
       for (int j = 0; j < XR; ++j) {
-        acc[r][j] = _mm512_fmadd_ps(w.a, xa[j], acc[r][j]);
-        acc[r][j] = _mm512_fmadd_ps(w.b, xb[j], acc[r][j]);
+        acc[r][j] = vec::fma(w.a, xa[j], acc[r][j]);
+        acc[r][j] = vec::fma(w.b, xb[j], acc[r][j]);
       }
     }
   }
   for (int j = 0; j < XR; ++j) {
     const float* xj = g.x + (xrow + j) * g.K;
     for (int r = 0; r < R; ++r) {
-      float s = _mm512_reduce_add_ps(acc[r][j]);
+      float s = vec::sum(acc[r][j]);
       for (int64_t k = kmain; k < g.K; ++k) s += load_as_f32(rows[r], WT, k) * xj[k];
       if (g.bias) s += g.bias[row + r];
       g.out[(xrow + j) * g.N + row + r] = s;
@@ -133,10 +136,10 @@ void tile_rows(const GemvArgs& g, int64_t row, int64_t n) {
   for (int64_t j = 0; j < n; j += kXRows) {
     switch (std::min<int64_t>(kXRows, n - j)) {
       case 4:
-        tile<WT, R, 4>(g, row, j, j == 0);
+        if constexpr (kXRows >= 4) tile<WT, R, 4>(g, row, j, j == 0);
         break;
       case 3:
-        tile<WT, R, 3>(g, row, j, j == 0);
+        if constexpr (kXRows >= 3) tile<WT, R, 3>(g, row, j, j == 0);
         break;
       case 2:
         tile<WT, R, 2>(g, row, j, j == 0);
@@ -177,6 +180,7 @@ void gemv(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Bia
 }
 
 #if defined(__AVX512BF16__)
+static_assert(kStep == 32, "the bf16 dot products take 32 bf16 values per register");
 // The bf16-activation GEMV (opt-in, BF16 weights): x rounded to bf16 once, and VDPBF16PS
 // multiplies 32 weights of a row with 32 activations straight from both rows, with no
 // widening. One instruction does the 32 multiply-adds that take two FMAs and two widening ops

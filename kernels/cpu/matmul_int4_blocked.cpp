@@ -16,6 +16,7 @@
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/matmul_int4_tile.h"
 #include "kernels/cpu/panel_times_x.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/x86.h"
@@ -59,6 +60,42 @@ void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, fl
         const __m512 q = _mm512_cvtepi32_ps(
             _mm512_and_si512(_mm512_srli_epi32(words, unsigned(4 * j)), _mm512_set1_epi32(15)));
         _mm512_store_ps(d + j * kPanelRows, _mm512_mul_ps(_mm512_sub_ps(q, z), s));
+      }
+    }
+  }
+}
+
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+// The same chunk with a block's 16 rows in two vectors of 8 lanes (int4::widen_scales and
+// widen_zeros give zeros past the last row, and the masked loads zero words).
+void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, float* dst) {
+  const Int4WeightView& w = *a.w;
+  for (int64_t h = 0; h < kPanelRows; h += kInt4Block) {
+    const int64_t r = r0 + h;
+    if (r >= w.rows) {
+      for (int64_t k = 0; k < (c1 - c0) * 8; ++k)
+        for (int half = 0; half < 2; ++half)
+          _mm256_store_ps(dst + k * kPanelRows + h + 8 * half, _mm256_setzero_ps());
+      continue;
+    }
+    const int64_t width = int4_block_width(w.rows, r);
+    const __m256i m[2] = {int4::lanes_below(width), int4::lanes_below(width - 8)};
+    for (int64_t v = c0; v < c1; ++v) {
+      const int64_t g = a.group_of_word[v];
+      __m256 s[2], z[2];
+      int4::widen_scales(w.scales + r * w.groups + g * width, width, s);
+      int4::widen_zeros(w.zeros + r * w.groups + g * width, width, z);
+      float* d = dst + (v - c0) * 8 * kPanelRows + h;
+      for (int half = 0; half < 2; ++half) {
+        const __m256i words = _mm256_maskload_epi32(
+            reinterpret_cast<const int*>(w.qweight + r * w.words + v * width + 8 * half), m[half]);
+        for (int j = 0; j < 8; ++j) {
+          const __m256 q = _mm256_cvtepi32_ps(
+              _mm256_and_si256(_mm256_srli_epi32(words, 4 * j), _mm256_set1_epi32(15)));
+          _mm256_store_ps(d + j * kPanelRows + 8 * half,
+                          _mm256_mul_ps(_mm256_sub_ps(q, z[half]), s[half]));
+        }
       }
     }
   }

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
@@ -85,6 +86,7 @@ struct TileArgs {
 };
 
 #if defined(__AVX512F__)
+constexpr int kTileRows = 8;  // x rows per tile
 
 // How far ahead of each weight load the first pass over a block prefetches, into L2: as the
 // bf16 GEMV found on this Zen 4 host, L2 keeps more misses in flight than L1.
@@ -155,7 +157,115 @@ __attribute__((noinline)) void tile(const TileArgs& a, int64_t r, int64_t i) {
     _mm512_mask_storeu_ps(a.out + (i + j) * w.rows + r, m, _mm512_add_ps(out[j], bias));
 }
 
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+// AVX2: the same tile with a block's 16 rows in two vectors of 8 lanes. AVX2 converts only
+// signed integers, so plane 7 (bits 28-31, which may set the sign bit) is shifted down one bit
+// before the conversion and doubled after it, both exact.
+
+constexpr int64_t kPrefetchWords = 16 * 1024 / 4;
+constexpr int kTileRows = 4;  // x rows per tile: 2 x 4 accumulators, half of AVX2's registers
+
+inline __m256i lanes_below(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(std::clamp<int64_t>(n, 0, 8))),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// Nibble b of every lane of `words` as q * 2^(4b).
+inline __m256 plane(__m256i words, int b) {
+  if (b == 7) {
+    const __m256 h = _mm256_cvtepi32_ps(
+        _mm256_and_si256(_mm256_srli_epi32(words, 1), _mm256_set1_epi32(int32_t(15u << 27))));
+    return _mm256_add_ps(h, h);
+  }
+  return _mm256_cvtepi32_ps(_mm256_and_si256(words, _mm256_set1_epi32(int32_t(15u << (4 * b)))));
+}
+
+// A block's `width` 16-bit (scales) or 8-bit (zero points) values as two vectors of floats,
+// lanes past width zero.
+inline void widen_scales(const uint16_t* p, int64_t width, __m256* out) {
+  alignas(32) uint16_t buf[kInt4Block] = {};
+  if (width < kInt4Block) p = static_cast<const uint16_t*>(std::memcpy(buf, p, size_t(width) * 2));
+  for (int h = 0; h < 2; ++h)
+    out[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * h)));
+}
+inline void widen_zeros(const uint8_t* p, int64_t width, __m256* out) {
+  alignas(16) uint8_t buf[kInt4Block] = {};
+  if (width < kInt4Block) p = static_cast<const uint8_t*>(std::memcpy(buf, p, size_t(width)));
+  for (int h = 0; h < 2; ++h)
+    out[h] = _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h))));
+}
+
+// sum[j][h] = sum_k q_k x_jk over words [v0, v1) of the block at q, rows 8h .. 8h + 7.
+template <int XR, bool Prefetch, bool Full>
+inline void segment_sums(const uint32_t* q, int64_t width, const __m256i* m, const float* const* xs,
+                         int64_t v0, int64_t v1, __m256 (*sum)[2]) {
+  if constexpr (Full) width = kInt4Block;
+  constexpr int A = XR == 1 ? 2 : 1;  // independent FMA chains per x row and half
+  __m256 acc[A][XR][2];
+  for (int c = 0; c < A; ++c)
+    for (int j = 0; j < XR; ++j) acc[c][j][0] = acc[c][j][1] = _mm256_setzero_ps();
+  for (int64_t v = v0; v < v1; ++v) {
+    if constexpr (Prefetch) __builtin_prefetch(q + v * width + kPrefetchWords, 0, 2);
+    __m256i words[2];
+    for (int h = 0; h < 2; ++h) {
+      const auto* at = reinterpret_cast<const __m256i*>(q + v * width + 8 * h);
+      words[h] = Full ? _mm256_loadu_si256(at)
+                      : _mm256_maskload_epi32(reinterpret_cast<const int*>(at), m[h]);
+    }
+    for (int b = 0; b < 8; ++b) {
+      const __m256 wv[2] = {plane(words[0], b), plane(words[1], b)};
+      for (int j = 0; j < XR; ++j) {
+        const __m256 xb = _mm256_broadcast_ss(xs[j] + v * 8 + b);
+        for (int h = 0; h < 2; ++h) acc[b % A][j][h] = _mm256_fmadd_ps(wv[h], xb, acc[b % A][j][h]);
+      }
+    }
+  }
+  for (int j = 0; j < XR; ++j)
+    for (int h = 0; h < 2; ++h)
+      sum[j][h] = A == 1 ? acc[0][j][h] : _mm256_add_ps(acc[0][j][h], acc[A - 1][j][h]);
+}
+
+template <int XR, bool Prefetch>
+__attribute__((noinline)) void tile(const TileArgs& a, int64_t r, int64_t i) {
+  const Int4WeightView& w = *a.w;
+  const int64_t width = int4_block_width(w.rows, r);
+  const __m256i m[2] = {lanes_below(width), lanes_below(width - 8)};
+  const uint32_t* q = w.qweight + r * w.words;
+  const uint16_t* scales = w.scales + r * w.groups;
+  const uint8_t* zeros = w.zeros + r * w.groups;
+  const float* xs[XR];
+  for (int j = 0; j < XR; ++j) xs[j] = a.x.x + (i + j) * a.x.kp;
+  const float* sums = a.x.sums + i * a.x.segments;
+  __m256 out[XR][2];
+  for (int j = 0; j < XR; ++j) out[j][0] = out[j][1] = _mm256_setzero_ps();
+  for_each_segment(w, [&](int64_t g, int64_t v0, int64_t v1) {
+    __m256 sum[XR][2], s[2], z[2];
+    if (width == kInt4Block)
+      segment_sums<XR, Prefetch, true>(q, width, m, xs, v0, v1, sum);
+    else
+      segment_sums<XR, Prefetch, false>(q, width, m, xs, v0, v1, sum);
+    widen_scales(scales + g * width, width, s);
+    widen_zeros(zeros + g * width, width, z);
+    for (int h = 0; h < 2; ++h) {
+      const __m256 sz = _mm256_mul_ps(s[h], z[h]);
+      for (int j = 0; j < XR; ++j) {
+        out[j][h] = _mm256_fmadd_ps(s[h], sum[j][h], out[j][h]);
+        out[j][h] = _mm256_fnmadd_ps(sz, _mm256_set1_ps(sums[j * a.x.segments]), out[j][h]);
+      }
+    }
+    ++sums;
+  });
+  for (int h = 0; h < 2; ++h) {
+    const __m256 bias = a.bias ? _mm256_maskload_ps(a.bias + r + 8 * h, m[h]) : _mm256_setzero_ps();
+    for (int j = 0; j < XR; ++j)
+      _mm256_maskstore_ps(a.out + (i + j) * w.rows + r + 8 * h, m[h],
+                          _mm256_add_ps(out[j][h], bias));
+  }
+}
+
 #else  // portable: the same sums, one output at a time
+constexpr int kTileRows = 8;
 
 template <int XR, bool Prefetch>
 inline void tile(const TileArgs& a, int64_t r, int64_t i) {
@@ -190,11 +300,12 @@ inline void tile_at(const TileArgs& a, int64_t r, int64_t i, bool prefetch) {
     tile<XR, false>(a, r, i);
 }
 
-// The block at row r times x rows [0, n) in tiles of 8, 4, 2 and 1 x rows; only the first tile
-// (the one that reads the weights from DRAM) prefetches.
+// The block at row r times x rows [0, n) in tiles of 8 (where kTileRows allows), 4, 2 and 1 x
+// rows; only the first tile (the one that reads the weights from DRAM) prefetches.
 inline void block_times_x(const TileArgs& a, int64_t r, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) tile_at<8>(a, r, i, i == 0);
+  if constexpr (kTileRows >= 8)
+    for (; i + 8 <= n; i += 8) tile_at<8>(a, r, i, i == 0);
   for (; i + 4 <= n; i += 4) tile_at<4>(a, r, i, i == 0);
   for (; i + 2 <= n; i += 2) tile_at<2>(a, r, i, i == 0);
   for (; i < n; ++i) tile_at<1>(a, r, i, i == 0);

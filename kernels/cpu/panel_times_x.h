@@ -1,19 +1,19 @@
 // The inner GEMM of the quantized prefill matmuls (int4 and FP8): a chunk of kPanelRows output
 // rows x kn inputs of the weight, already dequantized into an L1-sized float panel laid out
 // input-major (panel[k * kPanelRows + rr]), times every token of x. The classic broadcast kernel:
-// two weight vectors from L1 and one broadcast of x per token feed 2 FMAs, 24 accumulators in
-// registers. The first chunk of a panel stores (with the bias), the others add, so each output
-// is a sum of per-chunk partial sums.
+// the panel's weight vectors of one input from L1 and one broadcast of x per token feed an FMA
+// each, a tile of tokens' accumulators in registers. The first chunk of a panel stores (with the
+// bias), the others add, so each output is a sum of per-chunk partial sums.
 #pragma once
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu::panel {
 
-inline constexpr int kPanelRows = 32;  // two vectors of output rows
-inline constexpr int kTokens = 12;     // tokens per register tile: 24 accumulators
+inline constexpr int kPanelRows = 32;  // output rows per panel
 
 struct Gemm {
   const float* x;  // [n][ldx]
@@ -23,33 +23,34 @@ struct Gemm {
   int64_t rows;
 };
 
-#if defined(__AVX512F__)
+#if defined(QMPI_CPU_VEC)
+
+constexpr int kPanelVecs = kPanelRows / vec::kLanes;
+// Tokens per register tile: 12 x 2 accumulators of AVX-512's 32 registers, 3 x 4 of AVX2's 16.
+constexpr int kTokens = vec::kLanes == 16 ? 12 : 3;
 
 template <int T>
 void tokens_tile(const Gemm& a, const float* panel, int64_t r0, int64_t k0, int64_t kn, bool first,
-                 int64_t t0, __mmask16 m0, __mmask16 m1) {
-  __m512 acc[T][2];
-  for (int t = 0; t < T; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+                 int64_t t0, const int* live) {
+  vec::F acc[T][kPanelVecs];
+  for (int t = 0; t < T; ++t)
+    for (int z = 0; z < kPanelVecs; ++z) acc[t][z] = vec::zero();
   for (int64_t k = 0; k < kn; ++k) {
-    const __m512 w0 = _mm512_load_ps(panel + k * kPanelRows);
-    const __m512 w1 = _mm512_load_ps(panel + k * kPanelRows + 16);
+    vec::F w[kPanelVecs];
+    for (int z = 0; z < kPanelVecs; ++z) w[z] = vec::load(panel + k * kPanelRows + z * vec::kLanes);
     for (int t = 0; t < T; ++t) {
-      const __m512 xb = _mm512_set1_ps(a.x[(t0 + t) * a.ldx + k0 + k]);
-      acc[t][0] = _mm512_fmadd_ps(w0, xb, acc[t][0]);
-      acc[t][1] = _mm512_fmadd_ps(w1, xb, acc[t][1]);
+      const vec::F xb = vec::splat(a.x[(t0 + t) * a.ldx + k0 + k]);
+      for (int z = 0; z < kPanelVecs; ++z) acc[t][z] = vec::fma(w[z], xb, acc[t][z]);
     }
   }
   for (int t = 0; t < T; ++t) {
     float* o = a.out + (t0 + t) * a.rows + r0;
-    if (first) {
-      const __m512 b0 = a.bias ? _mm512_maskz_loadu_ps(m0, a.bias + r0) : _mm512_setzero_ps();
-      const __m512 b1 = a.bias ? _mm512_maskz_loadu_ps(m1, a.bias + r0 + 16) : _mm512_setzero_ps();
-      _mm512_mask_storeu_ps(o, m0, _mm512_add_ps(acc[t][0], b0));
-      _mm512_mask_storeu_ps(o + 16, m1, _mm512_add_ps(acc[t][1], b1));
-    } else {
-      _mm512_mask_storeu_ps(o, m0, _mm512_add_ps(acc[t][0], _mm512_maskz_loadu_ps(m0, o)));
-      _mm512_mask_storeu_ps(o + 16, m1,
-                            _mm512_add_ps(acc[t][1], _mm512_maskz_loadu_ps(m1, o + 16)));
+    for (int z = 0; z < kPanelVecs; ++z) {
+      float* oz = o + z * vec::kLanes;
+      const vec::F base =
+          first ? (a.bias ? vec::load_first(a.bias + r0 + z * vec::kLanes, live[z]) : vec::zero())
+                : vec::load_first(oz, live[z]);
+      vec::store_first(oz, live[z], vec::add(acc[t][z], base));
     }
   }
 }
@@ -57,16 +58,14 @@ void tokens_tile(const Gemm& a, const float* panel, int64_t r0, int64_t k0, int6
 // Rows [r0, r0 + kPanelRows) (those below a.rows) of out for inputs [k0, k0 + kn) of x.
 inline void panel_times_x(const Gemm& a, const float* panel, int64_t r0, int64_t k0, int64_t kn,
                           bool first, int64_t n) {
-  const int64_t live = std::min<int64_t>(kPanelRows, a.rows - r0);
-  const __mmask16 m0 = live >= 16 ? __mmask16(0xffff) : __mmask16((1u << live) - 1);
-  const __mmask16 m1 = live >= 32   ? __mmask16(0xffff)
-                       : live <= 16 ? __mmask16(0)
-                                    : __mmask16((1u << (live - 16)) - 1);
+  int live[kPanelVecs];  // rows of each vector below a.rows
+  for (int z = 0; z < kPanelVecs; ++z)
+    live[z] = int(std::clamp<int64_t>(a.rows - r0 - z * vec::kLanes, 0, vec::kLanes));
   int64_t t = 0;
-  for (; t + kTokens <= n; t += kTokens)
-    tokens_tile<kTokens>(a, panel, r0, k0, kn, first, t, m0, m1);
-  for (; t + 4 <= n; t += 4) tokens_tile<4>(a, panel, r0, k0, kn, first, t, m0, m1);
-  for (; t < n; ++t) tokens_tile<1>(a, panel, r0, k0, kn, first, t, m0, m1);
+  for (; t + kTokens <= n; t += kTokens) tokens_tile<kTokens>(a, panel, r0, k0, kn, first, t, live);
+  if constexpr (kTokens > 4)
+    for (; t + 4 <= n; t += 4) tokens_tile<4>(a, panel, r0, k0, kn, first, t, live);
+  for (; t < n; ++t) tokens_tile<1>(a, panel, r0, k0, kn, first, t, live);
 }
 
 #else  // portable: the same partial sums, one element at a time

@@ -1,0 +1,136 @@
+// One float32 SIMD register of the widest kind the build has (AVX-512: 16 lanes; AVX2 with FMA
+// and F16C: 8) and the few operations the float32 GEMV and GEMM tiles use, so that each tile is
+// written once for both: a CPU without AVX-512 (the CI host is an AVX2-only EPYC) otherwise ran
+// the portable loops, at a fifth of its read bandwidth in decode. QMPI_CPU_VEC is defined where
+// one of the two exists.
+#pragma once
+#include <cstdint>
+
+#include "kernels/cpu/x86.h"
+
+namespace qmpi::cpu::vec {
+
+#if defined(__AVX512F__)
+#define QMPI_CPU_VEC 1
+using F = __m512;
+inline constexpr int kLanes = 16;
+inline F zero() {
+  return _mm512_setzero_ps();
+}
+inline F splat(float s) {
+  return _mm512_set1_ps(s);
+}
+inline F load(const float* p) {
+  return _mm512_loadu_ps(p);
+}
+inline void store(float* p, F v) {
+  _mm512_storeu_ps(p, v);
+}
+inline F fma(F a, F b, F c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+inline F mul(F a, F b) {
+  return _mm512_mul_ps(a, b);
+}
+inline F add(F a, F b) {
+  return _mm512_add_ps(a, b);
+}
+inline F sub(F a, F b) {
+  return _mm512_sub_ps(a, b);
+}
+inline F div(F a, F b) {
+  return _mm512_div_ps(a, b);
+}
+inline float sum(F v) {
+  return _mm512_reduce_add_ps(v);
+}
+// The first n (<= kLanes) floats at p, zeros after them; and their store.
+inline F load_first(const float* p, int n) {
+  return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p);
+}
+inline void store_first(float* p, int n, F v) {
+  _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v);
+}
+inline F keep_first(F v, int n) {
+  return _mm512_maskz_mov_ps(__mmask16((1u << n) - 1), v);
+}
+// kLanes bf16 / f16 values at p, widened in order.
+inline F load_bf16(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+inline F load_f16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+// 2 * kLanes bf16 values at p as their even and their odd elements: a shift and a mask widen
+// them, with no shuffles.
+inline void load_bf16_even_odd(const uint16_t* p, F& even, F& odd) {
+  const __m512i v = _mm512_loadu_si512(p);
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
+}
+
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define QMPI_CPU_VEC 1
+using F = __m256;
+inline constexpr int kLanes = 8;
+inline F zero() {
+  return _mm256_setzero_ps();
+}
+inline F splat(float s) {
+  return _mm256_set1_ps(s);
+}
+inline F load(const float* p) {
+  return _mm256_loadu_ps(p);
+}
+inline void store(float* p, F v) {
+  _mm256_storeu_ps(p, v);
+}
+inline F fma(F a, F b, F c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+inline F mul(F a, F b) {
+  return _mm256_mul_ps(a, b);
+}
+inline F add(F a, F b) {
+  return _mm256_add_ps(a, b);
+}
+inline F sub(F a, F b) {
+  return _mm256_sub_ps(a, b);
+}
+inline F div(F a, F b) {
+  return _mm256_div_ps(a, b);
+}
+inline float sum(F v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline __m256i first_lanes(int n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+inline F load_first(const float* p, int n) {
+  return _mm256_maskload_ps(p, first_lanes(n));
+}
+inline void store_first(float* p, int n, F v) {
+  _mm256_maskstore_ps(p, first_lanes(n), v);
+}
+inline F keep_first(F v, int n) {
+  return _mm256_and_ps(v, _mm256_castsi256_ps(first_lanes(n)));
+}
+inline F load_bf16(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline F load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline void load_bf16_even_odd(const uint16_t* p, F& even, F& odd) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+  odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))));
+}
+#endif
+
+}  // namespace qmpi::cpu::vec
