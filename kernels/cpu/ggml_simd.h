@@ -1,4 +1,4 @@
-// AVX-512 decoders of every quantized GGUF weight type, for the kernels that decode
+// AVX-512 (and AVX2) decoders of every quantized GGUF weight type, for the kernels that decode
 // weights inside their register tiles (matmul_ggml_gemv.cpp) or into a float panel
 // (matmul_ggml_blocked.cpp). The 32-element types matter as much as the k-quants: llama-quantize
 // stores a Q4_K/Q5_K/Q6_K matrix whose rows are not whole 256-blocks (qwen2.5-0.5b's 896-wide
@@ -15,7 +15,8 @@
 #include "kernels/cpu/ggml_dequant.h"
 #include "kernels/cpu/x86.h"
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)) || \
+    (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
 #define QMPI_GGML_SIMD 1
 #endif
 
@@ -29,11 +30,6 @@ inline float f16_at(const uint8_t* p) {
   return half_to_f32(h);
 }
 
-// 16 unsigned bytes as float32.
-inline __m512 bytes_to_ps(__m128i v) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
-}
-
 inline __m128i low_nibbles(__m128i v) {
   return _mm_and_si128(v, _mm_set1_epi8(0x0f));
 }
@@ -41,15 +37,122 @@ inline __m128i high_nibbles(__m128i v) {
   return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0f));
 }
 
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+// A chunk of 16 float32 weights: one register.
+using Chunk = __m512;
+inline Chunk splat(float v) {
+  return _mm512_set1_ps(v);
+}
+inline Chunk mul(Chunk a, Chunk b) {
+  return _mm512_mul_ps(a, b);
+}
+inline Chunk fma(Chunk a, Chunk b, Chunk c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+inline Chunk fms(Chunk a, Chunk b, Chunk c) {
+  return _mm512_fmsub_ps(a, b, c);
+}
+inline Chunk add(Chunk a, Chunk b) {
+  return _mm512_add_ps(a, b);
+}
+inline Chunk zero() {
+  return _mm512_setzero_ps();
+}
+// a * x[0, 16) + acc
+inline Chunk fma_x(Chunk a, const float* x, Chunk acc) {
+  return _mm512_fmadd_ps(a, _mm512_loadu_ps(x), acc);
+}
+inline float sum(Chunk a) {
+  return _mm512_reduce_add_ps(a);
+}
+inline void store(float* p, Chunk a) {
+  _mm512_storeu_ps(p, a);
+}
+// 16 unsigned (signed) bytes as float32.
+inline Chunk bytes_to_ps(__m128i v) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
+}
+inline Chunk signed_bytes_to_ps(__m128i v) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v));
+}
+// q + v in the bytes i whose bit i of `bits` is set; in the bytes where `bytes & bit` is nonzero.
+inline __m128i add_where_bits(__m128i q, uint32_t bits, int8_t v) {
+  return _mm_mask_add_epi8(q, __mmask16(bits), q, _mm_set1_epi8(v));
+}
+inline __m128i add_where_set(__m128i q, __m128i bytes, uint8_t bit, int8_t v) {
+  return _mm_mask_add_epi8(q, _mm_test_epi8_mask(bytes, _mm_set1_epi8(char(bit))), q,
+                           _mm_set1_epi8(v));
+}
+#else
+// AVX2: a chunk is two registers of 8; byte masks come from compares instead of mask registers.
+struct Chunk {
+  __m256 lo, hi;
+};
+inline Chunk splat(float v) {
+  return {_mm256_set1_ps(v), _mm256_set1_ps(v)};
+}
+inline Chunk mul(Chunk a, Chunk b) {
+  return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+}
+inline Chunk fma(Chunk a, Chunk b, Chunk c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+inline Chunk fms(Chunk a, Chunk b, Chunk c) {
+  return {_mm256_fmsub_ps(a.lo, b.lo, c.lo), _mm256_fmsub_ps(a.hi, b.hi, c.hi)};
+}
+inline Chunk add(Chunk a, Chunk b) {
+  return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+}
+inline Chunk zero() {
+  return {_mm256_setzero_ps(), _mm256_setzero_ps()};
+}
+inline Chunk fma_x(Chunk a, const float* x, Chunk acc) {
+  return {_mm256_fmadd_ps(a.lo, _mm256_loadu_ps(x), acc.lo),
+          _mm256_fmadd_ps(a.hi, _mm256_loadu_ps(x + 8), acc.hi)};
+}
+inline float sum(Chunk a) {
+  const __m256 v = _mm256_add_ps(a.lo, a.hi);
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+inline void store(float* p, Chunk a) {
+  _mm256_storeu_ps(p, a.lo);
+  _mm256_storeu_ps(p + 8, a.hi);
+}
+inline Chunk bytes_to_ps(__m128i v) {
+  return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)),
+          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(v, 8)))};
+}
+inline Chunk signed_bytes_to_ps(__m128i v) {
+  return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v)),
+          _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))};
+}
+inline __m128i add_where_bits(__m128i q, uint32_t bits, int8_t v) {
+  // byte i of the low 8 (high 8) copies byte 0 (1) of bits; each then keeps its own bit.
+  const __m128i spread =
+      _mm_shuffle_epi8(_mm_cvtsi32_si128(int(bits & 0xffff)),
+                       _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+  const __m128i bit = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+  const __m128i set = _mm_cmpeq_epi8(_mm_and_si128(spread, bit), bit);
+  return _mm_add_epi8(q, _mm_and_si128(set, _mm_set1_epi8(v)));
+}
+inline __m128i add_where_set(__m128i q, __m128i bytes, uint8_t bit, int8_t v) {
+  const __m128i b = _mm_set1_epi8(char(bit));
+  const __m128i set = _mm_cmpeq_epi8(_mm_and_si128(bytes, b), b);
+  return _mm_add_epi8(q, _mm_and_si128(set, _mm_set1_epi8(v)));
+}
+#endif
+
 struct Q8_0 {
   static constexpr int kElems = 32, kBytes = 34;
   template <class Use>
   static void block(const uint8_t* b, Use&& use) {
-    const __m512 d = _mm512_set1_ps(f16_at(b));
+    const Chunk d = splat(f16_at(b));
 #pragma GCC unroll 2
     for (int c = 0; c < 2; ++c) {
       const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + 16 * c));
-      use(c, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
+      use(c, mul(signed_bytes_to_ps(q), d));
     }
   }
 };
@@ -60,10 +163,10 @@ struct Q4_0 {
   template <class Use>
   static void block(const uint8_t* b, Use&& use) {
     const float d = f16_at(b);
-    const __m512 vd = _mm512_set1_ps(d), v8d = _mm512_set1_ps(8.0f * d);
+    const Chunk vd = splat(d), v8d = splat(8.0f * d);
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2));
-    use(0, _mm512_fmsub_ps(bytes_to_ps(low_nibbles(q)), vd, v8d));
-    use(1, _mm512_fmsub_ps(bytes_to_ps(high_nibbles(q)), vd, v8d));
+    use(0, fms(bytes_to_ps(low_nibbles(q)), vd, v8d));
+    use(1, fms(bytes_to_ps(high_nibbles(q)), vd, v8d));
   }
 };
 
@@ -75,8 +178,8 @@ struct Q45_01 {
   template <class Use>
   static void block(const uint8_t* b, Use&& use) {
     const float d = f16_at(b);
-    const __m512 vd = _mm512_set1_ps(d);
-    const __m512 vm = _mm512_set1_ps(kMin ? f16_at(b + 2) : -16.0f * d);
+    const Chunk vd = splat(d);
+    const Chunk vm = splat(kMin ? f16_at(b + 2) : -16.0f * d);
     const uint8_t* p = b + (kMin ? 4 : 2);
     uint32_t qh = 0;
     if constexpr (kFive) std::memcpy(&qh, p, 4);
@@ -84,9 +187,8 @@ struct Q45_01 {
     __m128i q[2] = {low_nibbles(raw), high_nibbles(raw)};
 #pragma GCC unroll 2
     for (int c = 0; c < 2; ++c) {
-      if constexpr (kFive)
-        q[c] = _mm_mask_add_epi8(q[c], __mmask16(qh >> (16 * c)), q[c], _mm_set1_epi8(16));
-      use(c, _mm512_fmadd_ps(bytes_to_ps(q[c]), vd, vm));
+      if constexpr (kFive) q[c] = add_where_bits(q[c], qh >> (16 * c), 16);
+      use(c, fma(bytes_to_ps(q[c]), vd, vm));
     }
   }
 };
@@ -108,17 +210,14 @@ struct Q45_K {
     for (int s = 0; s < 8; ++s) {
       uint8_t sc, mn;
       k_quant_scale_min(b + 4, s, sc, mn);
-      const __m512 ds = _mm512_set1_ps(d * float(sc)), ms = _mm512_set1_ps(dmin * float(mn));
+      const Chunk ds = splat(d * float(sc)), ms = splat(dmin * float(mn));
 #pragma GCC unroll 2
       for (int hh = 0; hh < 2; ++hh) {
         const __m128i raw =
             _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 32 * (s / 2) + 16 * hh));
         __m128i q = s % 2 ? high_nibbles(raw) : low_nibbles(raw);
-        if constexpr (kFive) {
-          const __mmask16 hi = _mm_test_epi8_mask(qh[hh], _mm_set1_epi8(char(1 << s)));
-          q = _mm_mask_add_epi8(q, hi, q, _mm_set1_epi8(16));
-        }
-        use(2 * s + hh, _mm512_fmsub_ps(bytes_to_ps(q), ds, ms));
+        if constexpr (kFive) q = add_where_set(q, qh[hh], uint8_t(1 << s), 16);
+        use(2 * s + hh, fms(bytes_to_ps(q), ds, ms));
       }
     }
   }
@@ -145,17 +244,16 @@ struct Q23_K {
         for (int j = 0; j < 4; ++j) {
           const int c = 8 * h + 2 * j + hh;
           __m128i q = _mm_and_si128(_mm_srli_epi16(raw, 2 * j), _mm_set1_epi8(3));
-          __m512 s, m;
+          Chunk s, m;
           if constexpr (kThree) {
-            const __mmask16 high = _mm_test_epi8_mask(hmask, _mm_set1_epi8(char(1 << (4 * h + j))));
-            q = _mm_mask_add_epi8(q, high, q, _mm_set1_epi8(4));
+            q = add_where_set(q, hmask, uint8_t(1 << (4 * h + j)), 4);
             const float sc = d * float(q3_k_scale(b + 96, c));
-            s = _mm512_set1_ps(sc), m = _mm512_set1_ps(4.0f * sc);
+            s = splat(sc), m = splat(4.0f * sc);
           } else {
             const uint8_t sc = b[c];
-            s = _mm512_set1_ps(d * float(sc & 15)), m = _mm512_set1_ps(dmin * float(sc >> 4));
+            s = splat(d * float(sc & 15)), m = splat(dmin * float(sc >> 4));
           }
-          use(c, _mm512_fmsub_ps(bytes_to_ps(q), s, m));
+          use(c, fms(bytes_to_ps(q), s, m));
         }
       }
     }
@@ -186,8 +284,7 @@ struct Q6_K {
               _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(qh, 2 * k), _mm_set1_epi8(3)), 4);
           const int c = 8 * h + 2 * k + hh;
           const float s = d * float(scales[c]);
-          use(c, _mm512_fmsub_ps(bytes_to_ps(_mm_or_si128(lo, hi)), _mm512_set1_ps(s),
-                                 _mm512_set1_ps(32.0f * s)));
+          use(c, fms(bytes_to_ps(_mm_or_si128(lo, hi)), splat(s), splat(32.0f * s)));
         }
       }
   }

@@ -32,14 +32,14 @@ void decode_run(const GgmlWeightView& w, const GgmlTypeInfo& t, int64_t r, int64
     using D = decltype(d);
     for (int64_t k = 0; k < kn; k += D::kElems)
       D::block(src + k / D::kElems * D::kBytes,
-               [&](int c, __m512 v) { _mm512_store_ps(dst + k + 16 * c, v); });
+               [&](int c, ggml_simd::Chunk v) { ggml_simd::store(dst + k + 16 * c, v); });
   });
   if (simd) return;
 #endif
   dequantize_ggml_row(w.type, src, dst, kn);
 }
 
-#if defined(QMPI_GGML_SIMD)
+#if defined(__AVX512F__)
 
 // r[16] rows of 16 -> its transpose, by swapping the off-diagonal b x b sub-blocks of every
 // 2b x 2b block for b = 8, 4, 2, 1 (rows i and i + b trade their column blocks).
@@ -67,7 +67,7 @@ inline void transpose16(__m512 r[16]) {
 // panel[k * kPanelRows + h + i] = stage[i * kColumn + k] for i < 16, k < kn.
 void stage_to_panel(const float* stage, int64_t kn, int h, float* panel) {
   int64_t k = 0;
-#if defined(QMPI_GGML_SIMD)
+#if defined(__AVX512F__)
   for (; k + 16 <= kn; k += 16) {
     __m512 r[16];
     for (int i = 0; i < 16; ++i) r[i] = _mm512_load_ps(stage + i * kColumn + k);

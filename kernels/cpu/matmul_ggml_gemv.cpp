@@ -4,6 +4,8 @@
 // Consecutive chunks feed two accumulator sets, so a single token still has two independent FMA
 // chains.
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
@@ -18,37 +20,45 @@ namespace {
 
 // Below this many weights per thread, extra threads cost more than they bring.
 constexpr int64_t kGrain = 64 * 1024;
-// Rows of x one pass over a weight row serves.
+// Rows of x one pass over a weight row serves: 2 x 8 accumulator chunks of AVX-512's 32
+// registers, 2 x 3 (of two registers each) of AVX2's 16.
+#if defined(__AVX512F__)
 constexpr int kTokens = 8;
+#else
+constexpr int kTokens = 3;
+#endif
 
 template <class D, int T>
 void row_times_x(const GgmlWeightView& w, int64_t r, const float* x, int64_t t0, const float* bias,
                  float* out) {
-  __m512 acc[2][T];
-  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+  using namespace ggml_simd;
+  Chunk acc[2][T];
+  for (int t = 0; t < T; ++t) acc[0][t] = acc[1][t] = zero();
   const uint8_t* row = w.data + r * w.row_bytes;
   const float* x0 = x + t0 * w.cols;
   for (int64_t blk = 0; blk < w.cols / D::kElems; ++blk) {
     const float* xb = x0 + blk * D::kElems;
-    D::block(row + blk * D::kBytes, [&](int c, __m512 wv) {
+    D::block(row + blk * D::kBytes, [&](int c, Chunk wv) {
       for (int t = 0; t < T; ++t)
-        acc[c & 1][t] =
-            _mm512_fmadd_ps(wv, _mm512_loadu_ps(xb + t * w.cols + 16 * c), acc[c & 1][t]);
+        acc[c & 1][t] = fma_x(wv, xb + t * w.cols + 16 * c, acc[c & 1][t]);
     });
   }
   for (int t = 0; t < T; ++t)
-    out[(t0 + t) * w.rows + r] =
-        _mm512_reduce_add_ps(_mm512_add_ps(acc[0][t], acc[1][t])) + (bias ? bias[r] : 0.0f);
+    out[(t0 + t) * w.rows + r] = sum(add(acc[0][t], acc[1][t])) + (bias ? bias[r] : 0.0f);
+}
+
+// row_times_x<D, T> for T in 1..kTokens, by T - 1.
+template <class D, int... I>
+constexpr auto row_fns(std::integer_sequence<int, I...>) {
+  using RowFn =
+      void (*)(const GgmlWeightView&, int64_t, const float*, int64_t, const float*, float*);
+  return std::array<RowFn, kTokens>{row_times_x<D, I + 1>...};
 }
 
 template <class D>
 void gemv(const float* x, int64_t n, const GgmlWeightView& w, const float* bias, float* out,
           int threads) {
-  using RowFn =
-      void (*)(const GgmlWeightView&, int64_t, const float*, int64_t, const float*, float*);
-  constexpr RowFn kFns[kTokens] = {row_times_x<D, 1>, row_times_x<D, 2>, row_times_x<D, 3>,
-                                   row_times_x<D, 4>, row_times_x<D, 5>, row_times_x<D, 6>,
-                                   row_times_x<D, 7>, row_times_x<D, 8>};
+  constexpr auto kFns = row_fns<D>(std::make_integer_sequence<int, kTokens>{});
   const int nt = threads_for(threads, w.rows * w.cols, kGrain);
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int64_t r = 0; r < w.rows; ++r)
