@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/cpu/e4m3_simd.h"
 #include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
@@ -64,6 +65,16 @@ inline const float* kv_row(const void* pool, DType t, int64_t at, int32_t d, flo
     for (; c + 16 <= d; c += 16) {
       const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c));
       _mm512_storeu_ps(buf + c, _mm512_mul_ps(e4m3x16_to_ps(b), s));
+    }
+#elif defined(QMPI_CPU_VEC)
+    // e4m3_load's values are the codes' times 2^-8, exactly; times scale * 2^8 they round once,
+    // as e4m3_to_f32(code) * scale does (one call of which per element made an fp8 32k layer
+    // 14x slower than a bf16 one on AVX2).
+    const vec::F s = vec::splat(scale * 256.0f);
+    for (; c + 2 * vec::kLanes <= d; c += 2 * vec::kLanes) {
+      const E4m3Pair v = e4m3_load(src + c);
+      vec::store(buf + c, vec::mul(v.lo, s));
+      vec::store(buf + c + vec::kLanes, vec::mul(v.hi, s));
     }
 #endif
     for (; c < d; ++c) buf[c] = e4m3_to_f32(src[c]) * scale;
