@@ -10,10 +10,10 @@ namespace qmpi::cpu {
 LogSumExp log_sum_exp(const float* x, int64_t n) {
   float mx = x[0];
   int64_t i = 0;
-#if defined(__AVX512F__)
-  __m512 vmax = _mm512_set1_ps(x[0]);
-  for (; i + 16 <= n; i += 16) vmax = _mm512_max_ps(vmax, _mm512_loadu_ps(x + i));
-  mx = _mm512_reduce_max_ps(vmax);
+#if defined(QMPI_CPU_VEC)
+  vec::F vmax = vec::splat(x[0]);
+  for (; i + vec::kLanes <= n; i += vec::kLanes) vmax = vec::max(vmax, vec::load(x + i));
+  mx = vec::max_of(vmax);
 #endif
   for (; i < n; ++i) mx = std::max(mx, x[i]);
 
@@ -21,15 +21,15 @@ LogSumExp log_sum_exp(const float* x, int64_t n) {
   // ~1e-5 relative), added in double.
   double sum = 0.0;
   i = 0;
-#if defined(__AVX512F__)
+#if defined(QMPI_CPU_VEC)
   constexpr int64_t kRun = 1024;
-  const __m512 shift = _mm512_set1_ps(mx);
-  for (; i + 16 <= n;) {
-    __m512 acc = _mm512_setzero_ps();
-    const int64_t end = std::min(n - 15, i + kRun);
-    for (; i < end; i += 16)
-      acc = _mm512_add_ps(acc, exp_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), shift)));
-    sum += double(_mm512_reduce_add_ps(acc));
+  const vec::F shift = vec::splat(mx);
+  for (; i + vec::kLanes <= n;) {
+    vec::F acc = vec::zero();
+    const int64_t end = std::min(n - (vec::kLanes - 1), i + kRun);
+    for (; i < end; i += vec::kLanes)
+      acc = vec::add(acc, exp_ps(vec::sub(vec::load(x + i), shift)));
+    sum += double(vec::sum(acc));
   }
 #endif
   for (; i < n; ++i) sum += std::exp(double(x[i]) - double(mx));

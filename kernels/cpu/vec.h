@@ -41,8 +41,14 @@ inline F sub(F a, F b) {
 inline F div(F a, F b) {
   return _mm512_div_ps(a, b);
 }
+inline F max(F a, F b) {
+  return _mm512_max_ps(a, b);
+}
 inline float sum(F v) {
   return _mm512_reduce_add_ps(v);
+}
+inline float max_of(F v) {
+  return _mm512_reduce_max_ps(v);
 }
 // The first n (<= kLanes) floats at p, zeros after them; and their store.
 inline F load_first(const float* p, int n) {
@@ -101,10 +107,19 @@ inline F sub(F a, F b) {
 inline F div(F a, F b) {
   return _mm256_div_ps(a, b);
 }
+inline F max(F a, F b) {
+  return _mm256_max_ps(a, b);
+}
 inline float sum(F v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+inline float max_of(F v) {
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
 }
 inline __m256i first_lanes(int n) {
