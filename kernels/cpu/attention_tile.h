@@ -68,32 +68,18 @@ inline void transpose_keys(const T* const* rows, int32_t nk, int32_t d, T* kt) {
       }
     }
 #elif defined(QMPI_CPU_VEC)
-  // AVX2: 8 x 8 blocks, each transposed in registers (pairs of rows interleaved, then pairs of
-  // pairs, then the 128-bit halves swapped across); columns past the last multiple of 8 go one
-  // element at a time.
+  // AVX2: 8 x 8 blocks, each transposed in registers (vec::transpose); columns past the last
+  // multiple of 8 go one element at a time.
   const int32_t d8 = d / 8 * 8;
   for (int32_t j0 = 0; j0 < kTile; j0 += 8)
     for (int32_t c0 = 0; c0 < d8; c0 += 8) {
-      __m256 r[8], t[8], u[8];
+      vec::F r[8];
       for (int32_t j = 0; j < 8; ++j)
-        r[j] = j0 + j < nk ? _mm256_loadu_ps(reinterpret_cast<const float*>(rows[j0 + j] + c0))
-                           : _mm256_setzero_ps();
-      for (int k = 0; k < 4; ++k) {
-        t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-        t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-      }
-      for (int k = 0; k < 2; ++k) {
-        u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-        u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xee);
-        u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-        u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xee);
-      }
-      for (int q = 0; q < 4; ++q) {
-        float* lo = reinterpret_cast<float*>(kt + (c0 + q) * kTile + j0);
-        float* hi = reinterpret_cast<float*>(kt + (c0 + 4 + q) * kTile + j0);
-        _mm256_storeu_ps(lo, _mm256_permute2f128_ps(u[q], u[4 + q], 0x20));
-        _mm256_storeu_ps(hi, _mm256_permute2f128_ps(u[q], u[4 + q], 0x31));
-      }
+        r[j] = j0 + j < nk ? vec::load(reinterpret_cast<const float*>(rows[j0 + j] + c0))
+                           : vec::zero();
+      vec::transpose(r);
+      for (int32_t c = 0; c < 8; ++c)
+        vec::store(reinterpret_cast<float*>(kt + (c0 + c) * kTile + j0), r[c]);
     }
   for (int32_t c = d8; c < d; ++c)
     for (int32_t j = 0; j < kTile; ++j) kt[c * kTile + j] = j < nk ? rows[j][c] : T(0);

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
@@ -18,11 +20,17 @@ namespace {
 // Below this many adapter elements per thread, a second thread costs more than it brings (as
 // the GEMV's grain).
 constexpr int64_t kGrain = 32 * 1024;
-// Phase 1 computes kARows rows of A against kXRows rows of x at a time (16 accumulators).
+// Phase 1 computes kARows rows of A against kXRows rows of x at a time (16 accumulators of
+// AVX-512's 32 registers, 8 of AVX2's 16). Phase 2 adds kTile output columns of a row at a time:
+// one vector of float32.
 constexpr int64_t kARows = 4;
+#if defined(QMPI_CPU_VEC)
+constexpr int64_t kXRows = vec::kLanes == 16 ? 4 : 2;
+constexpr int64_t kTile = vec::kLanes;
+#else
 constexpr int64_t kXRows = 4;
-// Phase 2 adds kTile output columns of a row at a time: one vector of float32.
 constexpr int64_t kTile = 16;
+#endif
 // The thread_scratch slot of the low rows.
 constexpr int kLowSlot = 7;
 // Adapters are read once a step from DRAM (tens of MB, past the last-level cache) in short
@@ -39,7 +47,7 @@ inline void prefetch_lines(const char* base, int64_t size, int64_t from, int64_t
 
 // A segment's low rows are r floats padded with zeros to whole vectors.
 inline int64_t padded(int64_t r) {
-  return (r + 15) / 16 * 16;
+  return (r + kTile - 1) / kTile * kTile;
 }
 
 void check(int64_t n, std::span<const LoraSegment> segments) {
@@ -63,22 +71,19 @@ void check(int64_t n, std::span<const LoraSegment> segments) {
   }
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#if defined(QMPI_CPU_VEC)
 
-inline __mmask16 tail_mask(int64_t left) {
-  return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-}
-
-// Elements [k, k + 16) of a BF16, F16 or F32 row as float32, lanes outside `m` zero.
+// Elements [k, k + n) (n <= kTile) of a BF16, F16 or F32 row as float32, lanes past n zero.
 template <DType T>
-inline __m512 load16(const void* row, int64_t k, __mmask16 m) {
-  if constexpr (T == DType::BF16) {
-    const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + k);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-  } else if constexpr (T == DType::F16) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(row) + k));
+inline vec::F load_row(const void* row, int64_t k, int64_t n) {
+  if constexpr (T == DType::F32) {
+    const float* p = static_cast<const float*>(row) + k;
+    return n == kTile ? vec::load(p) : vec::load_first(p, int(n));
   } else {
-    return _mm512_maskz_loadu_ps(m, static_cast<const float*>(row) + k);
+    const uint16_t* p = static_cast<const uint16_t*>(row) + k;
+    alignas(64) uint16_t tail[kTile] = {};
+    if (n < kTile) p = static_cast<const uint16_t*>(std::memcpy(tail, p, size_t(n) * 2));
+    return T == DType::BF16 ? vec::load_bf16(p) : vec::load_f16(p);
   }
 }
 
@@ -94,96 +99,58 @@ void low_rows(const float* x, const LoraSegment& s, int64_t j0, float* low) {
   for (int64_t i0 = 0; i0 < s.count; i0 += kXRows) {
     const float* xr[kXRows];
     for (int64_t v = 0; v < kXRows; ++v) xr[v] = x + s.rows[std::min(i0 + v, s.count - 1)] * in;
-    __m512 acc[kARows][kXRows];
+    vec::F acc[kARows][kXRows];
     for (auto& row : acc)
-      for (__m512& c : row) c = _mm512_setzero_ps();
-    for (int64_t k = 0; k < in; k += 16) {
-      const __mmask16 m = tail_mask(in - k);
+      for (vec::F& c : row) c = vec::zero();
+    for (int64_t k = 0; k < in; k += kTile) {
+      const int64_t n = std::min(kTile, in - k);
       // The next block of kARows rows follows this one in A; the first pass over x fetches it
       // at the pace this block is read.
       if (i0 == 0)
         prefetch_lines(a_base, a_size, (j0 + kARows) * in * esz + kARows * k * esz,
-                       kARows * 16 * esz);
-      __m512 w[kARows];
-      for (int64_t u = 0; u < kARows; ++u) w[u] = load16<T>(a[u], k, m);
+                       kARows * kTile * esz);
+      vec::F w[kARows];
+      for (int64_t u = 0; u < kARows; ++u) w[u] = load_row<T>(a[u], k, n);
       for (int64_t v = 0; v < kXRows; ++v) {
-        const __m512 xv = _mm512_maskz_loadu_ps(m, xr[v] + k);
-        for (int64_t u = 0; u < kARows; ++u) acc[u][v] = _mm512_fmadd_ps(w[u], xv, acc[u][v]);
+        const vec::F xv = n == kTile ? vec::load(xr[v] + k) : vec::load_first(xr[v] + k, int(n));
+        for (int64_t u = 0; u < kARows; ++u) acc[u][v] = vec::fma(w[u], xv, acc[u][v]);
       }
     }
     // Reduced with constant indices first: a loop bounded by count and r made the compiler
     // keep acc[][] on the stack too, sixteen stores in every step of the k loop above.
     float sums[kARows][kXRows];
     for (int64_t u = 0; u < kARows; ++u)
-      for (int64_t v = 0; v < kXRows; ++v) sums[u][v] = _mm512_reduce_add_ps(acc[u][v]);
+      for (int64_t v = 0; v < kXRows; ++v) sums[u][v] = vec::sum(acc[u][v]);
     for (int64_t v = 0; v < kXRows && i0 + v < s.count; ++v)
       for (int64_t u = 0; u < kARows && j0 + u < r; ++u)
         low[(i0 + v) * padded(r) + j0 + u] = s.scale * sums[u][v];
   }
 }
 
-// The lane indices of one transpose round: row p (p & H == 0) keeps its left H-lane blocks and
-// takes row p + H's left ones (`upper`); row p + H takes row p's right blocks (`lower`). Index
-// 16 + i is lane i of the second operand (row p + H).
-template <int H>
-struct RoundIndex {
-  alignas(64) int32_t upper[16], lower[16];
-  constexpr RoundIndex() : upper(), lower() {
-    for (int lane = 0; lane < 16; ++lane) {
-      upper[lane] = (lane & H) ? 16 + lane - H : lane;
-      lower[lane] = (lane & H) ? 16 + lane : lane + H;
-    }
-  }
-};
-
-// Each round's H is a constant, so the rows stay in registers: with H a loop variable the
-// compiler kept v[] on the stack and the transpose cost more than the FMAs it feeds.
-template <int H>
-inline void transpose_round(__m512* v) {
-  static constexpr RoundIndex<H> idx;
-  const __m512i upper = _mm512_load_si512(idx.upper), lower = _mm512_load_si512(idx.lower);
-#pragma GCC unroll 16
-  for (int p = 0; p < 16; ++p) {
-    if (p & H) continue;
-    const __m512 a = v[p], b = v[p + H];
-    v[p] = _mm512_permutex2var_ps(a, upper, b);
-    v[p + H] = _mm512_permutex2var_ps(a, lower, b);
-  }
-}
-
-// v[j] lane l = the old v[l] lane j: a 16 x 16 transpose in registers, as four rounds that
-// swap the off-diagonal H x H blocks of every 2H x 2H block.
-inline void transpose16(__m512* v) {
-  transpose_round<8>(v);
-  transpose_round<4>(v);
-  transpose_round<2>(v);
-  transpose_round<1>(v);
-}
-
-// out[rows[i], o0 .. o0 + 16) += low[i] . B[o]^T for every row of the segment. Each 16 x 16
-// block of B (16 outputs, 16 of the r inputs) is widened and transposed in registers once, then
-// every row adds its 16 broadcast low values times those vectors: no reduction across lanes.
-// low rows are padded with zeros to whole blocks (padded(r)), as B's missing columns are.
+// out[rows[i], o0 .. o0 + kTile) += low[i] . B[o]^T for every row of the segment. Each
+// kTile x kTile block of B (kTile outputs, kTile of the r inputs) is widened and transposed in
+// registers once (vec::transpose), then every row adds its broadcast low values times those
+// vectors: no reduction across lanes. low rows are padded with zeros to whole blocks
+// (padded(r)), as B's missing columns are.
 template <DType T>
 void add_tile(const LoraSegment& s, const float* low, int64_t o0) {
   const int64_t r = s.b.cols, rp = padded(r), esz = int64_t(dtype_size(T)), width = s.b.rows;
   const int64_t rows = std::min(kTile, width - o0);
   const auto* b = static_cast<const char*>(s.b.data);
-  const __mmask16 om = tail_mask(rows);
   // The tiles of B follow each other in memory: fetch the one kAheadBytes on.
   prefetch_lines(b, width * r * esz, o0 * r * esz + kAheadBytes, kTile * r * esz);
-  for (int64_t c = 0; c < r; c += 16) {
-    __m512 v[16];
-    for (int64_t l = 0; l < 16; ++l)
+  for (int64_t c = 0; c < r; c += kTile) {
+    vec::F v[kTile];
+    for (int64_t l = 0; l < kTile; ++l)
       v[l] =
-          l < rows ? load16<T>(b + (o0 + l) * r * esz, c, tail_mask(r - c)) : _mm512_setzero_ps();
-    transpose16(v);
+          l < rows ? load_row<T>(b + (o0 + l) * r * esz, c, std::min(kTile, r - c)) : vec::zero();
+    vec::transpose(v);
     for (int64_t i = 0; i < s.count; ++i) {
       const float* li = low + i * rp + c;
-      __m512 acc = _mm512_setzero_ps();
-      for (int j = 0; j < 16; ++j) acc = _mm512_fmadd_ps(_mm512_set1_ps(li[j]), v[j], acc);
+      vec::F acc = vec::zero();
+      for (int j = 0; j < kTile; ++j) acc = vec::fma(vec::splat(li[j]), v[j], acc);
       float* o = s.out + s.rows[i] * width + o0;
-      _mm512_mask_storeu_ps(o, om, _mm512_add_ps(_mm512_maskz_loadu_ps(om, o), acc));
+      vec::store_first(o, int(rows), vec::add(vec::load_first(o, int(rows)), acc));
     }
   }
 }

@@ -76,6 +76,37 @@ inline void load_bf16_even_odd(const uint16_t* p, F& even, F& odd) {
   odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
 }
 
+// v[j] lane l = the old v[l] lane j: a kLanes x kLanes transpose in registers, as rounds that
+// swap the off-diagonal H x H blocks of every 2H x 2H block (H = 8, 4, 2, 1). Each round's H is
+// a constant, so the rows stay in registers: with H a loop variable the compiler kept v[] on the
+// stack and the transpose cost more than the FMAs it feeds.
+template <int H>
+inline void transpose_round(F* v) {
+  struct Index {
+    alignas(64) int32_t upper[16], lower[16];
+    constexpr Index() : upper(), lower() {
+      for (int lane = 0; lane < 16; ++lane) {
+        upper[lane] = (lane & H) ? 16 + lane - H : lane;
+        lower[lane] = (lane & H) ? 16 + lane : lane + H;
+      }
+    }
+  };
+  static constexpr Index idx;
+  const __m512i upper = _mm512_load_si512(idx.upper), lower = _mm512_load_si512(idx.lower);
+#pragma GCC unroll 16
+  for (int p = 0; p < 16; ++p) {
+    if (p & H) continue;
+    const F a = v[p], b = v[p + H];
+    v[p] = _mm512_permutex2var_ps(a, upper, b);
+    v[p + H] = _mm512_permutex2var_ps(a, lower, b);
+  }
+}
+inline void transpose(F* v) {
+  transpose_round<8>(v);
+  transpose_round<4>(v);
+  transpose_round<2>(v);
+  transpose_round<1>(v);
+}
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define QMPI_CPU_VEC 1
 using F = __m256;
@@ -145,6 +176,25 @@ inline void load_bf16_even_odd(const uint16_t* p, F& even, F& odd) {
   const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
   even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
   odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))));
+}
+// v[j] lane l = the old v[l] lane j, 8 x 8: pairs of rows interleaved, then pairs of pairs,
+// then the 128-bit halves swapped across.
+inline void transpose(F* v) {
+  F t[8], u[8];
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_ps(v[2 * k], v[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(v[2 * k], v[2 * k + 1]);
+  }
+  for (int k = 0; k < 2; ++k) {
+    u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+    u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xee);
+    u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+    u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xee);
+  }
+  for (int q = 0; q < 4; ++q) {
+    v[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
+    v[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
+  }
 }
 #endif
 
