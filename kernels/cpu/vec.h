@@ -1,8 +1,8 @@
 // One float32 SIMD register of the widest kind the build has (AVX-512: 16 lanes; AVX2 with FMA
-// and F16C: 8) and the few operations the float32 GEMV and GEMM tiles use, so that each tile is
-// written once for both: a CPU without AVX-512 (the CI host is an AVX2-only EPYC) otherwise ran
-// the portable loops, at a fifth of its read bandwidth in decode. QMPI_CPU_VEC is defined where
-// one of the two exists.
+// and F16C: 8) and the operations the float32 kernels use (GEMV and GEMM tiles, the quantized
+// prefill panel, attention, exp, log-sum-exp, LoRA), so that each is written once for both: a CPU
+// without AVX-512 (the CI host is an AVX2-only EPYC) otherwise ran the portable loops, at a fifth
+// of its read bandwidth in decode. QMPI_CPU_VEC is defined where one of the two exists.
 #pragma once
 #include <cstdint>
 
