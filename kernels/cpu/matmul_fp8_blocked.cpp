@@ -1,9 +1,9 @@
 // The prefill FP8 matmul. With bf16 activations it runs the bf16 GEMM's tiles on rows decoded
 // to bf16 (Fp8Rows below, scaled_rows.h). With float32 ones each thread takes panels of
 // kPanelRows output rows; a panel's weights are decoded one run of inputs at a time (one scale
-// block, at most kChunk inputs) through the e4m3 table into an L1 panel laid out input-major,
-// scaled there, and every token of x multiplies that panel (panel_times_x.h) before the next run
-// is decoded. x is read in place.
+// block, at most kChunk inputs) in registers (or through the e4m3 table) into an L1 panel laid
+// out input-major, scaled there, and every token of x multiplies that panel (panel_times_x.h)
+// before the next run is decoded. x is read in place.
 #include <algorithm>
 #include <vector>
 
@@ -14,6 +14,7 @@
 #include "kernels/cpu/panel_times_x.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scaled_rows.h"
+#include "kernels/cpu/vec.h"
 
 namespace qmpi::cpu {
 namespace {
@@ -24,6 +25,36 @@ constexpr int64_t kChunk = 128;  // inputs per panel: 16 KiB of floats
 // Rows [r0, r0 + kPanelRows) (zero past the last row), inputs [k0, k1) (one scale column):
 // dst[(k - k0) * kPanelRows + rr].
 void decode_chunk(const Fp8WeightView& w, int64_t r0, int64_t k0, int64_t k1, float* dst) {
+#if defined(QMPI_CPU_VEC)
+  // kLanes rows x 2 kLanes codes at a time, decoded in registers (values times 2^-8, scaled by
+  // the block's scale times 2^8: the same single rounding as the table's value times the scale)
+  // and transposed into the panel's input-major rows. The table, one element at a time, cost
+  // more instructions per weight than the GEMM's FMAs on it at 128 tokens.
+  constexpr int64_t kL = vec::kLanes;
+  for (int64_t h = 0; h < kPanelRows; h += kL)
+    for (int64_t k = k0; k < k1; k += 2 * kL) {
+      const int64_t n = std::min(2 * kL, k1 - k);
+      vec::F lo[kL], hi[kL];
+      for (int64_t i = 0; i < kL; ++i) {
+        const int64_t r = r0 + h + i;
+        if (r >= w.rows) {
+          lo[i] = hi[i] = vec::zero();
+          continue;
+        }
+        const uint8_t* q = w.q + r * w.cols + k;
+        const E4m3Pair v = n == 2 * kL ? e4m3_load(q) : e4m3_load_first(q, int(n));
+        const vec::F s = vec::splat(fp8_scale(w, r, k0) * 256.0f);
+        lo[i] = vec::mul(v.lo, s);
+        hi[i] = vec::mul(v.hi, s);
+      }
+      vec::transpose(lo);
+      vec::transpose(hi);
+      for (int64_t j = 0; j < kL && j < n; ++j)
+        vec::store(dst + (k - k0 + j) * kPanelRows + h, lo[j]);
+      for (int64_t j = 0; j < kL && kL + j < n; ++j)
+        vec::store(dst + (k - k0 + kL + j) * kPanelRows + h, hi[j]);
+    }
+#else
   const float* lut = e4m3_table();
   for (int rr = 0; rr < kPanelRows; ++rr) {
     const int64_t r = r0 + rr;
@@ -35,6 +66,7 @@ void decode_chunk(const Fp8WeightView& w, int64_t r0, int64_t k0, int64_t k1, fl
     const uint8_t* q = w.q + r * w.cols;
     for (int64_t k = k0; k < k1; ++k) dst[(k - k0) * kPanelRows + rr] = lut[q[k]] * s;
   }
+#endif
 }
 
 // The weight for the bf16 tiles: a row's codes as bf16 bits times 2^-8 (e4m3_simd.h), each scale
