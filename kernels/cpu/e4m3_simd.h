@@ -4,7 +4,6 @@
 // 2 * vec::kLanes codes at p, e4m3_load_first(p, n) the first n of them (zeros after).
 #pragma once
 #include <cstdint>
-#include <cstring>
 
 #include "core/dtype.h"
 #include "kernels/cpu/vec.h"
@@ -63,9 +62,9 @@ inline E4m3Pair e4m3_load(const uint8_t* p) {
   return e4m3_decode16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 inline E4m3Pair e4m3_load_first(const uint8_t* p, int n) {
-  alignas(16) uint8_t buf[16] = {};
-  std::memcpy(buf, p, size_t(n));
-  return e4m3_decode16(_mm_load_si128(reinterpret_cast<const __m128i*>(buf)));
+  alignas(16) uint8_t buf[16];
+  return e4m3_decode16(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(vec::whole_or_padded(p, n, buf))));
 }
 
 #endif

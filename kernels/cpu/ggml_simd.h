@@ -13,6 +13,7 @@
 #include "core/ggml_types.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/ggml_dequant.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
 #if (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)) || \
@@ -111,10 +112,7 @@ inline Chunk fma_x(Chunk a, const float* x, Chunk acc) {
           _mm256_fmadd_ps(a.hi, _mm256_loadu_ps(x + 8), acc.hi)};
 }
 inline float sum(Chunk a) {
-  const __m256 v = _mm256_add_ps(a.lo, a.hi);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+  return vec::sum(_mm256_add_ps(a.lo, a.hi));
 }
 inline void store(float* p, Chunk a) {
   _mm256_storeu_ps(p, a.lo);

@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -80,9 +79,8 @@ inline vec::F load_row(const void* row, int64_t k, int64_t n) {
     const float* p = static_cast<const float*>(row) + k;
     return n == kTile ? vec::load(p) : vec::load_first(p, int(n));
   } else {
-    const uint16_t* p = static_cast<const uint16_t*>(row) + k;
-    alignas(64) uint16_t tail[kTile] = {};
-    if (n < kTile) p = static_cast<const uint16_t*>(std::memcpy(tail, p, size_t(n) * 2));
+    alignas(64) uint16_t tail[kTile];
+    const uint16_t* p = vec::whole_or_padded(static_cast<const uint16_t*>(row) + k, n, tail);
     return T == DType::BF16 ? vec::load_bf16(p) : vec::load_f16(p);
   }
 }

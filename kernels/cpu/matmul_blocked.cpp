@@ -307,16 +307,18 @@ template <template <int, int> class Kernel, int NV, int... I>
 constexpr std::array<TileFn, kMR> tiles_by_rows(std::integer_sequence<int, I...>) {
   return {&Kernel<I + 1, NV>::run...};
 }
-// Tiles of 1..kMR rows for each panel width (NV = 1, 2, 4 vectors of tokens); no shape has more
-// than 6 rows at 4 vectors, so those tables stop there.
+// Tiles of 1..kMR rows for each panel width: NV = 1 and 2 vectors of tokens, and the wide
+// shape's (4 on AVX-512, with at most kWide.mr rows; on AVX2 the wide shape is the narrow one).
+constexpr int kWideVecs = kWide.nt / vec::kLanes;
 template <template <int, int> class Kernel>
 struct TileTables {
   static constexpr auto v1 = tiles_by_rows<Kernel, 1>(std::make_integer_sequence<int, kMR>{});
   static constexpr auto v2 = tiles_by_rows<Kernel, 2>(std::make_integer_sequence<int, kMR>{});
-  static constexpr auto v4 = tiles_by_rows<Kernel, 4>(std::make_integer_sequence<int, kWide.mr>{});
+  static constexpr auto wide =
+      tiles_by_rows<Kernel, kWideVecs>(std::make_integer_sequence<int, kWide.mr>{});
   static TileFn pick(int mr, int width) {
     const int nv = width / vec::kLanes;
-    return nv == 4 ? v4[mr - 1] : nv == 2 ? v2[mr - 1] : v1[mr - 1];
+    return nv == 1 ? v1[mr - 1] : nv == 2 ? v2[mr - 1] : wide[mr - 1];
   }
 };
 template <int MR, int NV>

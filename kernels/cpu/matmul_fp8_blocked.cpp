@@ -31,7 +31,10 @@ void decode_chunk(const Fp8WeightView& w, int64_t r0, int64_t k0, int64_t k1, fl
   // and transposed into the panel's input-major rows. The table, one element at a time, cost
   // more instructions per weight than the GEMM's FMAs on it at 128 tokens.
   constexpr int64_t kL = vec::kLanes;
-  for (int64_t h = 0; h < kPanelRows; h += kL)
+  for (int64_t h = 0; h < kPanelRows; h += kL) {
+    float scale[kL];  // the rows' block scales times 2^8
+    for (int64_t i = 0; i < kL; ++i)
+      scale[i] = r0 + h + i < w.rows ? fp8_scale(w, r0 + h + i, k0) * 256.0f : 0.0f;
     for (int64_t k = k0; k < k1; k += 2 * kL) {
       const int64_t n = std::min(2 * kL, k1 - k);
       vec::F lo[kL], hi[kL];
@@ -43,9 +46,8 @@ void decode_chunk(const Fp8WeightView& w, int64_t r0, int64_t k0, int64_t k1, fl
         }
         const uint8_t* q = w.q + r * w.cols + k;
         const E4m3Pair v = n == 2 * kL ? e4m3_load(q) : e4m3_load_first(q, int(n));
-        const vec::F s = vec::splat(fp8_scale(w, r, k0) * 256.0f);
-        lo[i] = vec::mul(v.lo, s);
-        hi[i] = vec::mul(v.hi, s);
+        lo[i] = vec::mul(v.lo, vec::splat(scale[i]));
+        hi[i] = vec::mul(v.hi, vec::splat(scale[i]));
       }
       vec::transpose(lo);
       vec::transpose(hi);
@@ -54,6 +56,7 @@ void decode_chunk(const Fp8WeightView& w, int64_t r0, int64_t k0, int64_t k1, fl
       for (int64_t j = 0; j < kL && kL + j < n; ++j)
         vec::store(dst + (k - k0 + kL + j) * kPanelRows + h, hi[j]);
     }
+  }
 #else
   const float* lut = e4m3_table();
   for (int rr = 0; rr < kPanelRows; ++rr) {

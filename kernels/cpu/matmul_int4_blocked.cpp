@@ -33,6 +33,11 @@ struct PanelArgs {
   const int32_t* group_of_word;
 };
 
+// The panel's entries of the block at row h, for n inputs: zero (the block is past the last row).
+inline void zero_block(float* dst, int64_t h, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) std::fill_n(dst + k * kPanelRows + h, kInt4Block, 0.0f);
+}
+
 #if defined(__AVX512F__)
 
 // Rows [r0, r0 + 32) (zero past the last row), words [c0, c1): dst[(k - 8 c0) * 32 + rr].
@@ -41,8 +46,7 @@ void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, fl
   for (int64_t h = 0; h < kPanelRows; h += kInt4Block) {
     const int64_t r = r0 + h;
     if (r >= w.rows) {
-      for (int64_t k = 0; k < (c1 - c0) * 8; ++k)
-        _mm512_store_ps(dst + k * kPanelRows + h, _mm512_setzero_ps());
+      zero_block(dst, h, (c1 - c0) * 8);
       continue;
     }
     // Lanes past the last row load zeros: their panel entries are (0 - 0) * 0.
@@ -74,13 +78,11 @@ void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, fl
   for (int64_t h = 0; h < kPanelRows; h += kInt4Block) {
     const int64_t r = r0 + h;
     if (r >= w.rows) {
-      for (int64_t k = 0; k < (c1 - c0) * 8; ++k)
-        for (int half = 0; half < 2; ++half)
-          _mm256_store_ps(dst + k * kPanelRows + h + 8 * half, _mm256_setzero_ps());
+      zero_block(dst, h, (c1 - c0) * 8);
       continue;
     }
     const int64_t width = int4_block_width(w.rows, r);
-    const __m256i m[2] = {int4::lanes_below(width), int4::lanes_below(width - 8)};
+    const __m256i m[2] = {vec::first_lanes(int(width)), vec::first_lanes(int(width - 8))};
     for (int64_t v = c0; v < c1; ++v) {
       const int64_t g = a.group_of_word[v];
       __m256 s[2], z[2];

@@ -15,12 +15,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 #include "kernels/int4_layout.h"
 #include "kernels/kernel_types.h"
@@ -85,6 +85,26 @@ struct TileArgs {
   float* out;         // [n][w->rows]
 };
 
+// What a tile reads: the block at row r (its width, packed words, scales and zero points) and x
+// rows [i, i + XR) (their packed inputs and segment sums).
+template <int XR>
+struct TileInputs {
+  int64_t width;
+  const uint32_t* q;
+  const uint16_t* scales;
+  const uint8_t* zeros;
+  const float* xs[XR];
+  const float* sums;
+  TileInputs(const TileArgs& a, int64_t r, int64_t i)
+      : width(int4_block_width(a.w->rows, r)),
+        q(a.w->qweight + r * a.w->words),
+        scales(a.w->scales + r * a.w->groups),
+        zeros(a.w->zeros + r * a.w->groups),
+        sums(a.x.sums + i * a.x.segments) {
+    for (int j = 0; j < XR; ++j) xs[j] = a.x.x + (i + j) * a.x.kp;
+  }
+};
+
 #if defined(__AVX512F__)
 constexpr int kTileRows = 8;  // x rows per tile
 
@@ -127,14 +147,8 @@ inline void segment_sums(const uint32_t* q, int64_t width, __mmask16 m, const fl
 template <int XR, bool Prefetch>
 __attribute__((noinline)) void tile(const TileArgs& a, int64_t r, int64_t i) {
   const Int4WeightView& w = *a.w;
-  const int64_t width = int4_block_width(w.rows, r);
+  auto [width, q, scales, zeros, xs, sums] = TileInputs<XR>(a, r, i);
   const __mmask16 m = __mmask16((1u << width) - 1);
-  const uint32_t* q = w.qweight + r * w.words;
-  const uint16_t* scales = w.scales + r * w.groups;
-  const uint8_t* zeros = w.zeros + r * w.groups;
-  const float* xs[XR];
-  for (int j = 0; j < XR; ++j) xs[j] = a.x.x + (i + j) * a.x.kp;
-  const float* sums = a.x.sums + i * a.x.segments;
   __m512 out[XR];
   for (int j = 0; j < XR; ++j) out[j] = _mm512_setzero_ps();
   for_each_segment(w, [&](int64_t g, int64_t v0, int64_t v1) {
@@ -165,11 +179,6 @@ __attribute__((noinline)) void tile(const TileArgs& a, int64_t r, int64_t i) {
 constexpr int64_t kPrefetchWords = 16 * 1024 / 4;
 constexpr int kTileRows = 4;  // x rows per tile: 2 x 4 accumulators, half of AVX2's registers
 
-inline __m256i lanes_below(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int32_t(std::clamp<int64_t>(n, 0, 8))),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 // Nibble b of every lane of `words` as q * 2^(4b).
 inline __m256 plane(__m256i words, int b) {
   if (b == 7) {
@@ -183,14 +192,14 @@ inline __m256 plane(__m256i words, int b) {
 // A block's `width` 16-bit (scales) or 8-bit (zero points) values as two vectors of floats,
 // lanes past width zero.
 inline void widen_scales(const uint16_t* p, int64_t width, __m256* out) {
-  alignas(32) uint16_t buf[kInt4Block] = {};
-  if (width < kInt4Block) p = static_cast<const uint16_t*>(std::memcpy(buf, p, size_t(width) * 2));
+  alignas(32) uint16_t buf[kInt4Block];
+  p = vec::whole_or_padded(p, width, buf);
   for (int h = 0; h < 2; ++h)
     out[h] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8 * h)));
 }
 inline void widen_zeros(const uint8_t* p, int64_t width, __m256* out) {
-  alignas(16) uint8_t buf[kInt4Block] = {};
-  if (width < kInt4Block) p = static_cast<const uint8_t*>(std::memcpy(buf, p, size_t(width)));
+  alignas(16) uint8_t buf[kInt4Block];
+  p = vec::whole_or_padded(p, width, buf);
   for (int h = 0; h < 2; ++h)
     out[h] = _mm256_cvtepi32_ps(
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h))));
@@ -229,14 +238,8 @@ inline void segment_sums(const uint32_t* q, int64_t width, const __m256i* m, con
 template <int XR, bool Prefetch>
 __attribute__((noinline)) void tile(const TileArgs& a, int64_t r, int64_t i) {
   const Int4WeightView& w = *a.w;
-  const int64_t width = int4_block_width(w.rows, r);
-  const __m256i m[2] = {lanes_below(width), lanes_below(width - 8)};
-  const uint32_t* q = w.qweight + r * w.words;
-  const uint16_t* scales = w.scales + r * w.groups;
-  const uint8_t* zeros = w.zeros + r * w.groups;
-  const float* xs[XR];
-  for (int j = 0; j < XR; ++j) xs[j] = a.x.x + (i + j) * a.x.kp;
-  const float* sums = a.x.sums + i * a.x.segments;
+  auto [width, q, scales, zeros, xs, sums] = TileInputs<XR>(a, r, i);
+  const __m256i m[2] = {vec::first_lanes(int(width)), vec::first_lanes(int(width - 8))};
   __m256 out[XR][2];
   for (int j = 0; j < XR; ++j) out[j][0] = out[j][1] = _mm256_setzero_ps();
   for_each_segment(w, [&](int64_t g, int64_t v0, int64_t v1) {

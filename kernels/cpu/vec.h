@@ -4,7 +4,9 @@
 // without AVX-512 (the CI host is an AVX2-only EPYC) otherwise ran the portable loops, at a fifth
 // of its read bandwidth in decode. QMPI_CPU_VEC is defined where one of the two exists.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/x86.h"
 
@@ -43,6 +45,19 @@ inline F div(F a, F b) {
 }
 inline F max(F a, F b) {
   return _mm512_max_ps(a, b);
+}
+inline F min(F a, F b) {
+  return _mm512_min_ps(a, b);
+}
+inline F fnma(F a, F b, F c) {  // c - a b
+  return _mm512_fnmadd_ps(a, b, c);
+}
+inline F round_nearest(F v) {
+  return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+// p 2^n for integral n in [-150, 128], subnormal and infinite results included (vscalefps).
+inline F scale_pow2(F p, F n) {
+  return _mm512_scalef_ps(p, n);
 }
 inline float sum(F v) {
   return _mm512_reduce_add_ps(v);
@@ -141,6 +156,26 @@ inline F div(F a, F b) {
 inline F max(F a, F b) {
   return _mm256_max_ps(a, b);
 }
+inline F min(F a, F b) {
+  return _mm256_min_ps(a, b);
+}
+inline F fnma(F a, F b, F c) {
+  return _mm256_fnmadd_ps(a, b, c);
+}
+inline F round_nearest(F v) {
+  return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+// AVX2 has no vscalefps: 2^n is applied as 2^(n/2) times 2^(n - n/2), each a normal float built
+// from its exponent bits, so that results below the smallest normal still come out as the
+// subnormals (or 0) vscalefps gives.
+inline F scale_pow2(F p, F n) {
+  const __m256i ni = _mm256_cvtps_epi32(n);
+  const __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+  const auto pow2 = [](__m256i e) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23));
+  };
+  return _mm256_mul_ps(_mm256_mul_ps(p, pow2(n1)), pow2(n2));
+}
 inline float sum(F v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -197,5 +232,15 @@ inline void transpose(F* v) {
   }
 }
 #endif
+
+// p itself when it has all N elements (n >= N), else its first n copied into buf with zeros after
+// them: a whole vector's load of a short tail, without reading past it.
+template <class T, int N>
+inline const T* whole_or_padded(const T* p, int64_t n, T (&buf)[N]) {
+  if (n >= N) return p;
+  std::fill_n(buf, N, T(0));
+  std::memcpy(buf, p, size_t(n) * sizeof(T));
+  return buf;
+}
 
 }  // namespace qmpi::cpu::vec
