@@ -5,9 +5,12 @@
 // decode step's query heads share one conversion of each key.
 #pragma once
 #include <algorithm>
+#include <bit>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 
+#include "core/dtype.h"
 #include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 
@@ -89,7 +92,35 @@ inline void transpose_keys(const T* const* rows, int32_t nk, int32_t d, T* kt) {
 #endif
 }
 
+inline float float_of(float x) {
+  return x;
+}
+inline float float_of(uint16_t bf16) {
+  return bf16_to_f32(bf16);
+}
+
 #if defined(QMPI_CPU_VEC)
+// kt[c * kTile + j] = rows[j][c] as float32 for the tile's nk keys (j >= nk: zero) of d = 2 words
+// bf16 elements, read as pairs (uint32): kLanes x kLanes blocks of pairs transposed in registers,
+// each transposed vector then split into its even and odd column (vec::split_bf16_pairs), so no
+// element is widened before the transpose or stored twice. words a multiple of kLanes.
+inline void transpose_bf16_keys(const uint32_t* const* rows, int32_t nk, int32_t words, float* kt) {
+  using namespace vec;
+  for (int32_t j0 = 0; j0 < kTile; j0 += kLanes)
+    for (int32_t w0 = 0; w0 < words; w0 += kLanes) {
+      F r[kLanes];
+      for (int32_t j = 0; j < kLanes; ++j)
+        r[j] = j0 + j < nk ? load(reinterpret_cast<const float*>(rows[j0 + j] + w0)) : zero();
+      transpose(r);
+      for (int32_t w = 0; w < kLanes; ++w) {
+        F even, odd;
+        split_bf16_pairs(r[w], even, odd);
+        store(kt + 2 * (w0 + w) * kTile + j0, even);
+        store(kt + (2 * (w0 + w) + 1) * kTile + j0, odd);
+      }
+    }
+}
+
 constexpr int kKeyVecs = kTile / vec::kLanes;  // vectors of scores per query vector
 // Query vectors per block of the score loop and of the P.V loop, and the P.V loop's output width
 // in vectors: each fills most of the register file (AVX-512's 32 or AVX2's 16) with
@@ -116,21 +147,36 @@ inline __m512 madd(__m512 acc, uint32_t q, const uint32_t* k) {
 #if defined(QMPI_CPU_VEC)
 // score[i * kTile + j] = q_i . key_j for NV query vectors (rows of q, stride n elements: floats,
 // or bf16 pairs).
+// A block of fewer than kScoreRows vectors sums Split interleaved sets of elements, so that it
+// still has about as many independent FMA chains as a full block (one vector's 4 chains of 64
+// dependent FMAs waited on the FMA latency).
 template <int NV, class T>
 inline void scores_block(const T* q, int32_t n, const T* kt, float* score) {
-  vec::F a[NV][kKeyVecs];
-  for (int i = 0; i < NV; ++i)
-    for (int z = 0; z < kKeyVecs; ++z) a[i][z] = vec::zero();
-  for (int32_t c = 0; c < n; ++c)
+  constexpr int Split = std::min(4, int(std::bit_floor(unsigned(kScoreRows / NV))));
+  vec::F a[Split][NV][kKeyVecs];
+  for (int s = 0; s < Split; ++s)
+    for (int i = 0; i < NV; ++i)
+      for (int z = 0; z < kKeyVecs; ++z) a[s][i][z] = vec::zero();
+  int32_t c = 0;
+  for (; c + Split <= n; c += Split)
+    for (int s = 0; s < Split; ++s)
+      for (int i = 0; i < NV; ++i)
+        for (int z = 0; z < kKeyVecs; ++z)
+          a[s][i][z] = madd(a[s][i][z], q[i * n + c + s], kt + (c + s) * kTile + z * vec::kLanes);
+  for (; c < n; ++c)
     for (int i = 0; i < NV; ++i)
       for (int z = 0; z < kKeyVecs; ++z)
-        a[i][z] = madd(a[i][z], q[i * n + c], kt + c * kTile + z * vec::kLanes);
+        a[0][i][z] = madd(a[0][i][z], q[i * n + c], kt + c * kTile + z * vec::kLanes);
   for (int i = 0; i < NV; ++i)
-    for (int z = 0; z < kKeyVecs; ++z) vec::store(score + i * kTile + z * vec::kLanes, a[i][z]);
+    for (int z = 0; z < kKeyVecs; ++z) {
+      vec::F t = a[0][i][z];
+      for (int s = 1; s < Split; ++s) t = vec::add(t, a[s][i][z]);
+      vec::store(score + i * kTile + z * vec::kLanes, t);
+    }
 }
 
 // acc_i[c0 .. c0 + kValueWidth) += sum over j < nk of p[i * kTile + j] * values[j][c0 ..], NV
-// vectors.
+// vectors, any d.
 template <int NV>
 inline void values_block(const float* p, const float* const* values, int32_t nk, int32_t d,
                          int32_t c0, float* acc) {
@@ -152,6 +198,48 @@ inline void values_block(const float* p, const float* const* values, int32_t nk,
   for (int i = 0; i < NV; ++i)
     for (int z = 0; z < kValueVecs; ++z)
       vec::store_first(acc + i * d + c0 + vec::kLanes * z, w[z], a[i][z]);
+}
+
+// The P.V loop for d a multiple of 2 kLanes (every Qwen head): whole vectors, float32 rows or bf16
+// ones widened as loaded. Accumulators per block: kValueAccs, next to the operands of one step.
+constexpr int kValueAccs = vec::kLanes == 16 ? 24 : 12;
+inline vec::F load_whole(const float* p) {
+  return vec::load(p);
+}
+inline vec::F load_whole(const uint16_t* p) {
+  return vec::load_bf16(p);
+}
+
+// acc_i[c0 .. c0 + Vecs kLanes) += sum over j < nk of p[i * kTile + j] * values[j][c0 ..].
+template <int NV, int Vecs, class T>
+inline void values_run(const float* p, const T* const* values, int32_t nk, int32_t d, int32_t c0,
+                       float* acc) {
+  vec::F a[NV][Vecs];
+  for (int i = 0; i < NV; ++i)
+    for (int z = 0; z < Vecs; ++z) a[i][z] = vec::load(acc + i * d + c0 + vec::kLanes * z);
+  for (int32_t j = 0; j < nk; ++j) {
+    const T* v = values[j] + c0;
+    vec::F x[Vecs];
+    for (int z = 0; z < Vecs; ++z) x[z] = load_whole(v + vec::kLanes * z);
+    for (int i = 0; i < NV; ++i) {
+      const vec::F b = vec::splat(p[i * kTile + j]);
+      for (int z = 0; z < Vecs; ++z) a[i][z] = vec::fma(b, x[z], a[i][z]);
+    }
+  }
+  for (int i = 0; i < NV; ++i)
+    for (int z = 0; z < Vecs; ++z) vec::store(acc + i * d + c0 + vec::kLanes * z, a[i][z]);
+}
+
+// All of d for NV vectors, Vecs vectors of columns at a time: as wide as keeps about kValueAccs
+// FMA chains (a block of one vector two vectors wide waited on the FMA latency), as d allows.
+template <int NV, int Vecs, class T>
+inline void values_columns(const float* p, const T* const* values, int32_t nk, int32_t d,
+                           float* acc) {
+  if constexpr (Vecs > 2) {
+    if (d % (Vecs * vec::kLanes) != 0) return values_columns<NV, Vecs / 2>(p, values, nk, d, acc);
+  }
+  for (int32_t c0 = 0; c0 < d; c0 += Vecs * vec::kLanes)
+    values_run<NV, Vecs>(p, values, nk, d, c0, acc);
 }
 #endif
 
@@ -178,23 +266,38 @@ inline void tile_scores(const T* q, int32_t nv, int32_t n, const T* kt, float* s
 }
 
 // acc_i += sum over j < nk of p[i * kTile + j] * values[j] for the nv vectors (acc stride d,
-// values: nk rows of d elements).
-inline void tile_values(const float* p, int32_t nv, const float* const* values, int32_t nk,
-                        int32_t d, float* acc) {
+// values: nk rows of d elements, float32 or bf16).
+template <class T>
+inline void tile_values(const float* p, int32_t nv, const T* const* values, int32_t nk, int32_t d,
+                        float* acc) {
 #if defined(QMPI_CPU_VEC)
-  for (int32_t c0 = 0; c0 < d; c0 += kValueWidth) {
+  if (d % (2 * vec::kLanes) == 0) {
+    constexpr int R = kValueAccs / 2;
     int32_t i = 0;
-    for (; i + kValueRows <= nv; i += kValueRows)
-      values_block<kValueRows>(p + i * kTile, values, nk, d, c0, acc + i * d);
+    for (; i + R <= nv; i += R) values_columns<R, 2>(p + i * kTile, values, nk, d, acc + i * d);
     if (i < nv)
-      with_count<kValueRows - 1>(
-          nv - i, [&]<int N>() { values_block<N>(p + i * kTile, values, nk, d, c0, acc + i * d); });
+      with_count<R - 1>(nv - i, [&]<int N>() {
+        constexpr int Vecs = std::min(8, int(std::bit_floor(unsigned(kValueAccs / N))));
+        values_columns<N, Vecs>(p + i * kTile, values, nk, d, acc + i * d);
+      });
+    return;
   }
-#else
+  if constexpr (std::is_same_v<T, float>) {
+    for (int32_t c0 = 0; c0 < d; c0 += kValueWidth) {
+      int32_t i = 0;
+      for (; i + kValueRows <= nv; i += kValueRows)
+        values_block<kValueRows>(p + i * kTile, values, nk, d, c0, acc + i * d);
+      if (i < nv)
+        with_count<kValueRows - 1>(nv - i, [&]<int N>() {
+          values_block<N>(p + i * kTile, values, nk, d, c0, acc + i * d);
+        });
+    }
+    return;
+  }
+#endif
   for (int32_t i = 0; i < nv; ++i)
     for (int32_t j = 0; j < nk; ++j)
-      for (int32_t c = 0; c < d; ++c) acc[i * d + c] += p[i * kTile + j] * values[j][c];
-#endif
+      for (int32_t c = 0; c < d; ++c) acc[i * d + c] += p[i * kTile + j] * float_of(values[j][c]);
 }
 
 #if defined(__AVX512BF16__)

@@ -1,6 +1,6 @@
 // Reading the paged KV cache's vectors back for the attention kernels: one (token, KV head)
-// vector of d elements of the cache's dtype at a time, as float32 (the exact path) or as bf16
-// (the bf16 decode path), converted into a small buffer that the query heads sharing that KV
+// vector of d elements of the cache's dtype at a time, as float32 (the exact path's prefill rows)
+// or as bf16 (the decode paths), converted into a small buffer that the query heads sharing that KV
 // head then read from L1.
 #pragma once
 #include <cstdint>
@@ -43,6 +43,27 @@ inline __m512i e4m3x32_to_bf16(__m256i bytes) {
   const __mmask32 is_sub = _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8));
   const __m512i v = _mm512_mask_mov_epi16(normal, is_sub, _mm512_permutexvar_epi16(mag, table));
   return _mm512_or_si512(v, sign);
+}
+#elif defined(__AVX2__)
+// 16 e4m3 bytes as bf16, exactly, as above; AVX2 has no 16-bit permute, so the subnormals' bf16
+// bytes come from two byte shuffles indexed by m.
+inline __m256i e4m3x16_to_bf16(__m128i bytes) {
+  const __m256i x = _mm256_cvtepu8_epi16(bytes);
+  const __m256i mag = _mm256_and_si256(x, _mm256_set1_epi16(0x7f));
+  const __m256i sign = _mm256_slli_epi16(_mm256_and_si256(x, _mm256_set1_epi16(0x80)), 8);
+  const __m256i normal = _mm256_add_epi16(_mm256_slli_epi16(mag, 4), _mm256_set1_epi16(120 << 7));
+  // Low and high bytes of the bf16 of m * 2^-9, m < 8 (index m; the high byte of each 16-bit
+  // lane of mag is 0 and picks entry 0, a 0 byte).
+  const __m256i lo_bytes =
+      _mm256_setr_epi8(0, 0, char(0x80), char(0xc0), 0, 0x20, 0x40, 0x60, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                       0, char(0x80), char(0xc0), 0, 0x20, 0x40, 0x60, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m256i hi_bytes =
+      _mm256_setr_epi8(0, 0x3b, 0x3b, 0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x3b,
+                       0x3b, 0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m256i sub = _mm256_or_si256(_mm256_shuffle_epi8(lo_bytes, mag),
+                                      _mm256_slli_epi16(_mm256_shuffle_epi8(hi_bytes, mag), 8));
+  const __m256i is_sub = _mm256_cmpgt_epi16(_mm256_set1_epi16(8), mag);
+  return _mm256_or_si256(_mm256_blendv_epi8(normal, sub, is_sub), sign);
 }
 #endif
 
@@ -93,6 +114,11 @@ inline const uint16_t* kv_row_bf16(const void* pool, DType t, int64_t at, int32_
   for (; c + 32 <= d; c += 32)
     _mm512_storeu_si512(
         buf + c, e4m3x32_to_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + c))));
+#elif defined(__AVX2__)
+  for (; c + 16 <= d; c += 16)
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(buf + c),
+        e4m3x16_to_bf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + c))));
 #endif
   for (; c < d; ++c) buf[c] = f32_to_bf16(e4m3_to_f32(src[c]));
   return buf;

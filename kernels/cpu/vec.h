@@ -83,12 +83,12 @@ inline F load_bf16(const uint16_t* p) {
 inline F load_f16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
-// 2 * kLanes bf16 values at p as their even and their odd elements: a shift and a mask widen
-// them, with no shuffles.
-inline void load_bf16_even_odd(const uint16_t* p, F& even, F& odd) {
-  const __m512i v = _mm512_loadu_si512(p);
-  even = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
-  odd = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
+// kLanes bf16 pairs (one per 32-bit lane of v) as their even and their odd elements: a shift
+// and a mask widen them, with no shuffles.
+inline void split_bf16_pairs(F v, F& even, F& odd) {
+  const __m512i x = _mm512_castps_si512(v);
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(int(0xffff0000u))));
 }
 
 // v[j] lane l = the old v[l] lane j: a kLanes x kLanes transpose in registers, as rounds that
@@ -207,10 +207,10 @@ inline F load_bf16(const uint16_t* p) {
 inline F load_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
-inline void load_bf16_even_odd(const uint16_t* p, F& even, F& odd) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  even = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-  odd = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(int(0xffff0000u))));
+inline void split_bf16_pairs(F v, F& even, F& odd) {
+  const __m256i x = _mm256_castps_si256(v);
+  even = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+  odd = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(int(0xffff0000u))));
 }
 // v[j] lane l = the old v[l] lane j, 8 x 8: pairs of rows interleaved, then pairs of pairs,
 // then the 128-bit halves swapped across.
@@ -230,6 +230,13 @@ inline void transpose(F* v) {
     v[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
     v[4 + q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
   }
+}
+#endif
+
+#if defined(QMPI_CPU_VEC)
+// 2 * kLanes bf16 values at p as their even and their odd elements.
+inline void load_bf16_even_odd(const uint16_t* p, F& even, F& odd) {
+  split_bf16_pairs(load(reinterpret_cast<const float*>(p)), even, odd);
 }
 #endif
 

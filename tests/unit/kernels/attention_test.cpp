@@ -241,7 +241,7 @@ TEST(Attention, Bf16DecodeWithinBoundOfRoundedQueries) {
       }
 }
 
-// The bf16 decode path moves its running shift only when a score passes it by a slack: scores in
+// The decode paths move their running shift only when a score passes it by a slack: scores in
 // a sawtooth (rising by 24 over every 300 keys, a few per tile, then falling back) make it move
 // inside chunks and leave every chunk with a peak of the same height, so an output that missed a
 // rescale on a move, or a merge that weighed chunks by the wrong shift, is off by far more than
@@ -266,14 +266,21 @@ TEST(Attention, Bf16DecodeFollowsScoresThatClimbPastTheShift) {
       std::vector<float> qr(q.size());
       for (size_t i = 0; i < q.size(); ++i)
         qr[i] = bf16_to_f32(f32_to_bf16(q[i] * ab.scale)) / ab.scale;
-      std::vector<float> want(q.size()), got(q.size(), std::nanf(""));
+      std::vector<float> want(q.size()), exact(q.size()), got(q.size(), std::nanf(""));
       cpu::ref::attention(qr.data(), ab, pool.view(), want.data());
+      cpu::ref::attention(q.data(), ab, pool.view(), exact.data());
       for (int threads : {1, 2, 3, 8}) {
         cpu::attention(q.data(), ab, pool.view(), got.data(), threads, true);
         for (size_t e = 0; e < got.size(); ++e)
           ASSERT_LE(std::fabs(got[e] - want[e]), pool.v_max / 256)
               << "element " << e << ", " << sh.heads << "/" << sh.kvh << " heads, "
               << dtype_name(dt) << ", " << threads << " threads";
+        // The exact path's decode rows (attend_decode where the build has vector registers) move
+        // their shift the same way, in float32.
+        cpu::attention(q.data(), ab, pool.view(), got.data(), threads, false);
+        EXPECT_LT(max_rel_err(got, exact), 1e-5)
+            << sh.heads << "/" << sh.kvh << " heads, " << dtype_name(dt) << ", " << threads
+            << " threads, exact path";
       }
     }
 }
