@@ -146,10 +146,9 @@ inline __m512 madd(__m512 acc, uint32_t q, const uint32_t* k) {
 
 #if defined(QMPI_CPU_VEC)
 // score[i * kTile + j] = q_i . key_j for NV query vectors (rows of q, stride n elements: floats,
-// or bf16 pairs).
-// A block of fewer than kScoreRows vectors sums Split interleaved sets of elements, so that it
-// still has about as many independent FMA chains as a full block (one vector's 4 chains of 64
-// dependent FMAs waited on the FMA latency).
+// or bf16 pairs). A block of fewer than kScoreRows vectors sums Split interleaved sets of
+// elements, so that it still has about as many independent FMA chains as a full block (one
+// vector's 4 chains of 64 dependent FMAs waited on the FMA latency).
 template <int NV, class T>
 inline void scores_block(const T* q, int32_t n, const T* kt, float* score) {
   constexpr int Split = std::min(4, int(std::bit_floor(unsigned(kScoreRows / NV))));
