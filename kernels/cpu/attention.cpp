@@ -191,6 +191,23 @@ void attend(const KvLayerView& kv, const int32_t* table, const Block& blk, const
   }
 }
 
+#if defined(QMPI_CPU_VEC)
+// The decode paths' rows of one tile (keys t0 + j, j < nk, at pool vectors vec[j]) for KV head
+// `head` of the block's first: keys as bf16 pairs and values as bf16, in place or, fp8 codes,
+// widened into sc's buffers; with fp8 also each row's scales.
+void tile_rows(const KvLayerView& kv, const int64_t* vec, int32_t head, int32_t nk, Scratch& sc,
+               const uint32_t** keys, const uint16_t** values, float* ks, float* vs) {
+  const int32_t d = kv.head_dim;
+  for (int32_t j = 0; j < nk; ++j) {
+    const int64_t at = (vec[j] + head) * d;
+    keys[j] = reinterpret_cast<const uint32_t*>(
+        kv_row_bf16(kv.k, kv.dtype, at, d, sc.keyb.data() + j * d));
+    values[j] = kv_row_bf16(kv.v, kv.dtype, at, d, sc.valueb.data() + j * d);
+    if (kv.dtype == DType::F8_E4M3) ks[j] = kv.k_scale[at / d], vs[j] = kv.v_scale[at / d];
+  }
+}
+#endif
+
 // How far a score may pass the running shift m before m moves (the decode paths): the softmax
 // weights e^(s - m) then stay below e^8 (~3000), far from float's range, and the same rounding
 // applies to them whatever m is; the merge of chunks needs only that l and acc share one m.
@@ -226,14 +243,8 @@ void attend_decode(const KvLayerView& kv, const int32_t* table, const int32_t* f
     for (int32_t kvh = blk.kvh; kvh < blk.kvh + blk.kvhs; ++kvh) {
       const int32_t v0 = std::max(first[kvh], blk.head0) - blk.head0;
       const int32_t nv = std::min(first[kvh + 1], blk.head0 + blk.heads) - blk.head0 - v0;
-      for (int32_t j = 0; j < nk; ++j) {
-        const int64_t at = (vec[j] + kvh - blk.kvh) * d;
-        keys[j] = reinterpret_cast<const uint32_t*>(
-            kv_row_bf16(kv.k, kv.dtype, at, d, sc.keyb.data() + j * d));
-        values[j] = kv_row_bf16(kv.v, kv.dtype, at, d, sc.valueb.data() + j * d);
-        if (fp8) ks[j] = kv.k_scale[at / d], vs[j] = kv.v_scale[at / d];
-      }
-      std::fill(ks + nk, ks + kTile, 1.0f), std::fill(vs + nk, vs + kTile, 1.0f);
+      tile_rows(kv, vec, kvh - blk.kvh, nk, sc, keys, values, ks, vs);
+      if (fp8) std::fill(ks + nk, ks + kTile, 1.0f), std::fill(vs + nk, vs + kTile, 1.0f);
       attn::transpose_bf16_keys(keys, nk, words, sc.kt.data());
       attn::tile_scores(sc.q.data() + int64_t(v0) * d, nv, d, sc.kt.data(), sc.score.data());
       for (int32_t i = 0; i < nv; ++i) {
@@ -312,18 +323,9 @@ void attend_bf16(const KvLayerView& kv, const int32_t* table, const int32_t* fir
     for (int32_t kvh = blk.kvh; kvh < blk.kvh + blk.kvhs; ++kvh) {
       const int32_t v0 = std::max(first[kvh], blk.head0) - blk.head0;
       const int32_t nv = std::min(first[kvh + 1], blk.head0 + blk.heads) - blk.head0 - v0;
-      for (int32_t j = 0; j < kTile; ++j) {
-        if (j >= nk) {  // weight 0 against zeros: no NaN from whatever the pool holds there
-          values[j] = sc.zero.data(), ks[j] = vs[j] = 0.0f;
-          continue;
-        }
-        const int64_t at = (vec[j] + kvh - blk.kvh) * d;
-        keys[j] = reinterpret_cast<const uint32_t*>(
-            kv_row_bf16(kv.k, kv.dtype, at, d, sc.keyb.data() + j * d));
-        values[j] = kv_row_bf16(kv.v, kv.dtype, at, d, sc.valueb.data() + j * d);
-        if (fp8) ks[j] = kv.k_scale[at / d], vs[j] = kv.v_scale[at / d];
-      }
-      std::fill(ks + nk, ks + kTile, 1.0f), std::fill(vs + nk, vs + kTile, 1.0f);
+      tile_rows(kv, vec, kvh - blk.kvh, nk, sc, keys, values, ks, vs);
+      for (int32_t j = nk; j < kTile; ++j)  // weight 0 against zeros: no NaN from the pool there
+        values[j] = sc.zero.data(), ks[j] = vs[j] = 0.0f;
       attn::transpose_keys(keys, nk, words, sc.ktw.data());
       attn::tile_scores(sc.qw.data() + v0 * words, nv, words, sc.ktw.data(), sc.score.data());
       for (int32_t i = 0; i < nv; ++i) {
