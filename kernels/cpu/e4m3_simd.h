@@ -67,6 +67,26 @@ inline E4m3Pair e4m3_load_first(const uint8_t* p, int n) {
       _mm_loadu_si128(reinterpret_cast<const __m128i*>(vec::whole_or_padded(p, n, buf))));
 }
 
+// The GEMV's decode on AVX2: 8 codes sign-extended to 32 bits and shifted left by 20 put the sign
+// in bit 31 (with copies in bits 27..30, masked off) and the 7 exponent+mantissa bits in
+// float32's bits 20..26, which reads as the code's value times 2^-120 (float32's exponent bias
+// is 127, e4m3's 7); subnormal codes become float32 subnormals, exact as FMA inputs. Three
+// simple operations per 8 codes: the F16C route above takes 1.6x the time per code in the GEMV's
+// loop on this host's Zen 4 (its shifts, widening and VCVTPH2PS share two pipes).
+inline constexpr int kE4m3RawExponent = 120;
+inline __m256 e4m3_decode8_raw(__m128i codes) {
+  return _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(_mm256_cvtepi8_epi32(codes), 20),
+                                              _mm256_set1_epi32(int32_t(0x87f00000u))));
+}
+inline E4m3Pair e4m3_load_raw(const uint8_t* p) {
+  return {e4m3_decode8_raw(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))),
+          e4m3_decode8_raw(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)))};
+}
+inline E4m3Pair e4m3_load_raw_first(const uint8_t* p, int n) {
+  alignas(16) uint8_t buf[16];
+  return e4m3_load_raw(vec::whole_or_padded(p, n, buf));
+}
+
 #endif
 
 #if defined(__AVX512VBMI__)
@@ -122,7 +142,29 @@ inline void e4m3_to_bf16(const uint8_t* q, int64_t count, uint16_t* dst) {
     _mm512_mask_storeu_epi16(dst + k, m, __m512i(_mm512_cvtne2ps_pbh(v.hi, v.lo)));
   }
 #else
-  for (int64_t k = 0; k < count; ++k) dst[k] = f32_to_bf16(e4m3_to_f32(q[k]) * 0x1p-8f);
+  int64_t k = 0;
+#if defined(__AVX512F__)
+  // The float32 values' high halves are their exact bf16 bits.
+  for (; k + 32 <= count; k += 32) {
+    const E4m3Pair v = e4m3_load(q + k);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v.lo), 16)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k + 16),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v.hi), 16)));
+  }
+#elif defined(QMPI_CPU_VEC)
+  // The float32 values' high halves are their exact bf16 bits; VPACKUSDW packs within 16-byte
+  // lanes, so the 64-bit quarters come out as codes 0-3, 8-11, 4-7, 12-15 and are put back in
+  // order.
+  for (; k + 16 <= count; k += 16) {
+    const E4m3Pair v = e4m3_load(q + k);
+    const __m256i packed = _mm256_packus_epi32(_mm256_srli_epi32(_mm256_castps_si256(v.lo), 16),
+                                               _mm256_srli_epi32(_mm256_castps_si256(v.hi), 16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + k),
+                        _mm256_permute4x64_epi64(packed, 0xd8));
+  }
+#endif
+  for (; k < count; ++k) dst[k] = f32_to_bf16(e4m3_to_f32(q[k]) * 0x1p-8f);
 #endif
 }
 

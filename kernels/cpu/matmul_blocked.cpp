@@ -10,7 +10,9 @@
 // Quantized weights (FP8, int4: scaled_rows.h) take the bf16 tiles too: a block of rows is decoded
 // into bf16 scratch (e4m3 values times 2^-8, int4's q - z: exact in bf16), a tile runs over one
 // scale block of inputs at a time, and its sums are multiplied by each row's scale as they are
-// added up, so the only rounding beyond float32 sums is x's to bf16, as for bf16 weights.
+// added up, so the only rounding beyond float32 sums is x's to bf16, as for bf16 weights. Without
+// VDPBF16PS they take the float32 tiles on those rows widened, x rounded to bf16 first: the same
+// numbers.
 #include <omp.h>
 
 #include <algorithm>
@@ -397,7 +399,7 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
 #pragma omp parallel num_threads(nt)
   {
     const int t = omp_get_thread_num(), tn = omp_get_num_threads();
-    float* widened = bf16_dot ? nullptr : thread_scratch<float, 1>(size_t(kMR * K));
+    float* widened = bf16_dot ? nullptr : thread_scratch<float, 1>(size_t(kMR * ld));
     uint16_t* decoded = sr ? thread_scratch<uint16_t, 4>(size_t(kMR * ld)) : nullptr;
     float* scales = sr ? thread_scratch<float, 5>(size_t(kMR * max_blocks)) : nullptr;
     alignas(64) float tile[kTileFloats];
@@ -428,6 +430,10 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
           if (q) {
             q->decode(r0, mr, ld, decoded, scales, kMR);
             rows = decoded;
+            if (!bf16_dot) {  // the float32 tiles take the decoded rows widened
+              convert_to_f32(decoded, DType::BF16, mr * ld, widened);
+              rows = widened;
+            }
           } else if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
             convert_to_f32(rows, w.dtype, mr * K, widened);
             rows = widened;
@@ -475,9 +481,14 @@ void matmul_blocked(const float* x, int64_t n, std::span<const MatmulTarget> tar
   blocked(x, n, targets, b, nt, bf16_act && kHaveBf16Dot, nullptr);
 }
 
-bool matmul_blocked_scaled(const float* x, int64_t n, std::span<const ScaledTarget> targets,
+void matmul_blocked_scaled(const float* x, int64_t n, std::span<const ScaledTarget> targets,
                            const MatmulOptions& opt) {
-  if (!kHaveBf16Dot) return false;
+  AlignedArray<float> rounded;
+  if (!kHaveBf16Dot) {  // the bf16 dot products' numbers on float32 FMAs
+    rounded = make_aligned<float>(size_t(n * targets[0].w->cols));
+    round_to_bf16(x, n * targets[0].w->cols, rounded.get());
+    x = rounded.get();
+  }
   std::vector<MatmulTarget> ts;
   std::vector<const ScaledRows*> rows;
   for (const ScaledTarget& t : targets) {
@@ -485,8 +496,7 @@ bool matmul_blocked_scaled(const float* x, int64_t n, std::span<const ScaledTarg
     rows.push_back(t.w);
   }
   const int nt = threads_for(opt.threads, n * total_elements<MatmulTarget>(ts), int64_t(1) << 20);
-  blocked(x, n, ts, widen_biases<MatmulTarget>(ts), nt, true, rows.data());
-  return true;
+  blocked(x, n, ts, widen_biases<MatmulTarget>(ts), nt, kHaveBf16Dot, rows.data());
 }
 
 }  // namespace qmpi::cpu

@@ -1,9 +1,9 @@
 // The FP8 matmul's checks, reference and decode GEMV. The GEMV gives each thread a contiguous
 // run of weight rows (of all targets of a group, end to end), taken 4 at a time as in the bf16
 // GEMV, block row by block row: x is multiplied by the block row's scales once (scale_x), so a
-// row's codes are only decoded in registers, 32 at a time (e4m3_simd.h), and multiplied with up to
-// 4 rows of x. The first pass over a tile prefetches its rows ahead into L2; later passes find them
-// in L1.
+// row's codes are only decoded in registers, 2 vectors at a time (e4m3_simd.h), and multiplied
+// with up to 4 rows of x. The first pass over a tile prefetches its rows ahead into L2; later
+// passes find them in L1.
 #include "kernels/cpu/matmul_fp8.h"
 
 #include <omp.h>
@@ -15,6 +15,7 @@
 #include "core/errors.h"
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/e4m3_simd.h"
 #include "kernels/cpu/matmul_targets.h"
 #include "kernels/cpu/parallel.h"
@@ -27,22 +28,46 @@ namespace {
 
 // Below this many weights per thread, extra threads cost more than they bring.
 constexpr int64_t kGrain = 64 * 1024;
-// Weight rows per tile and rows of x per pass over them: 4 x 4 accumulators (4 x 2 in AVX2's
-// 16 registers), and the tile's 4 rows (at most 4 x 4864 bytes) stay in L1 for the passes after
-// the first.
+// Weight rows per tile and rows of x per pass over them: 4 x 4 accumulators (4 x 3 in AVX2's
+// 16 registers, x read as the FMAs' memory operands: 12 rows of x took 84-91 ms a pass over the
+// 0.5B's projections in passes of 2 rows, 76-78 in passes of 3, 84 of 4, which spill), and the
+// tile's 4 rows (at most 4 x 4864 bytes) stay in L1 for the passes after the first.
 constexpr int kRows = 4;
-#if defined(QMPI_CPU_VEC)
-constexpr int kTokens = vec::kLanes == 16 ? 4 : 2;
+#if defined(__AVX512F__)
+constexpr int kTokens = 4;
 constexpr int64_t kStep = 2 * vec::kLanes;  // codes per row per inner step
+// The decoded values are the codes' times 2^-8; x carries the 2^8.
+constexpr float kXFactor = 0x1p8f, kOutFactor = 1.0f;
+inline E4m3Pair load_codes(const uint8_t* p) {
+  return e4m3_load(p);
+}
+inline E4m3Pair load_codes_first(const uint8_t* p, int n) {
+  return e4m3_load_first(p, n);
+}
+#elif defined(QMPI_CPU_VEC)
+constexpr int kTokens = 3;
+constexpr int64_t kStep = 2 * vec::kLanes;
+// The decoded values are the codes' times 2^-120, split between x (2^75) and the sum (2^45):
+// products of normal codes stay normal floats unless |x * scale| < 2^-75, and x * scale * 2^75
+// overflows only past 2^53. Scaling by powers of 2 is exact, so the products are those of the
+// other routes.
+static_assert(kE4m3RawExponent == 120);
+constexpr float kXFactor = 0x1p75f, kOutFactor = 0x1p45f;
+inline E4m3Pair load_codes(const uint8_t* p) {
+  return e4m3_load_raw(p);
+}
+inline E4m3Pair load_codes_first(const uint8_t* p, int n) {
+  return e4m3_load_raw_first(p, n);
+}
 #else
 constexpr int kTokens = 4;
 constexpr int64_t kStep = 32;
+constexpr float kXFactor = 1.0f, kOutFactor = 1.0f;  // the table's values are exact
 #endif
 
 // x for the rows of one block row of the weight: every input times its column block's scale
-// and 2^8 (which e4m3_decode32's factor, or the portable path's division, undoes), row stride
-// Kp (K rounded up to kStep, zeros past K). With the scale in x, the inner loop only decodes and
-// multiplies, whatever the block width.
+// and kXFactor, row stride Kp (K rounded up to kStep, zeros past K). With the scale in x, the
+// inner loop only decodes and multiplies, whatever the block width.
 void scale_x(const Fp8WeightView& w, int64_t block_row, const float* x, int64_t n, float* xs,
              int64_t Kp) {
   const float* srow = w.scales + block_row * w.scale_cols;
@@ -51,7 +76,7 @@ void scale_x(const Fp8WeightView& w, int64_t block_row, const float* x, int64_t 
     float* dst = xs + t * Kp;
     for (int64_t k = 0, blk = 0; k < w.cols; ++blk) {
       const int64_t end = std::min(w.cols, (blk + 1) * w.block_k - w.col_offset);
-      const float s = srow[blk] * 256.0f;
+      const float s = srow[blk] * kXFactor;
       for (; k < end; ++k) dst[k] = src[k] * s;
     }
     std::fill(dst + w.cols, dst + Kp, 0.0f);
@@ -77,16 +102,11 @@ void tile(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, int64_
   for (int i = 0; i < R; ++i)
     for (int t = 0; t < T; ++t) acc[i][t] = vec::zero();
   const auto step = [&](int64_t k, int64_t n) {
-    vec::F xa[T], xb[T];
-    for (int t = 0; t < T; ++t) {
-      xa[t] = vec::load(xt + t * Kp + k);
-      xb[t] = vec::load(xt + t * Kp + k + vec::kLanes);
-    }
     for (int i = 0; i < R; ++i) {
-      const E4m3Pair wv = n < kStep ? e4m3_load_first(q[i] + k, int(n)) : e4m3_load(q[i] + k);
+      const E4m3Pair wv = n < kStep ? load_codes_first(q[i] + k, int(n)) : load_codes(q[i] + k);
       for (int t = 0; t < T; ++t) {
-        acc[i][t] = vec::fma(wv.lo, xa[t], acc[i][t]);
-        acc[i][t] = vec::fma(wv.hi, xb[t], acc[i][t]);
+        acc[i][t] = vec::fma(wv.lo, vec::load(xt + t * Kp + k), acc[i][t]);
+        acc[i][t] = vec::fma(wv.hi, vec::load(xt + t * Kp + k + vec::kLanes), acc[i][t]);
       }
     }
   };
@@ -99,7 +119,8 @@ void tile(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, int64_
   for (; k < w.cols; k += kStep) step(k, std::min(kStep, w.cols - k));
   for (int t = 0; t < T; ++t)
     for (int i = 0; i < R; ++i)
-      out[(t0 + t) * w.rows + r + i] = vec::sum(acc[i][t]) + (bias ? bias[r + i] : 0.0f);
+      out[(t0 + t) * w.rows + r + i] =
+          vec::sum(acc[i][t]) * kOutFactor + (bias ? bias[r + i] : 0.0f);
 }
 
 #else  // portable: the table, one element at a time
@@ -114,7 +135,7 @@ void tile(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, int64_
       const float* xt = xs + (t0 + t) * Kp;
       float acc = 0.0f;
       for (int64_t k = 0; k < w.cols; ++k) acc += lut[q[k]] * xt[k];
-      out[(t0 + t) * w.rows + r + i] = acc / 256.0f + (bias ? bias[r + i] : 0.0f);
+      out[(t0 + t) * w.rows + r + i] = acc * kOutFactor + (bias ? bias[r + i] : 0.0f);
     }
   }
 }
@@ -222,8 +243,10 @@ void matmul_fp8_group(const float* x, int64_t n, std::span<const Fp8Target> targ
   if (n <= 0 || targets.empty()) return;
   // With bf16 activations the bf16 tiles overtake the GEMV from 12 rows, later than for bf16
   // weights (the FP8 GEMV reads half the bytes): CPU time of 6 layers' projections at 1 thread,
-  // GEMV against tiles, 8 rows 12.4 / 15.2 ms, 10 rows 15.9 / 15.9, 12 rows 18.4 / 15.8.
-  constexpr int64_t kGemvMaxRowsFp8Bf16 = 11;
+  // GEMV against tiles, 8 rows 12.4 / 15.2 ms, 10 rows 15.9 / 15.9, 12 rows 18.4 / 15.8. The
+  // float32 tiles (no VDPBF16PS) do not, as for bf16 weights: the 0.5B's projections, 2 threads,
+  // GEMV at 11 rows 84-91 ms a pass, tiles at 12 and 16 rows 112-128.
+  constexpr int64_t kGemvMaxRowsFp8Bf16 = kHaveBf16Dot ? 11 : kGemvMaxRows;
   if (opt.bf16_activations && n > kGemvMaxRowsFp8Bf16 &&
       matmul_fp8_blocked_bf16(x, n, targets, opt))
     return;

@@ -31,9 +31,10 @@ void matmul_fp8_gemv(const float* x, int64_t n, const Fp8WeightView& w, const We
 void matmul_fp8_blocked(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,
                         float* out, const MatmulOptions& opt);
 
-// With bf16 activations, the blocked path runs the bf16 GEMM's tiles (matmul_blocked.cpp) on
-// rows decoded to bf16, scaled per block as their sums are added up; false (nothing done) where
-// it cannot: no VDPBF16PS, scale block edges at odd inputs, or targets of different widths.
+// With bf16 activations, the blocked path runs the bf16 GEMM's tiles (matmul_blocked.cpp; the
+// float32 ones without VDPBF16PS) on rows decoded to bf16, scaled per block as their sums are
+// added up; false (nothing done) where it cannot: scale block edges at odd inputs, or targets of
+// different widths.
 bool matmul_fp8_blocked_bf16(const float* x, int64_t n, std::span<const Fp8Target> targets,
                              const MatmulOptions& opt);
 

@@ -106,7 +106,8 @@ bool matmul_fp8_blocked_bf16(const float* x, int64_t n, std::span<const Fp8Targe
     if (t.w.block_k % 2 || t.w.col_offset % 2 || t.w.cols != targets[0].w.cols) return false;
     ts.push_back({&rows.emplace_back(t.w), t.bias, t.out});
   }
-  return matmul_blocked_scaled(x, n, ts, opt);
+  matmul_blocked_scaled(x, n, ts, opt);
+  return true;
 }
 
 void matmul_fp8_blocked(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,

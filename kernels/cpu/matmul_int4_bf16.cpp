@@ -87,7 +87,8 @@ bool matmul_int4_blocked_bf16(const float* x, int64_t n, const Int4WeightView& w
   AlignedArray<float> gathered;
   const Int4Rows rows(w);
   const ScaledTarget t{&rows, bias, out};
-  return matmul_blocked_scaled(packed_int4_input(x, n, w, gathered), n, {&t, 1}, opt);
+  matmul_blocked_scaled(packed_int4_input(x, n, w, gathered), n, {&t, 1}, opt);
+  return true;
 }
 
 #else  // no VDPBF16PS: the float32 paths serve

@@ -36,10 +36,10 @@ struct ScaledTarget {
   float* out;
 };
 
-// out[n, w.rows] = x[n, w.cols] . W^T (+ bias) on the bf16 tiles for every target (all of the
-// same width; x packed once for them, their rows shared out together), x rounded to bf16; false,
-// with nothing done, where the CPU has no VDPBF16PS.
-bool matmul_blocked_scaled(const float* x, int64_t n, std::span<const ScaledTarget> targets,
+// out[n, w.rows] = x[n, w.cols] . W^T (+ bias) for every target (all of the same width; x packed
+// once for them, their rows shared out together), x rounded to bf16: on the bf16 tiles, or where
+// the CPU has no VDPBF16PS on the float32 tiles with the decoded rows widened (the same numbers).
+void matmul_blocked_scaled(const float* x, int64_t n, std::span<const ScaledTarget> targets,
                            const MatmulOptions& opt);
 
 }  // namespace qmpi::cpu
