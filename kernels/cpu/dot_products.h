@@ -1,10 +1,11 @@
 // Which hardware dot products this build's CPU kernels use (chosen by -march=native at compile
-// time): bf16 pairs (AVX512-BF16's VDPBF16PS) and int8 quads (AVX512-VNNI's VPDPBUSD with BW and
-// VL, or AVX2's VPMADDUBSW and VPMADDWD, the same sums in two instructions). Where one is
-// missing, the paths that exist only for its speed give way to their exact float32 twins:
-// without bf16 dot products the bf16 decode attention and the FP8 and int4 bf16 tiles (BF16
-// weights under bf16 activations still see x rounded, so their numbers do not depend on the
-// CPU); without int8 dot products the GGUF int8-activation GEMV. So `--dtype auto` gives
+// time): bf16 pairs (AVX512-BF16's VDPBF16PS), int8 quads (AVX512-VNNI's VPDPBUSD with BW and
+// VL, or AVX2's VPMADDUBSW and VPMADDWD, the same sums in two instructions) and int16 pairs
+// (VPMADDWD). Where one is missing, the paths that exist only for its speed give way to their
+// exact float32 twins: without bf16 dot products the bf16 decode attention and the int4 bf16
+// tiles (BF16 weights, and FP8 ones in the blocked GEMM, under bf16 activations still see x
+// rounded, so their numbers do not depend on the CPU); without int8 dot products the GGUF
+// int8-activation GEMV; without int16 ones the int4 int16-activation GEMV. So `--dtype auto` gives
 // different numbers on builds for different CPUs, and `qmpi --version` prints
 // dot_products_summary() for comparing hosts.
 #pragma once
@@ -27,9 +28,19 @@ inline constexpr bool kHaveInt8Dot = true;
 inline constexpr bool kHaveInt8Dot = false;
 #endif
 
+// int16 pairs (VPMADDWD) for the int4 GEMV's activations on AVX2 builds; AVX-512 builds keep
+// their float int4 tile, not measured against it.
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(__AVX512F__)
+#define QMPI_CPU_INT16_DOT 1
+inline constexpr bool kHaveInt16Dot = true;
+#else
+inline constexpr bool kHaveInt16Dot = false;
+#endif
+
 inline std::string dot_products_summary() {
   return std::string("cpu kernels: bf16 dot products ") + (kHaveBf16Dot ? "yes" : "no") +
-         ", int8 dot products " + (kHaveInt8Dot ? "yes" : "no");
+         ", int8 dot products " + (kHaveInt8Dot ? "yes" : "no") + ", int16 dot products " +
+         (kHaveInt16Dot ? "yes" : "no");
 }
 
 }  // namespace qmpi::cpu

@@ -66,6 +66,9 @@ void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const Weigh
   if (opt.bf16_activations && n > kInt4GemvMaxRowsBf16 &&
       matmul_int4_blocked_bf16(x, n, w, bias, out, opt))
     return;
+  if (opt.bf16_activations && n <= kInt4GemvInt16MaxRows &&
+      matmul_int4_gemv_int16(x, n, w, bias, out, opt))
+    return;
   if (n <= kInt4GemvMaxRows)
     matmul_int4_gemv(x, n, w, bias, out, opt);
   else

@@ -39,6 +39,17 @@ void matmul_int4_gemv(const float* x, int64_t n, const Int4WeightView& w, const 
 void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                          float* out, const MatmulOptions& opt);
 
+// Up to this many rows of x (with bf16 activations) the int16-activation GEMV runs where it
+// exists: the 0.5B's projections, 2 threads, int16 / float GEMV 8.4-9.0 / 10.4-10.9 ms at 1 row,
+// 12 / 22 at 2, 20 / 31 at 3, but 22.6 / 21.2 at 4 (the float GEMV's 4-row tile), 83 / 82 at 16.
+inline constexpr int64_t kInt4GemvInt16MaxRows = 3;
+
+// The GEMV with int16 activations (matmul_int4_int16.cpp states the method and its error
+// bound); false, with nothing done, where the build does not use int16 dot products
+// (dot_products.h: AVX2 builds do, AVX-512 ones keep the float tile).
+bool matmul_int4_gemv_int16(const float* x, int64_t n, const Int4WeightView& w,
+                            const WeightView* bias, float* out, const MatmulOptions& opt);
+
 // The blocked path with bf16 activations (x rounded to bf16, weights exact); false, with nothing
 // done, where the CPU has no VDPBF16PS.
 bool matmul_int4_blocked_bf16(const float* x, int64_t n, const Int4WeightView& w,

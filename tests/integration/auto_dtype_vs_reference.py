@@ -17,8 +17,10 @@ picks another token at 2 of qwen3-moe's 64 positions, margins 0.15% and 0.28%), 
 quarter of the positions may be that close. `auto` must also
 differ from `--dtype float32` on every model, so that the test sees the bf16 path, not the exact
 one: on the int4 model (whose float tensors are f16) the 64-token prompt's int4 matmuls take the
-bf16 tiles. Built for a CPU without bf16 dot products (`qmpi --version`), the int4 matmuls keep
-the exact path, and there `auto` must equal `float32` on the int4 model.
+bf16 tiles; built without those but with int16 dot products (`qmpi --version`), the int4 model
+is run one token a step (`--mode incremental`) so that its decode-sized matmuls take the
+int16-activation GEMV; with neither, the int4 matmuls keep the exact path, and there `auto`
+must equal `float32` on the int4 model.
 
 Greedy continuations of `auto` and `float32` (16 tokens from 8 prompts per model, one `qmpi
 batch` each) are compared and their agreement printed (docs/perf.md records it); they are not
@@ -52,11 +54,11 @@ FLOAT_MODELS = [
 INT4 = ("qwen2 int4 awq g64", ["--quant", "awq", "--group-size", "64"])
 
 
-def logits(model_dir: str, ids, dtype: str) -> np.ndarray:
-    """`qmpi logits --dtype DTYPE` with the default KV cache (what users run)."""
+def logits(model_dir: str, ids, dtype: str, mode: str = "prefill") -> np.ndarray:
+    """`qmpi logits --dtype DTYPE --mode MODE` with the default KV cache (what users run)."""
     out = testlib.test_tmp("logits") + f"/auto-{dtype}.npy"
     testlib.qmpi(["logits", "--model", model_dir, "--ids", testlib.ids_arg(ids), "--out", out,
-                  "--dtype", dtype], timeout=180)
+                  "--dtype", dtype, "--mode", mode], timeout=180)
     return np.load(out)
 
 
@@ -92,12 +94,13 @@ def reference(model_dir: str, ids) -> tuple:
     return hidden @ ref.lm_head.T, clear
 
 
-def check_model(c, label: str, model_dir: str, tally: list, bf16_path: bool = True) -> None:
+def check_model(c, label: str, model_dir: str, tally: list, bf16_path: bool = True,
+                mode: str = "prefill") -> None:
     vocab = testlib.tokenizer_size(model_dir)
     ids = testlib.random_ids(34, PROMPT_LEN)
     want, clear = reference(model_dir, ids)
-    auto = c.guard(f"{label} auto", logits, model_dir, ids, "auto")
-    exact = c.guard(f"{label} float32", logits, model_dir, ids, "float32")
+    auto = c.guard(f"{label} auto", logits, model_dir, ids, "auto", mode)
+    exact = c.guard(f"{label} float32", logits, model_dir, ids, "float32", mode)
     if auto is None or exact is None:
         return
     err = testlib.rel_err(auto[clear], want[clear])
@@ -118,7 +121,7 @@ def check_model(c, label: str, model_dir: str, tally: list, bf16_path: bool = Tr
             f"{testlib.rel_err(auto, want):.2e}, float32 {testlib.rel_err(exact, want):.2e})")
     differs = not np.array_equal(auto, exact)
     c.check(differs == bf16_path, f"{label}: auto {'differs from' if differs else 'equals'} "
-            f"float32 (want {'different' if bf16_path else 'equal: no bf16 dot products'})")
+            f"float32 (want {'different' if bf16_path else 'equal: no bf16 or int16 dot products'})")
     prompts = [testlib.random_ids(340 + p, 8 + 8 * p) for p in range(GREEDY_PROMPTS)]
     a = c.guard(f"{label} greedy auto", greedy, model_dir, prompts, "auto")
     b = c.guard(f"{label} greedy float32", greedy, model_dir, prompts, "float32")
@@ -142,7 +145,10 @@ def body(c: testlib.Checks) -> None:
     label, args = INT4
     made = c.guard(label, make_int4, "awq g64", args)
     if made is not None:
-        check_model(c, label, made[0], tally, testlib.cpu_dot_products()["bf16"])
+        dots = testlib.cpu_dot_products()
+        # Without bf16 tiles, one token a step, so that the int16 GEMV computes every position.
+        mode = "incremental" if dots["int16"] and not dots["bf16"] else "prefill"
+        check_model(c, f"{label} ({mode})", made[0], tally, dots["bf16"] or dots["int16"], mode)
     same = sum(t[0] for t in tally)
     total = sum(t[1] for t in tally)
     print(f"  greedy continuations: auto == float32 on {same} of {total}", flush=True)

@@ -61,13 +61,16 @@ def qmpi_binary() -> str:
 @functools.cache
 def cpu_dot_products() -> dict:
     """Which hardware dot products the build's CPU kernels use (`qmpi --version`'s second line;
-    kernels/cpu/dot_products.h): {"bf16": bool, "int8": bool}. Without them `--dtype auto` keeps
-    the exact float32 path for int4 and FP8 weights (bf16) and for GGUF blocks (int8)."""
+    kernels/cpu/dot_products.h): {"bf16": bool, "int8": bool, "int16": bool}. Without them
+    `--dtype auto` keeps the exact float32 path for int4 prefill tiles (bf16), GGUF blocks (int8)
+    and the int4 decode GEMV (int16)."""
     out = run([qmpi_binary(), "--version"], timeout=30).stdout
-    m = re.search(r"bf16 dot products (yes|no), int8 dot products (yes|no)", out)
+    m = re.search(r"bf16 dot products (yes|no), int8 dot products (yes|no), "
+                  r"int16 dot products (yes|no)", out)
     if not m:
         raise TestFailure(f"qmpi --version does not say its dot products:\n{out}")
-    return {"bf16": m.group(1) == "yes", "int8": m.group(2) == "yes"}
+    return {"bf16": m.group(1) == "yes", "int8": m.group(2) == "yes",
+            "int16": m.group(3) == "yes"}
 
 
 def mpirun_binary() -> str:

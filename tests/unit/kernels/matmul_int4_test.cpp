@@ -219,11 +219,90 @@ TEST(MatmulInt4, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
         EXPECT_LT(max_rel_err(got, want), 2e-6) << what;
         // Against exact activations x's rounding shows (~2^-9 a product, averaging out).
         EXPECT_LT(max_rel_err(got, exact), 1e-2) << what;
+        // matmul_int4 runs the int16-activation GEMV up to kInt4GemvInt16MaxRows where it exists
+        // (its bound: Int16ActivationGemvWithinItsBound), else these tiles or the float GEMV.
         cpu::matmul_int4(x.data(), n, h.view(), &bias, got.data(), {threads, true});
-        EXPECT_LT(max_rel_err(got, exact), 1e-2) << what << " (matmul_int4)";
+        std::vector<float> int16(want.size(), -1.0f);
+        if (n <= cpu::kInt4GemvInt16MaxRows &&
+            cpu::matmul_int4_gemv_int16(x.data(), n, h.view(), &bias, int16.data(),
+                                        {threads, true}))
+          EXPECT_EQ(got, int16) << what << " (matmul_int4)";
+        else
+          EXPECT_LT(max_rel_err(got, exact), 1e-2) << what << " (matmul_int4)";
       }
     }
   }
+}
+
+// The int16-activation GEMV (matmul_int4_int16.cpp) against the float64 product of the same
+// weights: every output within the bound its header states, sum over segments of
+// max|x_seg| / 65534 * sum |w| over the segment, plus float32 rounding (1e-5 of sum |w x|), on
+// the layouts above, x rows with an outlier 100x the rest, and 1..64 rows of x (its 2-row tiles
+// and a last single row); and equal, up to float32 rounding, to the product with x quantized as
+// stated. Where the build does not use int16 dot products it must say so by returning false.
+TEST(MatmulInt4, Int16ActivationGemvWithinItsBound) {
+  std::mt19937 rng(41);
+  struct Case {
+    int64_t rows;
+    std::vector<int32_t> groups;
+    bool shuffle;
+  };
+  const std::vector<Case> cases = {
+      {37, {16, 16, 16}, false}, {24, {4, 4, 4, 4, 4, 4}, false}, {6, {8, 8, 8}, false},
+      {13, {16, 16, 5}, false},  {29, {3, 17, 1, 9, 0, 6}, true}, {8, {112}, false},
+  };
+  double worst = 0.0, worst_emulated = 0.0;
+  for (const Case& c : cases) {
+    const HostInt4 h = random_int4(c.rows, c.groups, c.shuffle, rng);
+    const Int4WeightView v = h.view();
+    const int64_t kp = h.words * 8;
+    std::vector<float> wd(size_t(h.rows * kp));
+    cpu::dequantize_int4_rows(v, 0, h.rows, wd.data());
+    const std::vector<float> bias_v = random_floats(size_t(c.rows), rng);
+    const WeightView bias{bias_v.data(), DType::F32, 1, c.rows, nullptr};
+    for (int64_t n : {1, 2, 3, 5, 17, 64}) {
+      std::vector<float> x = random_floats(size_t(n * h.in_features), rng);
+      for (int64_t i = 0; i < n; i += 2)
+        x[size_t(i * h.in_features + (i * 7) % h.in_features)] *= 100;
+      std::vector<float> xg(size_t(n * kp));
+      cpu::gather_int4_input(x.data(), n, v, xg.data());
+      for (int threads : {1, 2}) {
+        std::vector<float> got(size_t(n * h.rows), -1.0f);
+        const bool ran =
+            cpu::matmul_int4_gemv_int16(x.data(), n, v, &bias, got.data(), {threads, true});
+        ASSERT_EQ(ran, cpu::kHaveInt16Dot);
+        if (!ran) return;
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t r = 0; r < h.rows; ++r) {
+            double exact = bias_v[size_t(r)], emulated = exact, bound = 0.0, magnitude = 0.0;
+            for (int64_t g = 0; g < h.groups(); ++g)
+              for (int64_t s = h.group_words[g]; s < h.group_words[g + 1]; s += 16) {
+                const int64_t e = std::min<int64_t>(s + 16, h.group_words[g + 1]);
+                float amax = 0.0f;
+                double wsum = 0.0;
+                for (int64_t k = 8 * s; k < 8 * e; ++k) {
+                  const double xv = xg[size_t(i * kp + k)], wv = wd[size_t(r * kp + k)];
+                  exact += xv * wv;
+                  amax = std::max(amax, std::fabs(xg[size_t(i * kp + k)]));
+                  wsum += std::fabs(wv);
+                  magnitude += std::fabs(xv * wv);
+                }
+                bound += amax / 65534.0 * wsum;
+                // x as the kernel quantizes it: step max|x| / 32767, rounded to nearest even
+                const float step = amax / 32767.0f, inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+                for (int64_t k = 8 * s; k < 8 * e; ++k)
+                  emulated += double(wd[size_t(r * kp + k)]) * double(step) *
+                              std::nearbyint(double(xg[size_t(i * kp + k)] * inv));
+              }
+            const double g = got[size_t(i * h.rows + r)];
+            worst = std::max(worst, std::fabs(g - exact) / (bound + 1e-5 * magnitude + 1e-30));
+            worst_emulated = std::max(worst_emulated, std::fabs(g - emulated) / magnitude);
+          }
+      }
+    }
+  }
+  EXPECT_LE(worst, 1.0);
+  EXPECT_LT(worst_emulated, 2e-6);
 }
 
 TEST(MatmulInt4, ModelWidthAndThreadCount) {

@@ -1,0 +1,201 @@
+// The int4 decode GEMV with int16 activations on AVX2: what `--dtype auto` (MatmulOptions::
+// bf16_activations) runs for AWQ and GPTQ weights up to kInt4GemvMaxRows rows of x on AVX2
+// builds; `--dtype float32`, and AVX-512 builds, keep the float tile (matmul_int4_tile.h), which
+// converts every nibble to float32 and ran at ~17.5 GB/s of weights on this AVX2 host,
+// compute-bound.
+//
+// x is quantized per segment (matmul_int4_tile.h's unit of scale and zero point, at most 128
+// inputs): step dx = max|x| / 32767, q = round(x / dx). A Blocks16 word holds 8 consecutive
+// inputs of one row; a vector of 8 rows' words shifted right by 4j and masked with 0x000f000f
+// holds each row's inputs j and j + 4 as 16-bit integers, and VPMADDWD multiplies them with the
+// pair (q_j, q_j+4) broadcast to every lane and adds the two: 8 exact int32 sums of 16 weights in
+// 3 instructions (2 for j = 0) where the float tile takes 6. A segment's sums meet dx and the
+// scale in float32, and the zero point meets the segment's sum of quantized activations:
+// sum_k (q_k - z) s x_k with x_k the dequantized activations, as the float tile does with x.
+// (int8 activations, VPMADDUBSW, took ~2x fewer instructions again but put the int4 model of
+// auto_dtype_vs_reference at 3.4e-2 of the reference's logits, past Hugging Face's bf16 1.85e-2.)
+//
+// Numerics: an activation is off by at most dx / 2, so an output differs from the exact product of
+// the same weights by at most sum over segments of (max|x_seg| / 65534) * sum_{k in seg} |w_k|,
+// plus float32 rounding; MatmulInt4.Int16ActivationGemvWithinItsBound asserts it against the
+// float64 reference. The int32 sums cannot overflow: a segment adds 64 products of at most
+// 2 * 15 * 32767 per lane.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/dot_products.h"
+#include "kernels/cpu/matmul_int4.h"
+#include "kernels/cpu/matmul_int4_tile.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/scratch.h"
+#include "kernels/cpu/x86.h"
+
+namespace qmpi::cpu {
+
+#if defined(QMPI_CPU_INT16_DOT)
+namespace {
+
+constexpr int64_t kGrain = 64 * 1024;  // weights per thread below which extra threads cost more
+
+// x quantized for the tile: row i's packed inputs as int16, word v's at q[i * kp + 8v] as the
+// pairs (8v, 8v+4), (8v+1, 8v+5), (8v+2, 8v+6), (8v+3, 8v+7); each segment's step at
+// steps[i * segments + s] and its sum of dequantized activations at sums[i * segments + s].
+struct Int16X {
+  int64_t kp = 0, segments = 0;
+  int16_t* q = nullptr;
+  float* steps = nullptr;
+  float* sums = nullptr;
+};
+
+Int16X alloc_int16_x(int64_t n, const Int4WeightView& w) {
+  Int16X p;
+  p.kp = w.words * 8;
+  int4::for_each_segment(w, [&](int64_t, int64_t, int64_t) { ++p.segments; });
+  p.q = thread_scratch<int16_t, 2>(size_t(n * p.kp));
+  p.steps = thread_scratch<float, 3>(size_t(n * p.segments));
+  p.sums = thread_scratch<float, 4>(size_t(n * p.segments));
+  return p;
+}
+
+void quantize_row(const float* x, int64_t i, const Int4WeightView& w, const Int16X& p) {
+  const float* xi = x + i * w.in_features;
+  int16_t* q = p.q + i * p.kp;
+  float* steps = p.steps + i * p.segments;
+  float* sums = p.sums + i * p.segments;
+  int4::for_each_segment(w, [&](int64_t, int64_t v0, int64_t v1) {
+    float vals[8 * int4::kSegmentWords], amax = 0.0f;
+    for (int64_t k = 8 * v0; k < 8 * v1; ++k) {
+      float val;
+      if (w.x_index)
+        val = w.x_index[k] < 0 ? 0.0f : xi[w.x_index[k]];
+      else
+        val = k < w.in_features ? xi[k] : 0.0f;
+      vals[k - 8 * v0] = val;
+      amax = std::max(amax, std::fabs(val));
+    }
+    const float step = amax / 32767.0f, inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+    int64_t total = 0;
+    for (int64_t u = v0; u < v1; ++u)
+      for (int j = 0; j < 8; ++j) {
+        const int32_t qv =
+            std::clamp(int32_t(std::lrintf(vals[8 * (u - v0) + j] * inv)), -32767, 32767);
+        q[8 * u + 2 * (j % 4) + j / 4] = int16_t(qv);
+        total += qv;
+      }
+    *steps++ = step;
+    *sums++ = step * float(total);
+  });
+}
+
+struct Args {
+  const Int4WeightView* w;
+  Int16X x;
+  const float* bias;
+  float* out;
+};
+
+// The block of rows [r, r + 16) (two vectors of 8 lanes) times x rows [i, i + XR). Prefetch: this
+// pass reads the weights from DRAM.
+template <int XR, bool Prefetch>
+__attribute__((noinline)) void tile(const Args& a, int64_t r, int64_t i) {
+  const Int4WeightView& w = *a.w;
+  const int64_t width = int4_block_width(w.rows, r);
+  const uint32_t* qw = w.qweight + r * w.words;
+  const __m256i m[2] = {vec::first_lanes(int(width)), vec::first_lanes(int(width - 8))};
+  const bool full = width == kInt4Block;
+  const __m256i low4 = _mm256_set1_epi32(0x000f000f);
+  const int16_t* xq[XR];
+  for (int j = 0; j < XR; ++j) xq[j] = a.x.q + (i + j) * a.x.kp;
+  const float* steps = a.x.steps + i * a.x.segments;
+  const float* sums = a.x.sums + i * a.x.segments;
+  __m256 out[XR][2];
+  for (int j = 0; j < XR; ++j) out[j][0] = out[j][1] = _mm256_setzero_ps();
+  int4::for_each_segment(w, [&](int64_t g, int64_t v0, int64_t v1) {
+    __m256i acc[XR][2];
+    for (int j = 0; j < XR; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_si256();
+    for (int64_t u = v0; u < v1; ++u) {
+      if constexpr (Prefetch) __builtin_prefetch(qw + u * width + int4::kPrefetchWords, 0, 2);
+      __m256i words[2];
+      for (int h = 0; h < 2; ++h) {
+        const auto* at = reinterpret_cast<const __m256i*>(qw + u * width + 8 * h);
+        words[h] = full ? _mm256_loadu_si256(at)
+                        : _mm256_maskload_epi32(reinterpret_cast<const int*>(at), m[h]);
+      }
+      for (int b = 0; b < 4; ++b) {
+        __m256i plane[2];
+        for (int h = 0; h < 2; ++h)
+          plane[h] = _mm256_and_si256(b ? _mm256_srli_epi32(words[h], 4 * b) : words[h], low4);
+        for (int j = 0; j < XR; ++j) {
+          int32_t pair;
+          std::memcpy(&pair, xq[j] + 8 * u + 2 * b, 4);
+          const __m256i xp = _mm256_set1_epi32(pair);
+          for (int h = 0; h < 2; ++h)
+            acc[j][h] = _mm256_add_epi32(acc[j][h], _mm256_madd_epi16(plane[h], xp));
+        }
+      }
+    }
+    __m256 s[2], z[2];
+    int4::widen_scales(w.scales + r * w.groups + g * width, width, s);
+    int4::widen_zeros(w.zeros + r * w.groups + g * width, width, z);
+    for (int h = 0; h < 2; ++h) {
+      const __m256 sz = _mm256_mul_ps(s[h], z[h]);
+      for (int j = 0; j < XR; ++j) {
+        const __m256 sum =
+            _mm256_mul_ps(_mm256_cvtepi32_ps(acc[j][h]), _mm256_set1_ps(steps[j * a.x.segments]));
+        out[j][h] = _mm256_fmadd_ps(s[h], sum, out[j][h]);
+        out[j][h] = _mm256_fnmadd_ps(sz, _mm256_set1_ps(sums[j * a.x.segments]), out[j][h]);
+      }
+    }
+    ++steps;
+    ++sums;
+  });
+  for (int h = 0; h < 2; ++h) {
+    const __m256 bias = a.bias ? _mm256_maskload_ps(a.bias + r + 8 * h, m[h]) : _mm256_setzero_ps();
+    for (int j = 0; j < XR; ++j)
+      _mm256_maskstore_ps(a.out + (i + j) * w.rows + r + 8 * h, m[h],
+                          _mm256_add_ps(out[j][h], bias));
+  }
+}
+
+template <int XR>
+void tile_at(const Args& a, int64_t r, int64_t i, bool prefetch) {
+  if (prefetch)
+    tile<XR, true>(a, r, i);
+  else
+    tile<XR, false>(a, r, i);
+}
+
+}  // namespace
+
+bool matmul_int4_gemv_int16(const float* x, int64_t n, const Int4WeightView& w,
+                            const WeightView* bias, float* out, const MatmulOptions& opt) {
+  const int nt = threads_for(opt.threads, w.rows * w.words * 8, kGrain);
+  const AlignedArray<float> b = widen(bias);
+  const Args a{&w, alloc_int16_x(n, w), b.get(), out};
+#pragma omp parallel num_threads(nt)
+  {
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < n; ++i) quantize_row(x, i, w, a.x);
+    const Range rr = split_range(w.rows, kInt4Block, omp_get_thread_num(), omp_get_num_threads());
+    for (int64_t r = rr.begin; r < rr.end; r += kInt4Block) {
+      int64_t i = 0;
+      for (; i + 2 <= n; i += 2) tile_at<2>(a, r, i, i == 0);
+      for (; i < n; ++i) tile_at<1>(a, r, i, i == 0);
+    }
+  }
+  return true;
+}
+
+#else
+
+bool matmul_int4_gemv_int16(const float*, int64_t, const Int4WeightView&, const WeightView*, float*,
+                            const MatmulOptions&) {
+  return false;
+}
+
+#endif
+
+}  // namespace qmpi::cpu
