@@ -2,15 +2,17 @@
 // checkpoints both arrive in its layout), x and out float32, accumulated in float32.
 //
 // Two paths, as for the float matmul: a GEMV for decode that dequantizes each weight word in
-// registers (matmul_int4_tile.h), and for prefill a GEMM: with bf16 activations the bf16 GEMM's
-// VDPBF16PS tiles on a few rows at a time decoded to bf16 q - z, each group's sums scaled
-// (matmul_int4_bf16.cpp), else a float GEMM that dequantizes its weight panels a 16 KiB chunk at
-// a time. Both read the Blocks16 layout (the CPU backend's). A plain reference, which reads
-// either layout, sits beside them for the tests.
+// registers (matmul_int4_tile.h; with bf16 activations on AVX2, on int16 activations:
+// matmul_int4_int16.cpp), and for prefill a GEMM: with bf16 activations the bf16 GEMM's
+// VDPBF16PS tiles (AVX2: its float32 tiles) on a few rows at a time decoded to bf16 q - z, each
+// group's sums scaled (matmul_int4_bf16.cpp), else a float GEMM that dequantizes its weight panels
+// a 16 KiB chunk at a time. Both read the Blocks16 layout (the CPU backend's). A plain reference,
+// which reads either layout, sits beside them for the tests.
 #pragma once
 #include <cstdint>
 
 #include "kernels/cpu/aligned.h"
+#include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/kernel_types.h"
 
@@ -26,8 +28,9 @@ inline constexpr int64_t kInt4GemvMaxRows = 64;
 // CPU ms of 24 layers' projections at 1 thread, GEMV against tiles, 20 rows 94 / 112, 24 rows
 // 101 / 110, 28 rows 126 / 112, 32 rows 132 / 112 (qmpi_kernel_bench --int4 awq
 // --bf16-activations). The tiles' cost hardly moves below 32 rows: decoding the weights to bf16
-// is most of it there.
-inline constexpr int64_t kInt4GemvMaxRowsBf16 = 24;
+// is most of it there. The float32 tiles (AVX2) stay behind the GEMV up to its 64 rows: the 0.5B's
+// projections, 2 threads, tiles / GEMV 192 / 134 ms at 25 rows, 195 / 166 at 32, 374 / 359 at 64.
+inline constexpr int64_t kInt4GemvMaxRowsBf16 = kHaveBf16Dot ? 24 : kInt4GemvMaxRows;
 
 // Checks the view and bias (raising a qmpi::Error) and runs the path that suits n.
 void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
@@ -51,7 +54,7 @@ bool matmul_int4_gemv_int16(const float* x, int64_t n, const Int4WeightView& w,
                             const WeightView* bias, float* out, const MatmulOptions& opt);
 
 // The blocked path with bf16 activations (x rounded to bf16, weights exact); false, with nothing
-// done, where the CPU has no VDPBF16PS.
+// done, on AVX-512 without VDPBF16PS and on builds without AVX2.
 bool matmul_int4_blocked_bf16(const float* x, int64_t n, const Int4WeightView& w,
                               const WeightView* bias, float* out, const MatmulOptions& opt);
 

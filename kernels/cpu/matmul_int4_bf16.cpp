@@ -1,18 +1,21 @@
 // The int4 prefill with bf16 activations: the bf16 GEMM's tiles (matmul_blocked.cpp) on rows
 // decoded to bf16 q - z, an integer in [-16, 15] and so exact in bf16, with each group's partial
 // sums multiplied by the row's scale for that group as they are added up (scaled_rows.h). The
-// only rounding beyond float32 sums is x's to bf16, as for bf16 weights.
+// only rounding beyond float32 sums is x's to bf16, as for bf16 weights. On AVX2 the same rows
+// take the float32 tiles, widened (matmul_blocked_scaled).
 #include <algorithm>
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/scaled_rows.h"
+#include "kernels/cpu/vec.h"
 #include "kernels/cpu/x86.h"
 #include "kernels/int4_layout.h"
 
 namespace qmpi::cpu {
 
+#if defined(__AVX512BF16__) || (defined(QMPI_CPU_VEC) && !defined(__AVX512F__))
 #if defined(__AVX512BF16__)
 
 namespace {
@@ -57,6 +60,34 @@ void words_to_bf16(const uint32_t* q, int64_t stride, int64_t count, int z, uint
   }
 }
 
+#else
+
+namespace {
+
+// AVX2: the same words, one at a time: its 8 nibbles shifted into 8 lanes, minus z, converted to
+// float32 (exact) and cut to their high halves, the exact bf16 bits. VPACKUSDW packs two words'
+// lanes within 16-byte halves (word a's 0-3, b's 0-3, a's 4-7, b's 4-7); VPERMQ restores the order.
+void words_to_bf16(const uint32_t* q, int64_t stride, int64_t count, int z, uint16_t* dst) {
+  const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i low4 = _mm256_set1_epi32(15), zero = _mm256_set1_epi32(z);
+  const auto bits = [&](int64_t v) {
+    const __m256i n = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(int32_t(q[v * stride])), shifts), low4);
+    return _mm256_srli_epi32(_mm256_castps_si256(_mm256_cvtepi32_ps(_mm256_sub_epi32(n, zero))),
+                             16);
+  };
+  int64_t v = 0;
+  for (; v + 2 <= count; v += 2)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 8 * v),
+                        _mm256_permute4x64_epi64(_mm256_packus_epi32(bits(v), bits(v + 1)), 0xd8));
+  if (v < count)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 8 * v),
+                     _mm256_castsi256_si128(
+                         _mm256_permute4x64_epi64(_mm256_packus_epi32(bits(v), bits(v)), 0xd8)));
+}
+
+#endif
+
 // The weight for the bf16 tiles, in packed-input order (x gathered to match): each group one
 // scale block.
 struct Int4Rows final : ScaledRows {
@@ -91,7 +122,7 @@ bool matmul_int4_blocked_bf16(const float* x, int64_t n, const Int4WeightView& w
   return true;
 }
 
-#else  // no VDPBF16PS: the float32 paths serve
+#else  // AVX-512 without VDPBF16PS, or no AVX2: the float32 panel GEMM serves
 
 bool matmul_int4_blocked_bf16(const float*, int64_t, const Int4WeightView&, const WeightView*,
                               float*, const MatmulOptions&) {
