@@ -5,10 +5,13 @@
 # weights, --dtype auto), 1x1. Adapters are `qmpi make-lora` ones: rank 16, all seven
 # projections, f32 files (PEFT's usual dtype; held in bf16 on the bf16 projections).
 # `qmpi bench --batch 16` times the steps once all 16 sequences decode (best of --repeats), the
-# two runs back to back, base first (no --lora-modules: what the server does without adapters).
-# Appends to bench/results/lora-<date>.txt (a day's runs side by side) and prints one line to
-# paste into docs/perf.md.
-# Usage: bench/lora_bench.sh [build dir] [preset (qwen2.5-0.5b)] [threads (2)] [gen-len (32)]
+# two runs back to back, base first (no --lora-modules: what the server does without adapters),
+# ROUNDS times (default 3): the host's swing between two runs can exceed the adapters' cost
+# (+31% and -14% in two single rounds on 2026-12-04), so the figure is the median of the
+# per-round ratios. Appends to bench/results/lora-<date>.txt (a day's runs side by side) and
+# prints one line to paste into docs/perf.md.
+# Usage: [ROUNDS=3] bench/lora_bench.sh [build dir] [preset (qwen2.5-0.5b)] [threads (2)]
+#        [gen-len (32)]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 qmpi="${1:-$here/build}/qmpi"
@@ -42,15 +45,21 @@ step_ms() {  # label, extra flags...: the batch-16 step in ms
 }
 before=$(load)
 echo "# $preset bf16, 1x1, $threads threads, $(date -u +%FT%TZ), load before: $before" >>"$out"
-base=$(step_ms base)
-lora=$(step_ms lora4 --lora-modules "${modules[@]}" --max-loras 4)
+bases=() loras=()
+for _ in $(seq 1 "${ROUNDS:-3}"); do
+  bases+=("$(step_ms base)")
+  loras+=("$(step_ms lora4 --lora-modules "${modules[@]}" --max-loras 4)")
+done
 # A row of docs/perf.md's tables: | what | figure | host, date |
 line=$(/usr/bin/python3 -c '
-import sys
+import statistics, sys
 b, l, preset, threads, before, after, day = sys.argv[1:]
-b, l = float(b), float(l)
+b, l = [float(v) for v in b.split()], [float(v) for v in l.split()]
+ratios = [y / x for x, y in zip(b, l)]
+pairs = ", ".join(f"{y:.1f} vs {x:.1f}" for x, y in zip(b, l))
 print(f"| LoRA: batch-16 decode step, 16 sequences over 4 adapters (r 16, all 7 projections) vs "
-      f"no adapter, {preset} bf16, {threads} threads | {l:.1f} vs {b:.1f} ms: "
-      f"{100 * (l / b - 1):+.1f}% | load {before} -> {after}, {day} (`bench/lora_bench.sh`) |")
-' "$base" "$lora" "$preset" "$threads" "$before" "$(load)" "$(date -u +%F)")
+      f"no adapter, {preset} bf16, {threads} threads | {pairs} ms: median "
+      f"{100 * (statistics.median(ratios) - 1):+.1f}% | load {before} -> {after}, {day} "
+      f"(`bench/lora_bench.sh`, {len(ratios)} rounds) |")
+' "${bases[*]}" "${loras[*]}" "$preset" "$threads" "$before" "$(load)" "$(date -u +%F)")
 echo "$line" | tee -a "$out"
