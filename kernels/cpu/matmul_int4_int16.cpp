@@ -119,11 +119,10 @@ __attribute__((noinline)) void tile(const Args& a, int64_t r, int64_t i) {
     for (int64_t u = v0; u < v1; ++u) {
       if constexpr (Prefetch) __builtin_prefetch(qw + u * width + int4::kPrefetchWords, 0, 2);
       __m256i words[2];
-      for (int h = 0; h < 2; ++h) {
-        const auto* at = reinterpret_cast<const __m256i*>(qw + u * width + 8 * h);
-        words[h] = full ? _mm256_loadu_si256(at)
-                        : _mm256_maskload_epi32(reinterpret_cast<const int*>(at), m[h]);
-      }
+      if (full)
+        int4::load_words<true>(qw, u, width, m, words);
+      else
+        int4::load_words<false>(qw, u, width, m, words);
       for (int b = 0; b < 4; ++b) {
         __m256i plane[2];
         for (int h = 0; h < 2; ++h)
@@ -137,27 +136,16 @@ __attribute__((noinline)) void tile(const Args& a, int64_t r, int64_t i) {
         }
       }
     }
-    __m256 s[2], z[2];
-    int4::widen_scales(w.scales + r * w.groups + g * width, width, s);
-    int4::widen_zeros(w.zeros + r * w.groups + g * width, width, z);
-    for (int h = 0; h < 2; ++h) {
-      const __m256 sz = _mm256_mul_ps(s[h], z[h]);
-      for (int j = 0; j < XR; ++j) {
-        const __m256 sum =
-            _mm256_mul_ps(_mm256_cvtepi32_ps(acc[j][h]), _mm256_set1_ps(steps[j * a.x.segments]));
-        out[j][h] = _mm256_fmadd_ps(s[h], sum, out[j][h]);
-        out[j][h] = _mm256_fnmadd_ps(sz, _mm256_set1_ps(sums[j * a.x.segments]), out[j][h]);
-      }
-    }
-    ++steps;
-    ++sums;
-  });
-  for (int h = 0; h < 2; ++h) {
-    const __m256 bias = a.bias ? _mm256_maskload_ps(a.bias + r + 8 * h, m[h]) : _mm256_setzero_ps();
+    __m256 sum[XR][2];
     for (int j = 0; j < XR; ++j)
-      _mm256_maskstore_ps(a.out + (i + j) * w.rows + r + 8 * h, m[h],
-                          _mm256_add_ps(out[j][h], bias));
-  }
+      for (int h = 0; h < 2; ++h)
+        sum[j][h] =
+            _mm256_mul_ps(_mm256_cvtepi32_ps(acc[j][h]), _mm256_set1_ps(steps[j * a.x.segments]));
+    ++steps;
+    int4::add_segment<XR>(w.scales + r * w.groups, w.zeros + r * w.groups, g, width, sum, sums++,
+                          a.x.segments, out);
+  });
+  int4::store_block<XR>(out, a.bias, m, r, i, w.rows, a.out);
 }
 
 template <int XR>

@@ -205,6 +205,47 @@ inline void widen_zeros(const uint8_t* p, int64_t width, __m256* out) {
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h))));
 }
 
+// Word v of the block at q (its `width` rows; lanes past them zero unless Full) as two vectors
+// of 8 lanes.
+template <bool Full>
+inline void load_words(const uint32_t* q, int64_t v, int64_t width, const __m256i* m,
+                       __m256i* words) {
+  for (int h = 0; h < 2; ++h) {
+    const auto* at = reinterpret_cast<const __m256i*>(q + v * width + 8 * h);
+    words[h] = Full ? _mm256_loadu_si256(at)
+                    : _mm256_maskload_epi32(reinterpret_cast<const int*>(at), m[h]);
+  }
+}
+
+// out[j] += s (sum[j] - z X_j) for group g's segment of a block: its rows' scales and zero
+// points (at scales, zeros: the block's arrays), X_j = xsum[j * stride], the segment's sum of x.
+template <int XR>
+inline void add_segment(const uint16_t* scales, const uint8_t* zeros, int64_t g, int64_t width,
+                        const __m256 (*sum)[2], const float* xsum, int64_t stride,
+                        __m256 (*out)[2]) {
+  __m256 s[2], z[2];
+  widen_scales(scales + g * width, width, s);
+  widen_zeros(zeros + g * width, width, z);
+  for (int h = 0; h < 2; ++h) {
+    const __m256 sz = _mm256_mul_ps(s[h], z[h]);
+    for (int j = 0; j < XR; ++j) {
+      out[j][h] = _mm256_fmadd_ps(s[h], sum[j][h], out[j][h]);
+      out[j][h] = _mm256_fnmadd_ps(sz, _mm256_set1_ps(xsum[j * stride]), out[j][h]);
+    }
+  }
+}
+
+// Rows [r, r + 16) of out (those under the mask m) for x rows [i, i + XR): acc plus the bias.
+template <int XR>
+inline void store_block(const __m256 (*acc)[2], const float* bias, const __m256i* m, int64_t r,
+                        int64_t i, int64_t rows, float* out) {
+  for (int h = 0; h < 2; ++h) {
+    const __m256 b = bias ? _mm256_maskload_ps(bias + r + 8 * h, m[h]) : _mm256_setzero_ps();
+    for (int j = 0; j < XR; ++j)
+      _mm256_maskstore_ps(out + (i + j) * rows + r + 8 * h, m[h], _mm256_add_ps(acc[j][h], b));
+  }
+}
+
 // sum[j][h] = sum_k q_k x_jk over words [v0, v1) of the block at q, rows 8h .. 8h + 7.
 template <int XR, bool Prefetch, bool Full>
 inline void segment_sums(const uint32_t* q, int64_t width, const __m256i* m, const float* const* xs,
@@ -217,11 +258,7 @@ inline void segment_sums(const uint32_t* q, int64_t width, const __m256i* m, con
   for (int64_t v = v0; v < v1; ++v) {
     if constexpr (Prefetch) __builtin_prefetch(q + v * width + kPrefetchWords, 0, 2);
     __m256i words[2];
-    for (int h = 0; h < 2; ++h) {
-      const auto* at = reinterpret_cast<const __m256i*>(q + v * width + 8 * h);
-      words[h] = Full ? _mm256_loadu_si256(at)
-                      : _mm256_maskload_epi32(reinterpret_cast<const int*>(at), m[h]);
-    }
+    load_words<Full>(q, v, width, m, words);
     for (int b = 0; b < 8; ++b) {
       const __m256 wv[2] = {plane(words[0], b), plane(words[1], b)};
       for (int j = 0; j < XR; ++j) {
@@ -243,28 +280,14 @@ __attribute__((noinline)) void tile(const TileArgs& a, int64_t r, int64_t i) {
   __m256 out[XR][2];
   for (int j = 0; j < XR; ++j) out[j][0] = out[j][1] = _mm256_setzero_ps();
   for_each_segment(w, [&](int64_t g, int64_t v0, int64_t v1) {
-    __m256 sum[XR][2], s[2], z[2];
+    __m256 sum[XR][2];
     if (width == kInt4Block)
       segment_sums<XR, Prefetch, true>(q, width, m, xs, v0, v1, sum);
     else
       segment_sums<XR, Prefetch, false>(q, width, m, xs, v0, v1, sum);
-    widen_scales(scales + g * width, width, s);
-    widen_zeros(zeros + g * width, width, z);
-    for (int h = 0; h < 2; ++h) {
-      const __m256 sz = _mm256_mul_ps(s[h], z[h]);
-      for (int j = 0; j < XR; ++j) {
-        out[j][h] = _mm256_fmadd_ps(s[h], sum[j][h], out[j][h]);
-        out[j][h] = _mm256_fnmadd_ps(sz, _mm256_set1_ps(sums[j * a.x.segments]), out[j][h]);
-      }
-    }
-    ++sums;
+    add_segment<XR>(scales, zeros, g, width, sum, sums++, a.x.segments, out);
   });
-  for (int h = 0; h < 2; ++h) {
-    const __m256 bias = a.bias ? _mm256_maskload_ps(a.bias + r + 8 * h, m[h]) : _mm256_setzero_ps();
-    for (int j = 0; j < XR; ++j)
-      _mm256_maskstore_ps(a.out + (i + j) * w.rows + r + 8 * h, m[h],
-                          _mm256_add_ps(out[j][h], bias));
-  }
+  store_block<XR>(out, a.bias, m, r, i, w.rows, a.out);
 }
 
 #else  // portable: the same sums, one output at a time

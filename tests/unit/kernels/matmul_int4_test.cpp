@@ -91,6 +91,22 @@ HostInt4 random_int4(int64_t rows, const std::vector<int32_t>& group_words_of, b
   return h;
 }
 
+// The layouts every path is checked on: row counts that leave a narrow last Blocks16 block, and
+// groups (word counts) of these shapes.
+struct Layout {
+  int64_t rows;
+  std::vector<int32_t> groups;
+  bool shuffle;
+};
+const std::vector<Layout> kLayouts = {
+    {37, {16, 16, 16}, false},        // group 128
+    {24, {4, 4, 4, 4, 4, 4}, false},  // group 32: several groups per vector
+    {6, {8, 8, 8}, false},            // group 64: two groups per vector
+    {13, {16, 16, 5}, false},         // a short last group (GPTQ's ceil(K / g))
+    {29, {3, 17, 1, 9, 0, 6}, true},  // act-order runs, an empty group, padding
+    {8, {112}, false},                // group -1: one group of 896 inputs
+};
+
 std::vector<float> run(void (*path)(const float*, int64_t, const Int4WeightView&, const WeightView*,
                                     float*, const cpu::MatmulOptions&),
                        const HostInt4& h, const std::vector<float>& x, int64_t n,
@@ -140,20 +156,7 @@ TEST(MatmulInt4, Blocks16HoldsTheSameWeights) {
 
 TEST(MatmulInt4, PathsMatchReference) {
   std::mt19937 rng(7);
-  struct Case {
-    int64_t rows;
-    std::vector<int32_t> groups;
-    bool shuffle;
-  };
-  const std::vector<Case> cases = {
-      {37, {16, 16, 16}, false},        // group 128
-      {24, {4, 4, 4, 4, 4, 4}, false},  // group 32: several groups per vector
-      {6, {8, 8, 8}, false},            // group 64: two groups per vector
-      {13, {16, 16, 5}, false},         // a short last group (GPTQ's ceil(K / g))
-      {29, {3, 17, 1, 9, 0, 6}, true},  // act-order runs, an empty group, padding
-      {8, {112}, false},                // group -1: one group of 896 inputs
-  };
-  for (const Case& c : cases) {
+  for (const Layout& c : kLayouts) {
     const HostInt4 h = random_int4(c.rows, c.groups, c.shuffle, rng);
     const std::vector<float> bias_v = random_floats(size_t(c.rows), rng);
     const WeightView bias{bias_v.data(), DType::F32, 1, c.rows, nullptr};
@@ -185,19 +188,7 @@ TEST(MatmulInt4, PathsMatchReference) {
 // row counts that leave a narrow last Blocks16 block and tiles straddling two blocks.
 TEST(MatmulInt4, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
   std::mt19937 rng(29);
-  struct Case {
-    int64_t rows;
-    std::vector<int32_t> groups;
-    bool shuffle;
-  };
-  const std::vector<Case> cases = {
-      {37, {16, 16, 16}, false},        // group 128
-      {24, {4, 4, 4, 4, 4, 4}, false},  // group 32
-      {13, {16, 16, 5}, false},         // a short last group
-      {29, {3, 17, 1, 9, 0, 6}, true},  // act-order runs, an empty group, padding
-      {8, {112}, false},                // group -1: one group of 896 inputs
-  };
-  for (const Case& c : cases) {
+  for (const Layout& c : kLayouts) {
     HostInt4 h = random_int4(c.rows, c.groups, c.shuffle, rng);
     h.zeros[0] = 16, h.zeros[1] = 0;  // both ends of the zero's range
     const std::vector<float> bias_v = random_floats(size_t(c.rows), rng);
@@ -247,17 +238,8 @@ TEST(MatmulInt4, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
 // stated. Where the build does not use int16 dot products it must say so by returning false.
 TEST(MatmulInt4, Int16ActivationGemvWithinItsBound) {
   std::mt19937 rng(41);
-  struct Case {
-    int64_t rows;
-    std::vector<int32_t> groups;
-    bool shuffle;
-  };
-  const std::vector<Case> cases = {
-      {37, {16, 16, 16}, false}, {24, {4, 4, 4, 4, 4, 4}, false}, {6, {8, 8, 8}, false},
-      {13, {16, 16, 5}, false},  {29, {3, 17, 1, 9, 0, 6}, true}, {8, {112}, false},
-  };
   double worst = 0.0, worst_emulated = 0.0;
-  for (const Case& c : cases) {
+  for (const Layout& c : kLayouts) {
     const HostInt4 h = random_int4(c.rows, c.groups, c.shuffle, rng);
     const Int4WeightView v = h.view();
     const int64_t kp = h.words * 8;
