@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/convert.h"
+#include "kernels/cpu/ggml_dequant.h"
 #include "kernels/cpu/parallel.h"
 
 namespace qmpi::cpu {
@@ -22,6 +23,21 @@ void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t r
     else
       convert_to_f32(static_cast<const char*>(table.data) + size_t(r) * row_bytes, table.dtype,
                      width, o);
+  }
+}
+
+void embedding_ggml(const int32_t* ids, int64_t n, const GgmlWeightView& table, int64_t row_offset,
+                    float* out, int threads) {
+  const int64_t width = table.cols;
+  const int nt = threads_for(threads, n * width, 1 << 16);
+#pragma omp parallel for num_threads(nt) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = int64_t(ids[i]) - row_offset;
+    float* o = out + i * width;
+    if (r < 0 || r >= table.rows)
+      std::fill(o, o + width, 0.0f);
+    else
+      dequantize_ggml_row(table.type, table.data + r * table.row_bytes, o, width);
   }
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 
+#include "core/ggml_types.h"
 #include "kernels/kernel_types.h"
 
 namespace qmpi::cpu {
@@ -11,6 +12,9 @@ namespace qmpi::cpu {
 // of the vocabulary, else zeros (the TP all-reduce then sums the slices into full rows).
 void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
                float* out, int threads);
+// The same for a GGUF table in its blocks, each looked-up row decoded (dequantize_ggml_row).
+void embedding_ggml(const int32_t* ids, int64_t n, const GgmlWeightView& table, int64_t row_offset,
+                    float* out, int threads);
 // dst[i] = src[rows[i]] for rows of `width` floats.
 void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width, float* dst);
 // dst[rows[i]] += scales[i] * src[i] for rows of `width` floats.

@@ -22,6 +22,10 @@ struct GgmlDevice {
 // out[n, rows] = x[n, cols] . W^T for n <= kGgmlGemvMaxRows, without bias.
 cudaError_t launch_ggml_gemv(const float* x, int64_t n, const GgmlDevice& w, float* out,
                              cudaStream_t stream);
+// out[i, cols] = row ids[i] - row_offset of W decoded to float32 (as the CPU decodes it), zeros
+// where that row is not in W (vocab-parallel embedding).
+cudaError_t launch_ggml_embedding(const int32_t* ids, int64_t n, const GgmlDevice& w,
+                                  int64_t row_offset, float* out, cudaStream_t stream);
 // dst[rows, cols] = W as bf16 (each weight decoded as the CPU decodes it, then rounded), for the
 // cuBLAS path.
 cudaError_t launch_ggml_dequant_bf16(const GgmlDevice& w, void* dst, cudaStream_t stream);

@@ -115,6 +115,20 @@ __global__ void dequant_kernel(GgmlDevice w, __nv_bfloat16* dst) {
   }
 }
 
+__global__ void embedding_kernel(const int32_t* ids, int64_t n, GgmlDevice w, int64_t row_offset,
+                                 float* out) {
+  const int64_t total = n * w.cols;
+  for (int64_t i = global_thread(); i < total; i += grid_stride()) {
+    const int64_t r = int64_t(ids[i / w.cols]) - row_offset, c = i % w.cols;
+    if (r < 0 || r >= w.rows) {
+      out[i] = 0.0f;
+      continue;
+    }
+    const uint8_t* block = w.data + r * w.row_bytes + c / w.block_elems * w.block_bytes;
+    out[i] = decode(w.type, block, int(c % w.block_elems));
+  }
+}
+
 template <uint32_t kType>
 __global__ void gemv_kernel(const float* x, int n, GgmlDevice w, float* out) {
   const int64_t row = gemv_row();
@@ -183,6 +197,14 @@ cudaError_t launch_ggml_gemv(const float* x, int64_t n, const GgmlDevice& w, flo
     default:
       return cudaErrorInvalidValue;
   }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_ggml_embedding(const int32_t* ids, int64_t n, const GgmlDevice& w,
+                                  int64_t row_offset, float* out, cudaStream_t stream) {
+  const LaunchShape s = elementwise_shape(n * w.cols);
+  if (s.empty()) return cudaSuccess;
+  embedding_kernel<<<grid_of(s), s.block, 0, stream>>>(ids, n, w, row_offset, out);
   return cudaGetLastError();
 }
 

@@ -100,6 +100,10 @@ class Backend {
   // (vocab-parallel embedding: the TP all-reduce then assembles full rows).
   virtual void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
                          float* out) = 0;
+  // The same for a GGUF table held in its blocks (model/ggml_weight.h): each row looked up is
+  // decoded to float32 as matmul_ggml decodes it, so the table is never held whole in float32.
+  virtual void embedding_ggml(const int32_t* ids, int64_t n, const GgmlWeightView& table,
+                              int64_t row_offset, float* out) = 0;
   // The dtype this backend's dense GEMM reads its input in for a weight of dtype `weight`: F32
   // (x as it is) on the CPU; BF16 for BF16 weights on CUDA, whose tensor-core GEMMs would
   // otherwise round x first. Where it is not F32, the model passes the op that writes the GEMM's

@@ -35,7 +35,7 @@ bool DecoderModel::recordable() const {
 
 void DecoderModel::embed(const BatchInput& batch, float* hidden) {
   const int64_t T = batch.num_tokens();
-  be_.embedding(batch.tokens.data(), T, w_.embedding.view(), plan_.vocab.begin, hidden);
+  w_.embed(be_, batch.tokens.data(), T, plan_.vocab.begin, hidden);
   all_reduce(hidden, T * cfg_.hidden_size);  // each TP rank filled only its vocab rows
 }
 

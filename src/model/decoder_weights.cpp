@@ -14,7 +14,12 @@ DecoderWeights load_decoder_weights(const ModelConfig& cfg, const ShardPlan& pla
   WeightLoader ld(cfg, plan, source, backend);
   DecoderWeights w;
   const int64_t h = cfg.hidden_size, V = cfg.vocab_size;
-  if (plan.first_stage) w.embedding = ld.load("model.embed_tokens.weight", {V, h});
+  if (plan.first_stage) {
+    // A GGUF embedding in blocks stays in them: look-ups decode their rows (Backend::
+    // embedding_ggml), so a Q4_0 72B's 152k x 8192 table is 0.7 GB, not 5 GB of float32.
+    w.embedding_blocks = ld.load_blocks("model.embed_tokens.weight", {V, h});
+    if (!w.embedding_blocks) w.embedding = ld.load("model.embed_tokens.weight", {V, h});
+  }
   LoadProgress progress(fmt::format("stage {} tp {}", plan.stage, plan.tp_rank),
                         plan.layers.end - plan.layers.begin, std::chrono::seconds(5));
   for (int64_t i = plan.layers.begin; i < plan.layers.end; ++i) {
@@ -33,28 +38,32 @@ DecoderWeights load_decoder_weights(const ModelConfig& cfg, const ShardPlan& pla
   if (plan.last_stage) {
     w.final_norm = ld.load("model.norm.weight", {h});
     // Tied checkpoints usually omit lm_head.weight; some still carry a copy. Either way the
-    // tied model's head is the embedding matrix, held once when this rank also embeds. A GGUF
-    // head in blocks stays in them: the embedding's rows are decoded to float32 for look-ups,
-    // and a rank that also embeds keeps the blocks beside that table, since the head streams
-    // every row each step (Q8_0's blocks are 0.27x the float32 bytes).
+    // tied model's head is the embedding matrix (in its blocks for GGUF), held once when this
+    // rank also embeds.
     auto load_head = [&](const std::string& name) {
       w.lm_head_blocks = ld.load_blocks(name, {V, h});
       if (!w.lm_head_blocks) w.lm_head = ld.load(name, {V, h});
     };
     if (cfg.tie_word_embeddings && !plan.first_stage)
       load_head("model.embed_tokens.weight");
-    else if (cfg.tie_word_embeddings)
-      w.lm_head_blocks = ld.load_blocks("model.embed_tokens.weight", {V, h});
-    else
+    else if (!cfg.tie_word_embeddings)
       load_head("lm_head.weight");
   }
   w.bytes = ld.bytes();
   return w;
 }
 
+void DecoderWeights::embed(Backend& be, const int32_t* ids, int64_t n, int64_t row_offset,
+                           float* out) const {
+  if (embedding_blocks)
+    be.embedding_ggml(ids, n, embedding_blocks.view(), row_offset, out);
+  else
+    be.embedding(ids, n, embedding.view(), row_offset, out);
+}
+
 void DecoderWeights::head_matmul(Backend& be, const GemmInput& x, int64_t n, float* out) const {
-  if (lm_head_blocks)
-    be.matmul_ggml(x.x, n, lm_head_blocks.view(), nullptr, out);
+  if (const GgmlWeight& blocks = head_blocks())
+    be.matmul_ggml(x.x, n, blocks.view(), nullptr, out);
   else
     be.matmul(x, n, head().view(), nullptr, out);
 }

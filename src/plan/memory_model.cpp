@@ -92,8 +92,8 @@ uint64_t tensor_bytes(const ModelConfig& cfg, const PlanInputs& in, const std::s
                       int64_t numel, bool cuts_blocks) {
   const uint64_t n = uint64_t(numel);
   if (auto it = in.tensor_blocks.find(tensor); it != in.tensor_blocks.end()) {
-    // GGUF blocks as model/ggml_weight.h holds them.
-    if (cuts_blocks || tensor == "model.embed_tokens.weight") return n * sizeof(float);
+    // GGUF blocks as model/ggml_weight.h holds them (the embedding too: model/decoder_weights.cpp).
+    if (cuts_blocks) return n * sizeof(float);
     return uint64_t(ggml_bytes(*it->second, numel));
   }
   if (cfg.quant.fp8() && is_quantized_linear(tensor)) {
@@ -141,11 +141,6 @@ RankMemory rank_memory(const ModelConfig& cfg, const ShardPlan& plan, const Plan
         tensor_bytes(cfg, in, t.name, slice_numel(t.shape, *slice), cuts_blocks(in, t, *slice));
     m.weights += bytes;
     if (t.name.find(".mlp.experts.") != std::string::npos) m.expert_weights += bytes;
-    // A tied GGUF head on a rank that also embeds: its blocks beside the float32 table
-    // (model/decoder_weights.cpp).
-    if (t.name == "model.embed_tokens.weight" && cfg.tie_word_embeddings && plan.first_stage &&
-        plan.last_stage && in.tensor_blocks.count(t.name) && !cuts_blocks(in, t, *slice))
-      m.weights += uint64_t(ggml_bytes(*in.tensor_blocks.at(t.name), slice_numel(t.shape, *slice)));
   }
   m.lora_weights = lora_weight_bytes(cfg, plan, in);
   m.weights += m.lora_weights;

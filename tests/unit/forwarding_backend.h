@@ -36,6 +36,10 @@ class ForwardingBackend : public Backend {
                  float* out) override {
     inner_->embedding(ids, n, t, off, out);
   }
+  void embedding_ggml(const int32_t* ids, int64_t n, const GgmlWeightView& t, int64_t off,
+                      float* out) override {
+    inner_->embedding_ggml(ids, n, t, off, out);
+  }
   DType gemm_input_dtype(DType weight) const override { return inner_->gemm_input_dtype(weight); }
   void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out,
                const ActivationView& rounded) override {

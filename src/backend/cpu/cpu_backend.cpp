@@ -99,6 +99,11 @@ Weight CpuBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
   return w;
 }
 
+void CpuBackend::embedding_ggml(const int32_t* ids, int64_t n, const GgmlWeightView& table,
+                                int64_t row_offset, float* out) {
+  cpu::embedding_ggml(ids, n, table, row_offset, out, options_.threads);
+}
+
 void CpuBackend::embedding(const int32_t* ids, int64_t n, const WeightView& table,
                            int64_t row_offset, float* out) {
   cpu::embedding(ids, n, table, row_offset, out, options_.threads);

@@ -38,6 +38,8 @@ class CpuBackend final : public Backend {
   Weight make_weight(DType dtype, int64_t rows, int64_t cols,
                      const std::function<void(void* host_dst)>& fill) override;
 
+  void embedding_ggml(const int32_t* ids, int64_t n, const GgmlWeightView& table,
+                      int64_t row_offset, float* out) override;
   void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
                  float* out) override;
   void rmsnorm(const float* x, int64_t n, const WeightView& w, float eps, float* out,

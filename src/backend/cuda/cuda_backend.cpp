@@ -134,6 +134,19 @@ void CudaBackend::embedding(const int32_t* ids, int64_t n, const WeightView& tab
              "embedding kernel");
 }
 
+void CudaBackend::embedding_ggml(const int32_t* ids, int64_t n, const GgmlWeightView& table,
+                                 int64_t row_offset, float* out) {
+  const GgmlTypeInfo& t = check_ggml_matmul(table, nullptr);
+  if (const std::optional<WeightView> dense = ggml_as_dense(table, t))
+    return embedding(ids, n, *dense, row_offset, out);
+  const int32_t* d_ids = ids_.upload_i32(ids, n, stream_.get());
+  if (refreshing()) return;
+  const cuda::GgmlDevice d{table.data,      uint32_t(table.type), table.rows,   table.cols,
+                           table.row_bytes, t.block_elems,        t.block_bytes};
+  check_cuda(cuda::launch_ggml_embedding(d_ids, n, d, row_offset, out, stream_.get()),
+             "gguf embedding kernel");
+}
+
 DType CudaBackend::gemm_input_dtype(DType weight) const {
   // The copy the norm and silu_mul kernels write is bf16; F16 weights convert x as before.
   return weight == DType::BF16 ? DType::BF16 : DType::F32;

@@ -72,6 +72,8 @@ class CudaBackend final : public Backend {
   Weight make_weight(DType dtype, int64_t rows, int64_t cols,
                      const std::function<void(void* host_dst)>& fill) override;
 
+  void embedding_ggml(const int32_t* ids, int64_t n, const GgmlWeightView& table,
+                      int64_t row_offset, float* out) override;
   void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
                  float* out) override;
   DType gemm_input_dtype(DType weight) const override;

@@ -12,6 +12,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/errors.h"
 #include "kernel_test_util.h"
+#include "kernels/cpu/ggml_dequant.h"
 #include "tests/unit/kernels/ggml_test_util.h"
 
 namespace qmpi {
@@ -104,6 +105,29 @@ TEST(MatmulGgml, ThroughTheCpuBackend) {
   std::vector<float> out(10);
   be.matmul_ggml(x.data(), 2, h.v, nullptr, out.data());
   EXPECT_LT(max_rel_err(out, reference(h.v, x, 2, nullptr)), 2e-5);
+}
+
+// The embedding look-up on a table held in its blocks (a vocab slice starting at row 3 of the
+// full vocabulary): each id in the slice gets its row decoded as dequantize_ggml_row decodes it,
+// each id outside it zeros, for every type, through the CPU backend at 1 and 2 threads.
+TEST(MatmulGgml, EmbeddingDecodesTheRowsOfItsSlice) {
+  std::mt19937 rng(17);
+  const int64_t rows = 7, cols = 512, offset = 3;
+  const std::vector<int32_t> ids = {3, 9, 2, 4, 10, 0, 8, 6};  // 2, 0 below, 10 past the slice
+  for (GgmlType t : kGgmlTypes) {
+    const HostGgml h = random_ggml(t, rows, cols, rng);
+    std::vector<float> want(ids.size() * size_t(cols), 0.0f);
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] >= offset && ids[i] < offset + rows)
+        cpu::dequantize_ggml_row(t, h.v.data + (ids[i] - offset) * h.v.row_bytes,
+                                 want.data() + i * cols, cols);
+    for (int threads : {1, 2}) {
+      CpuBackend be({threads, false});
+      std::vector<float> got(want.size(), -1.0f);
+      be.embedding_ggml(ids.data(), int64_t(ids.size()), h.v, offset, got.data());
+      EXPECT_EQ(got, want) << ggml_type_info(uint32_t(t))->name << " threads " << threads;
+    }
+  }
 }
 
 TEST(MatmulGgml, RefusesTypesWithoutKernelsAndPartialBlocks) {
