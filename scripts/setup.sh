@@ -23,8 +23,9 @@ packages=(
 # python3-jsonschema checks structured output (tests/integration/structured_output.py);
 # clang-format is CI's format gate (scripts/check_format.sh); libopenblas0-pthread is the BLAS
 # NumPy's float64 references multiply with (Debian's default reference BLAS took 4 s of CPU for
-# one 120-token logits of the tiny model, OpenBLAS 0.6 s; the tests run it on one thread).
-test_packages=(mmdebstrap python3-jsonschema clang-format libopenblas0-pthread)
+# one 120-token logits of the tiny model, OpenBLAS 0.6 s; the tests run it on one thread); procps
+# has the pgrep that finds the ranks some tests kill (batch_resume.py, slurm_job.sh).
+test_packages=(mmdebstrap python3-jsonschema clang-format libopenblas0-pthread procps)
 ((with_tests)) && packages+=("${test_packages[@]}")
 
 missing=()

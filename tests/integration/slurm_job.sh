@@ -190,11 +190,12 @@ PY
 kill_rank4() {  # SIGKILLs world rank 4 of the job writing $work/dp.out.jsonl once it has a line
   local p
   for _ in $(seq 1200); do [[ -s "$work/dp.out.jsonl" ]] && break; sleep 0.1; done
-  for p in /proc/[0-9]*; do
-    tr '\0' '\n' <"$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=4 || continue
-    tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q -- "--output $work/dp.out.jsonl" || continue
-    echo "killing rank 4 (pid ${p#/proc/})"
-    kill -KILL "${p#/proc/}"
+  # pgrep narrows /proc to the job's ranks first: reading every process's environ with two
+  # forks each took longer than the rest of the job on a loaded host ("rank 4 was not found").
+  for p in $(pgrep -f -- "--output $work/dp.out.jsonl"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=4 || continue
+    echo "killing rank 4 (pid $p)"
+    kill -KILL "$p"
     return 0
   done
   echo "rank 4 was not found"
