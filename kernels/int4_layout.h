@@ -23,6 +23,13 @@ inline int64_t int4_offset(Int4Layout layout, int64_t rows, int64_t cols, int64_
   return r0 * cols + c * int4_block_width(rows, r0) + (r - r0);
 }
 
+// Packed input k of the activation row xi: through x_index (act-order, -1 for padding) where the
+// weight has one, else xi[k]; 0 for padding and past in_features.
+inline float int4_packed_input(const Int4WeightView& w, const float* xi, int64_t k) {
+  if (w.x_index) return w.x_index[k] < 0 ? 0.0f : xi[w.x_index[k]];
+  return k < w.in_features ? xi[k] : 0.0f;
+}
+
 // A row-major [rows, cols] array in `to`'s order.
 template <class T>
 std::vector<T> int4_relayout(const std::vector<T>& rows_major, int64_t rows, int64_t cols,

@@ -8,37 +8,41 @@
 #include "kernels/cpu/parallel.h"
 
 namespace qmpi::cpu {
+namespace {
 
-void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
-               float* out, int threads) {
-  const int64_t width = table.cols;
-  const size_t row_bytes = size_t(width) * dtype_size(table.dtype);
+// out[i] = row ids[i] - row_offset of a table of `rows` rows, written by decode_row(r, out_row),
+// where that row is in the table, else zeros.
+template <class DecodeRow>
+void look_up(const int32_t* ids, int64_t n, int64_t rows, int64_t width, int64_t row_offset,
+             float* out, int threads, const DecodeRow& decode_row) {
   const int nt = threads_for(threads, n * width, 1 << 16);
 #pragma omp parallel for num_threads(nt) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const int64_t r = int64_t(ids[i]) - row_offset;
     float* o = out + i * width;
-    if (r < 0 || r >= table.rows)
+    if (r < 0 || r >= rows)
       std::fill(o, o + width, 0.0f);
     else
-      convert_to_f32(static_cast<const char*>(table.data) + size_t(r) * row_bytes, table.dtype,
-                     width, o);
+      decode_row(r, o);
   }
+}
+
+}  // namespace
+
+void embedding(const int32_t* ids, int64_t n, const WeightView& table, int64_t row_offset,
+               float* out, int threads) {
+  const size_t row_bytes = size_t(table.cols) * dtype_size(table.dtype);
+  look_up(ids, n, table.rows, table.cols, row_offset, out, threads, [&](int64_t r, float* o) {
+    convert_to_f32(static_cast<const char*>(table.data) + size_t(r) * row_bytes, table.dtype,
+                   table.cols, o);
+  });
 }
 
 void embedding_ggml(const int32_t* ids, int64_t n, const GgmlWeightView& table, int64_t row_offset,
                     float* out, int threads) {
-  const int64_t width = table.cols;
-  const int nt = threads_for(threads, n * width, 1 << 16);
-#pragma omp parallel for num_threads(nt) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t r = int64_t(ids[i]) - row_offset;
-    float* o = out + i * width;
-    if (r < 0 || r >= table.rows)
-      std::fill(o, o + width, 0.0f);
-    else
-      dequantize_ggml_row(table.type, table.data + r * table.row_bytes, o, width);
-  }
+  look_up(ids, n, table.rows, table.cols, row_offset, out, threads, [&](int64_t r, float* o) {
+    dequantize_ggml_row(table.type, table.data + r * table.row_bytes, o, table.cols);
+  });
 }
 
 void gather_rows(const float* src, const int32_t* rows, int64_t count, int64_t width, float* dst) {

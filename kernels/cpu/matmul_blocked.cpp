@@ -431,7 +431,8 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
             q->decode(r0, mr, ld, decoded, scales, kMR);
             rows = decoded;
             if (!bf16_dot) {  // the float32 tiles take the decoded rows widened
-              convert_to_f32(decoded, DType::BF16, mr * ld, widened);
+              for (int i = 0; i < mr; ++i)
+                convert_to_f32(decoded + i * ld, DType::BF16, K, widened + i * ld);
               rows = widened;
             }
           } else if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
@@ -464,6 +465,13 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
   }
 }
 
+// x rounded to bf16 in `storage`: the bf16 dot products' numbers for the float32 tiles.
+const float* bf16_rounded(const float* x, int64_t count, AlignedArray<float>& storage) {
+  storage = make_aligned<float>(size_t(count));
+  round_to_bf16(x, count, storage.get());
+  return storage.get();
+}
+
 }  // namespace
 
 void matmul_blocked(const float* x, int64_t n, std::span<const MatmulTarget> targets,
@@ -472,11 +480,7 @@ void matmul_blocked(const float* x, int64_t n, std::span<const MatmulTarget> tar
   const WeightView& w = targets[0].w;
   const bool bf16_act = opt.bf16_activations && w.dtype == DType::BF16;
   AlignedArray<float> rounded;
-  if (bf16_act && !kHaveBf16Dot) {  // same numbers as the bf16 dot products, on float32 FMAs
-    rounded = make_aligned<float>(size_t(n * w.cols));
-    round_to_bf16(x, n * w.cols, rounded.get());
-    x = rounded.get();
-  }
+  if (bf16_act && !kHaveBf16Dot) x = bf16_rounded(x, n * w.cols, rounded);
   const int nt = threads_for(opt.threads, n * total_elements(targets), int64_t(1) << 20);
   blocked(x, n, targets, b, nt, bf16_act && kHaveBf16Dot, nullptr);
 }
@@ -484,11 +488,7 @@ void matmul_blocked(const float* x, int64_t n, std::span<const MatmulTarget> tar
 void matmul_blocked_scaled(const float* x, int64_t n, std::span<const ScaledTarget> targets,
                            const MatmulOptions& opt) {
   AlignedArray<float> rounded;
-  if (!kHaveBf16Dot) {  // the bf16 dot products' numbers on float32 FMAs
-    rounded = make_aligned<float>(size_t(n * targets[0].w->cols));
-    round_to_bf16(x, n * targets[0].w->cols, rounded.get());
-    x = rounded.get();
-  }
+  if (!kHaveBf16Dot) x = bf16_rounded(x, n * targets[0].w->cols, rounded);
   std::vector<MatmulTarget> ts;
   std::vector<const ScaledRows*> rows;
   for (const ScaledTarget& t : targets) {

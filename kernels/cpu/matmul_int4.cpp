@@ -36,7 +36,7 @@ void gather_int4_input(const float* x, int64_t n, const Int4WeightView& w, float
       std::fill(d + K, d + kp, 0.0f);
       continue;
     }
-    for (int64_t k = 0; k < kp; ++k) d[k] = w.x_index[k] < 0 ? 0.0f : xi[w.x_index[k]];
+    for (int64_t k = 0; k < kp; ++k) d[k] = int4_packed_input(w, xi, k);
   }
 }
 

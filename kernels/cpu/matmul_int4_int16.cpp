@@ -68,13 +68,8 @@ void quantize_row(const float* x, int64_t i, const Int4WeightView& w, const Int1
   int4::for_each_segment(w, [&](int64_t, int64_t v0, int64_t v1) {
     float vals[8 * int4::kSegmentWords], amax = 0.0f;
     for (int64_t k = 8 * v0; k < 8 * v1; ++k) {
-      float val;
-      if (w.x_index)
-        val = w.x_index[k] < 0 ? 0.0f : xi[w.x_index[k]];
-      else
-        val = k < w.in_features ? xi[k] : 0.0f;
-      vals[k - 8 * v0] = val;
-      amax = std::max(amax, std::fabs(val));
+      vals[k - 8 * v0] = int4_packed_input(w, xi, k);
+      amax = std::max(amax, std::fabs(vals[k - 8 * v0]));
     }
     const float step = amax / 32767.0f, inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
     int64_t total = 0;

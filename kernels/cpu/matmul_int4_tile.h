@@ -66,11 +66,7 @@ inline void pack_row(const float* x, int64_t i, const Int4WeightView& w, const P
   for_each_segment(w, [&](int64_t, int64_t v0, int64_t v1) {
     float s = 0.0f;
     for (int64_t k = v0 * 8; k < v1 * 8; ++k) {
-      float v;
-      if (w.x_index)
-        v = w.x_index[k] < 0 ? 0.0f : xi[w.x_index[k]];
-      else
-        v = k < w.in_features ? xi[k] : 0.0f;
+      const float v = int4_packed_input(w, xi, k);
       s += v;
       dst[k] = v * kPlaneScale[k % 8];
     }

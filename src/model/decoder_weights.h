@@ -26,6 +26,7 @@ struct LayerWeights {
 struct DecoderWeights {
   Weight embedding;                  // vocab slice, first stage only
   GgmlWeight embedding_blocks;       // GGUF: the embedding's vocab slice in its blocks, instead
+                                     // of embedding
   std::vector<LayerWeights> layers;  // this stage's layers, in order
   Weight final_norm;                 // last stage only
   Weight lm_head;             // vocab slice, last stage only (embed_tokens rows on tied models),

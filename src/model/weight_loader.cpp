@@ -43,8 +43,8 @@ Weight WeightLoader::load(const std::string& name, const std::vector<int64_t>& s
     else
       rows = slice.length;
   }
-  // GGUF blocks asked for as a dense weight (the embedding the look-up reads, a slice that
-  // would cut a block): decoded to float32 once, here.
+  // GGUF blocks asked for as a dense weight (a slice that would cut a block): decoded to
+  // float32 once, here.
   if (info.block_quantized()) {
     Weight w = read_ggml_dequantized(src_, be_, name, slice);
     bytes_ += w.storage.bytes();
