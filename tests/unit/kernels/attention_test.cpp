@@ -382,7 +382,11 @@ TEST(Attention, PrefillEqualsTokenByTokenDecode) {
     b.seqs = &step;
     cpu::attention(q.data() + size_t(t) * heads * d, b, pool.view(), one.data(), 2);
     const float* row = all.data() + size_t(t) * heads * d;
-    EXPECT_LT(max_rel_err(one.data(), row, one.size()), 1e-6) << "token " << t;
+    // The same float32 products summed in other orders: a prefill block of 4 tokens' 28 query
+    // vectors and a decode block of 7 split their score sums differently (AVX-512's blocks of 8
+    // measured 1.08e-6 here), the bound the reference comparisons above use; a masking error
+    // would show at 1e-2.
+    EXPECT_LT(max_rel_err(one.data(), row, one.size()), 1e-5) << "token " << t;
   }
 }
 
