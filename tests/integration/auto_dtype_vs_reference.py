@@ -20,7 +20,8 @@ one: on the int4 model (whose float tensors are f16) the 64-token prompt's int4 
 bf16 tiles; built without those but with int16 dot products (`qmpi --version`), the int4 model
 is run one token a step (`--mode incremental`) so that its decode-sized matmuls take the
 int16-activation GEMV; with neither, the int4 matmuls keep the exact path, and there `auto`
-must equal `float32` on the int4 model.
+must equal `float32` on the int4 model. The FP8 model runs one token a step where the CPU has
+bf16 dot products (the decode GEMV's bf16 route), else as one prompt (the bf16-activation tiles).
 
 Greedy continuations of `auto` and `float32` (16 tokens from 8 prompts per model, one `qmpi
 batch` each) are compared and their agreement printed (docs/perf.md records it); they are not
@@ -35,6 +36,7 @@ import numpy as np
 
 import testlib  # first: it puts tests/reference on the path
 import qwen_family_ref
+from fp8_vs_reference import make_fp8
 from int4_vs_reference import make_int4
 
 MAX_ERR = 1.85e-2
@@ -144,11 +146,17 @@ def body(c: testlib.Checks) -> None:
             check_model(c, label, model_dir, tally)
     label, args = INT4
     made = c.guard(label, make_int4, "awq g64", args)
+    dots = testlib.cpu_dot_products()
     if made is not None:
-        dots = testlib.cpu_dot_products()
         # Without bf16 tiles, one token a step, so that the int16 GEMV computes every position.
         mode = "incremental" if dots["int16"] and not dots["bf16"] else "prefill"
         check_model(c, f"{label} ({mode})", made[0], tally, dots["bf16"] or dots["int16"], mode)
+    made = c.guard("qwen2 fp8", make_fp8, "auto-fp8", "tiny")
+    if made is not None:
+        # With bf16 dot products one token a step, so that the GEMV's bf16 route computes every
+        # position; else the prompt's tiles, which see x rounded to bf16 on every CPU.
+        mode = "incremental" if dots["bf16"] else "prefill"
+        check_model(c, f"qwen2 fp8 ({mode})", made[0], tally, True, mode)
     same = sum(t[0] for t in tally)
     total = sum(t[1] for t in tally)
     print(f"  greedy continuations: auto == float32 on {same} of {total}", flush=True)

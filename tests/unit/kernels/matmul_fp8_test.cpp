@@ -110,7 +110,9 @@ TEST(MatmulFp8, PathsMatchReferenceOnEveryGridShape) {
 // (measured 0.7e-7 .. 2.3e-7 at 64 rows). Rows 1..64 cover the GEMM's half, narrow and wide
 // panels; the shapes give tiles of rows that straddle block rows, partial and offset scale
 // blocks, an odd K (the last weight paired with x's zero) and, with an odd column offset (pairs
-// of inputs across a block edge), the float path's fallback, which is exact.
+// of inputs across a block edge), the float path's fallback, which is exact. matmul_fp8 as the
+// model calls it picks the GEMV below 12 rows: up to 3 rows with VDPBF16PS and scale blocks on
+// 64-code steps its bf16 route, else float32.
 TEST(MatmulFp8, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
   std::mt19937 rng(23);
   struct Case {
@@ -121,6 +123,7 @@ TEST(MatmulFp8, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
       {131, 301, 128, 128, 5, 0},   // tiles straddling a block row; odd K
       {50, 70, 16, 32, 4, 6},       // small blocks: many scale blocks per tile
       {13, 40, 8, 16, 3, 5},        // odd column offset: the float32 path
+      {96, 200, 128, 128, 32, 64},  // blocks on 64-code steps: a first block of 64 codes
   };
   for (const Case& c : cases) {
     const HostFp8 h = random_fp8(c.rows, c.cols, c.bn, c.bk, c.row_offset, c.col_offset, rng);
@@ -146,6 +149,10 @@ TEST(MatmulFp8, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
         EXPECT_LT(max_rel_err(got, exact), 1e-2) << what;
         cpu::matmul_fp8(x.data(), n, h.v, &bias, got.data(), {threads, true});
         EXPECT_LT(max_rel_err(got, exact), 1e-2) << what << " (matmul_fp8)";
+        // Whichever path it takes (the GEMV's float32 or bf16 route, the tiles), its products
+        // are those of x rounded to bf16 or of x itself, nothing in between.
+        EXPECT_LT(std::min(max_rel_err(got, want), max_rel_err(got, exact)), 1e-5)
+            << what << " (matmul_fp8)";
       }
     }
   }
