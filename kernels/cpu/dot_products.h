@@ -2,11 +2,11 @@
 // time): bf16 pairs (AVX512-BF16's VDPBF16PS), int8 quads (AVX512-VNNI's VPDPBUSD with BW and
 // VL, or AVX2's VPMADDUBSW and VPMADDWD, the same sums in two instructions) and int16 pairs
 // (VPMADDWD). Where one is missing, the paths that exist only for its speed give way to their
-// exact float32 twins: without bf16 dot products the bf16 decode attention and the int4 bf16
-// tiles (BF16 weights, and FP8 ones in the blocked GEMM, under bf16 activations still see x
-// rounded, so their numbers do not depend on the CPU); without int8 dot products the GGUF
-// int8-activation GEMV; without int16 ones the int4 int16-activation GEMV. So `--dtype auto` gives
-// different numbers on builds for different CPUs, and `qmpi --version` prints
+// exact float32 twins: without bf16 dot products the bf16 decode attention, the int4 bf16
+// tiles and the FP8 GEMV's bf16 route (BF16 weights, and FP8 ones in the blocked GEMM, under
+// bf16 activations still see x rounded, so their numbers do not depend on the CPU); without int8
+// dot products the GGUF int8-activation GEMV; without int16 ones the int4 int16-activation GEMV. So
+// `--dtype auto` gives different numbers on builds for different CPUs, and `qmpi --version` prints
 // dot_products_summary() for comparing hosts.
 #pragma once
 #include <string>
