@@ -89,6 +89,7 @@ inline E4m3Pair e4m3_load_raw_first(const uint8_t* p, int n) {
 
 #endif
 
+#if defined(__AVX512BF16__)
 #if defined(__AVX512VBMI__)
 // The bf16 bits of the 128 e4m3 magnitudes times 2^-8, as their low bytes and high bytes: VPERMI2B
 // looks a byte up among 128 by an index's low 7 bits, so two lookups decode 64 codes.
@@ -107,39 +108,62 @@ inline const E4m3Bf16Bytes& e4m3_bf16_bytes() {
   }();
   return t;
 }
+
+// 64 codes as two vectors of 32 bf16 words (the values times 2^-8, exact): the two lookups, the
+// sign OR-ed into the high byte, the low and high bytes interleaved. Interleaving works within
+// 16-byte lanes, so the first vector holds codes 0-7, 16-23, 32-39, 48-55 and the second the
+// rest (kE4m3Bf16Interleaved); the tables sit in registers for a loop's length.
+inline constexpr bool kE4m3Bf16Interleaved = true;
+struct E4m3Bf16Decoder {
+  const E4m3Bf16Bytes& t = e4m3_bf16_bytes();
+  const __m512i lo0 = t.lo[0], lo1 = t.lo[1], hi0 = t.hi[0], hi1 = t.hi[1];
+  const __m512i sign = _mm512_set1_epi8(int8_t(0x80));
+  void operator()(__m512i c, __m512i& first, __m512i& second) const {
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, c, lo1);
+    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, c, hi1), c, sign,
+                                                 0xf8);  // high byte | (code & 0x80)
+    first = _mm512_unpacklo_epi8(lo, hi);
+    second = _mm512_unpackhi_epi8(lo, hi);
+  }
+};
+#else
+// Without VPERMI2B: e4m3_decode32's float32 values narrowed (exact: at most 4 significant bits),
+// codes 0-31 in the first vector and 32-63 in the second.
+inline constexpr bool kE4m3Bf16Interleaved = false;
+struct E4m3Bf16Decoder {
+  void operator()(__m512i c, __m512i& first, __m512i& second) const {
+    const E4m3Pair a = e4m3_decode32(_mm512_castsi512_si256(c));
+    const E4m3Pair b = e4m3_decode32(_mm512_extracti64x4_epi64(c, 1));
+    first = __m512i(_mm512_cvtne2ps_pbh(a.hi, a.lo));
+    second = __m512i(_mm512_cvtne2ps_pbh(b.hi, b.lo));
+  }
+};
+#endif
 #endif
 
 // count codes as bf16 bits times 2^-8: a value of at most 4 significant bits is exact in bf16,
 // and none is subnormal there (the smallest, 2^-17, is far above bf16's 2^-126), so VDPBF16PS,
 // which flushes subnormal inputs, sees every weight.
 inline void e4m3_to_bf16(const uint8_t* q, int64_t count, uint16_t* dst) {
-#if defined(__AVX512BF16__) && defined(__AVX512VBMI__)
-  // 64 codes: a byte shuffle first orders them so that interleaving the looked-up low and high
-  // bytes (VPUNPCKL/HBW, which work within 16-byte lanes) leaves codes 0..31 in the first vector
-  // of bf16 words and 32..63 in the second. A third of the work of the f16 route below.
-  const E4m3Bf16Bytes& t = e4m3_bf16_bytes();
+#if defined(__AVX512BF16__)
+  // 64 codes at a time; with VBMI a byte shuffle first orders them so that the decoder's
+  // interleaving leaves codes 0..31 in the first vector and 32..63 in the second (a third of the
+  // work of the f16 route).
   alignas(64) static constexpr uint8_t kOrder[64] = {
       0,  1,  2,  3,  4,  5,  6,  7,  32, 33, 34, 35, 36, 37, 38, 39, 8,  9,  10, 11, 12, 13,
       14, 15, 40, 41, 42, 43, 44, 45, 46, 47, 16, 17, 18, 19, 20, 21, 22, 23, 48, 49, 50, 51,
       52, 53, 54, 55, 24, 25, 26, 27, 28, 29, 30, 31, 56, 57, 58, 59, 60, 61, 62, 63};
   const __m512i order = _mm512_load_si512(kOrder);
-  const __m512i sign = _mm512_set1_epi8(int8_t(0x80));
+  const E4m3Bf16Decoder decode;
   for (int64_t k = 0; k < count; k += 64) {
     const int64_t left = count - k;
     const __mmask64 m = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
-    const __m512i c = _mm512_permutexvar_epi8(order, _mm512_maskz_loadu_epi8(m, q + k));
-    const __m512i lo = _mm512_permutex2var_epi8(t.lo[0], c, t.lo[1]);
-    // high byte | (code & 0x80): the sign
-    const __m512i hi =
-        _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.hi[0], c, t.hi[1]), c, sign, 0xf8);
-    _mm512_mask_storeu_epi16(dst + k, __mmask32(m), _mm512_unpacklo_epi8(lo, hi));
-    _mm512_mask_storeu_epi16(dst + k + 32, __mmask32(m >> 32), _mm512_unpackhi_epi8(lo, hi));
-  }
-#elif defined(__AVX512BF16__)
-  for (int64_t k = 0; k < count; k += 32) {
-    const __mmask32 m = count - k >= 32 ? ~__mmask32(0) : __mmask32((1u << (count - k)) - 1);
-    const E4m3Pair v = e4m3_decode32(_mm256_maskz_loadu_epi8(m, q + k));
-    _mm512_mask_storeu_epi16(dst + k, m, __m512i(_mm512_cvtne2ps_pbh(v.hi, v.lo)));
+    __m512i c = _mm512_maskz_loadu_epi8(m, q + k);
+    if constexpr (kE4m3Bf16Interleaved) c = _mm512_permutexvar_epi8(order, c);
+    __m512i first, second;
+    decode(c, first, second);
+    _mm512_mask_storeu_epi16(dst + k, __mmask32(m), first);
+    _mm512_mask_storeu_epi16(dst + k + 32, __mmask32(m >> 32), second);
   }
 #else
   int64_t k = 0;

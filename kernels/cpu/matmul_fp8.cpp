@@ -151,52 +151,28 @@ void tile(const Fp8WeightView& w, int64_t r, const float* xs, int64_t Kp, int64_
 
 #endif
 
+// Codes per step of the bf16 route (below).
+constexpr int64_t kStepBf16 = 64;
+
+// Whether a weight's scale blocks start on 64-code steps (every Qwen FP8 checkpoint's 128 x 128
+// blocks, unless a TP slice starts mid-step): each step then lies in one block.
+bool steps_in_blocks(const Fp8WeightView& w) {
+  return w.block_k % kStepBf16 == 0 && w.col_offset % kStepBf16 == 0;
+}
+
 #if defined(__AVX512BF16__)
 // The GEMV with bf16 activations where VDPBF16PS exists: 64 codes a step become two vectors of
-// bf16 that VDPBF16PS multiplies with x's bf16 pairs, 32 products an instruction; each scale
-// block's sums are then scaled, as in the blocked path, so the products are those of x rounded to
-// bf16. The float route above spends ~4 operations per 16 codes on the decode: on an AVX512-BF16
-// EPYC it read the 0.5B's projections at 28-29 GB/s where the bf16 GEMV reads 42-45, this one at
-// 42-45 (qmpi_kernel_bench --fp8 --rows 1 --bf16-activations, 2 threads: 12.4-12.9 -> 8.0-8.5
-// ms).
+// bf16 (E4m3Bf16Decoder) that VDPBF16PS multiplies with x's bf16 pairs, 32 products an
+// instruction; each scale block's sums are then scaled, as in the blocked path, so the products
+// are those of x rounded to bf16. The float route above spends ~4 operations per 16 codes on the
+// decode: on an AVX512-BF16 EPYC it read the 0.5B's projections at 28-29 GB/s where the bf16 GEMV
+// reads 42-45, this one at 42-45 (qmpi_kernel_bench --fp8 --rows 1 --bf16-activations, 2
+// threads: 12.4-12.9 -> 8.0-8.5 ms).
 constexpr bool kHaveBf16Gemv = true;
-constexpr int64_t kStepBf16 = 64;
 constexpr int64_t kBf16GemvMaxRows = 3;
 
-#if defined(__AVX512VBMI__)
-// Two byte lookups among the 128 magnitudes (e4m3_bf16_bytes, exact), the sign OR-ed in, the low
-// and high bytes interleaved. Interleaving works within 16-byte lanes, so the first vector holds
-// codes 0-7, 16-23, 32-39, 48-55 of the step and the second the rest: x is stored in that order
-// once (pack_x_bf16) instead of the codes being reordered per row.
-constexpr bool kStepInterleaved = true;
-struct StepDecoder {
-  const E4m3Bf16Bytes& t = e4m3_bf16_bytes();
-  const __m512i lo0 = t.lo[0], lo1 = t.lo[1], hi0 = t.hi[0], hi1 = t.hi[1];
-  const __m512i sign = _mm512_set1_epi8(int8_t(0x80));
-  void operator()(__m512i c, __m512bh& first, __m512bh& second) const {
-    const __m512i lo = _mm512_permutex2var_epi8(lo0, c, lo1);
-    const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, c, hi1), c, sign,
-                                                 0xf8);  // high byte | (code & 0x80)
-    first = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
-    second = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
-  }
-};
-#else
-// Without VPERMI2B: e4m3_decode32's float32 values narrowed, exactly (at most 4 significant
-// bits), codes in order.
-constexpr bool kStepInterleaved = false;
-struct StepDecoder {
-  void operator()(__m512i c, __m512bh& first, __m512bh& second) const {
-    const E4m3Pair a = e4m3_decode32(_mm512_castsi512_si256(c));
-    const E4m3Pair b = e4m3_decode32(_mm512_extracti64x4_epi64(c, 1));
-    first = _mm512_cvtne2ps_pbh(a.hi, a.lo);
-    second = _mm512_cvtne2ps_pbh(b.hi, b.lo);
-  }
-};
-#endif
-
 // Rows of x as bf16 (row stride Kp, a multiple of 64, zeros past cols), each 64 columns in the
-// decoder's order.
+// order E4m3Bf16Decoder leaves the codes (e4m3_simd.h).
 void pack_x_bf16(const float* x, int64_t n, int64_t cols, int64_t Kp, uint16_t* xb) {
   alignas(64) static constexpr uint16_t kFirst[32] = {0,  1,  2,  3,  4,  5,  6,  7,  16, 17, 18,
                                                       19, 20, 21, 22, 23, 32, 33, 34, 35, 36, 37,
@@ -213,23 +189,17 @@ void pack_x_bf16(const float* x, int64_t n, int64_t cols, int64_t Kp, uint16_t* 
       const __m512i a = __m512i(_mm512_cvtne2ps_pbh(f[1], f[0]));
       const __m512i b = __m512i(_mm512_cvtne2ps_pbh(f[3], f[2]));
       _mm512_store_si512(xb + t * Kp + k,
-                         kStepInterleaved ? _mm512_permutex2var_epi16(a, first, b) : a);
+                         kE4m3Bf16Interleaved ? _mm512_permutex2var_epi16(a, first, b) : a);
       _mm512_store_si512(xb + t * Kp + k + 32,
-                         kStepInterleaved ? _mm512_permutex2var_epi16(a, second, b) : b);
+                         kE4m3Bf16Interleaved ? _mm512_permutex2var_epi16(a, second, b) : b);
     }
-}
-
-// Whether a weight's scale blocks start on 64-code steps (every Qwen FP8 checkpoint's 128 x 128
-// blocks, unless a TP slice starts mid-step): each step then lies in one block.
-bool steps_in_blocks(const Fp8WeightView& w) {
-  return w.block_k % kStepBf16 == 0 && w.col_offset % kStepBf16 == 0;
 }
 
 // tile() for bf16 x packed by pack_x_bf16 (row stride Kp); rows [r, r + R) lie in one block row.
 template <int R, int T, bool Ahead>
 void tile_bf16(const Fp8WeightView& w, int64_t r, const uint16_t* xb, int64_t Kp, int64_t t0,
                const float* bias, float* out) {
-  const StepDecoder decode;
+  const E4m3Bf16Decoder decode;
   const float* scales = w.scales + (r + w.row_offset) / w.block_n * w.scale_cols;
   const uint8_t* q[R];
   for (int i = 0; i < R; ++i) q[i] = w.q + (r + i) * w.cols;
@@ -242,13 +212,14 @@ void tile_bf16(const Fp8WeightView& w, int64_t r, const uint16_t* xb, int64_t Kp
     for (int i = 0; i < R; ++i) {
       const __m512i c = n < kStepBf16 ? _mm512_maskz_loadu_epi8((__mmask64(1) << n) - 1, q[i] + k)
                                       : _mm512_loadu_si512(q[i] + k);
-      __m512bh first, second;
+      __m512i first, second;
       decode(c, first, second);
       for (int t = 0; t < T; ++t) {
         const uint16_t* x = xt + t * Kp + k;
-        acc[0][i][t] = _mm512_dpbf16_ps(acc[0][i][t], first, (__m512bh)_mm512_load_si512(x));
-        acc[A - 1][i][t] =
-            _mm512_dpbf16_ps(acc[A - 1][i][t], second, (__m512bh)_mm512_load_si512(x + 32));
+        acc[0][i][t] =
+            _mm512_dpbf16_ps(acc[0][i][t], (__m512bh)first, (__m512bh)_mm512_load_si512(x));
+        acc[A - 1][i][t] = _mm512_dpbf16_ps(acc[A - 1][i][t], (__m512bh)second,
+                                            (__m512bh)_mm512_load_si512(x + 32));
       }
     }
   };
@@ -276,12 +247,8 @@ void tile_bf16(const Fp8WeightView& w, int64_t r, const uint16_t* xb, int64_t Kp
 }
 #else
 constexpr bool kHaveBf16Gemv = false;
-constexpr int64_t kStepBf16 = 64;
 constexpr int64_t kBf16GemvMaxRows = 0;
 inline void pack_x_bf16(const float*, int64_t, int64_t, int64_t, uint16_t*) {}
-inline bool steps_in_blocks(const Fp8WeightView&) {
-  return false;
-}
 template <int R, int T, bool Ahead>
 void tile_bf16(const Fp8WeightView&, int64_t, const uint16_t*, int64_t, int64_t, const float*,
                float*) {}
