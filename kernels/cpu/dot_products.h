@@ -28,9 +28,10 @@ inline constexpr bool kHaveInt8Dot = true;
 inline constexpr bool kHaveInt8Dot = false;
 #endif
 
-// int16 pairs (VPMADDWD) for the int4 GEMV's activations on AVX2 builds; AVX-512 builds keep
-// their float int4 tile, not measured against it.
-#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(__AVX512F__)
+// int16 pairs for the int4 GEMV's activations: AVX2's VPMADDWD, AVX-512's VPDPWSSD (VNNI; with
+// BW alone VPMADDWD on 512-bit registers).
+#if (defined(__AVX512F__) && defined(__AVX512BW__)) || \
+    (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__) && !defined(__AVX512F__))
 #define QMPI_CPU_INT16_DOT 1
 inline constexpr bool kHaveInt16Dot = true;
 #else

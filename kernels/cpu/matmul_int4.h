@@ -43,13 +43,21 @@ void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, con
                          float* out, const MatmulOptions& opt);
 
 // Up to this many rows of x (with bf16 activations) the int16-activation GEMV runs where it
-// exists: the 0.5B's projections, 2 threads, int16 / float GEMV 8.4-9.0 / 10.4-10.9 ms at 1 row,
-// 12 / 22 at 2, 20 / 31 at 3, but 22.6 / 21.2 at 4 (the float GEMV's 4-row tile), 83 / 82 at 16.
+// exists. AVX2 (tiles of 1-2 x rows): the 0.5B's projections, 2 threads, int16 / float GEMV
+// 8.4-9.0 / 10.4-10.9 ms at 1 row, 12 / 22 at 2, 20 / 31 at 3, but 22.6 / 21.2 at 4 (the float
+// GEMV's 4-row tile), 83 / 82 at 16. AVX-512 (tiles of 1-8 rows, VPDPWSSD): 1 row level (both
+// read the weights at the host's bandwidth), 2 rows 7.9-8.1 / 8.6-9.4, 4 rows 11.9 / 16.6-17.6,
+// 8 rows 24-26 / 32, 16 rows 49-53 / 62-65, 24 rows 69-86 / 89-96; above 24 the bf16 tiles
+// take over.
+#if defined(__AVX512F__)
+inline constexpr int64_t kInt4GemvInt16MaxRows = kInt4GemvMaxRowsBf16;
+#else
 inline constexpr int64_t kInt4GemvInt16MaxRows = 3;
+#endif
 
 // The GEMV with int16 activations (matmul_int4_int16.cpp states the method and its error
 // bound); false, with nothing done, where the build does not use int16 dot products
-// (dot_products.h: AVX2 builds do, AVX-512 ones keep the float tile).
+// (dot_products.h).
 bool matmul_int4_gemv_int16(const float* x, int64_t n, const Int4WeightView& w,
                             const WeightView* bias, float* out, const MatmulOptions& opt);
 

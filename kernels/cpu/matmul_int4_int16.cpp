@@ -1,16 +1,16 @@
-// The int4 decode GEMV with int16 activations on AVX2: what `--dtype auto` (MatmulOptions::
-// bf16_activations) runs for AWQ and GPTQ weights up to kInt4GemvMaxRows rows of x on AVX2
-// builds; `--dtype float32`, and AVX-512 builds, keep the float tile (matmul_int4_tile.h), which
-// converts every nibble to float32 and ran at ~17.5 GB/s of weights on this AVX2 host,
-// compute-bound.
+// The int4 decode GEMV with int16 activations: what `--dtype auto` (MatmulOptions::
+// bf16_activations) runs for AWQ and GPTQ weights up to kInt4GemvInt16MaxRows rows of x on AVX2
+// and AVX-512 builds; `--dtype float32` keeps the float tile (matmul_int4_tile.h), which converts
+// every nibble to float32 and ran at ~17.5 GB/s of weights on the AVX2 host, compute-bound.
 //
 // x is quantized per segment (matmul_int4_tile.h's unit of scale and zero point, at most 128
 // inputs): step dx = max|x| / 32767, q = round(x / dx). A Blocks16 word holds 8 consecutive
 // inputs of one row; a vector of 8 rows' words shifted right by 4j and masked with 0x000f000f
 // holds each row's inputs j and j + 4 as 16-bit integers, and VPMADDWD multiplies them with the
 // pair (q_j, q_j+4) broadcast to every lane and adds the two: 8 exact int32 sums of 16 weights in
-// 3 instructions (2 for j = 0) where the float tile takes 6. A segment's sums meet dx and the
-// scale in float32, and the zero point meets the segment's sum of quantized activations:
+// 3 instructions (2 for j = 0) where the float tile takes 6; AVX-512 holds a block's 16 rows in
+// one vector and VPDPWSSD (VNNI) multiplies and adds in one instruction. A segment's sums meet dx
+// and the scale in float32, and the zero point meets the segment's sum of quantized activations:
 // sum_k (q_k - z) s x_k with x_k the dequantized activations, as the float tile does with x.
 // (int8 activations, VPMADDUBSW, took ~2x fewer instructions again but put the int4 model of
 // auto_dtype_vs_reference at 3.4e-2 of the reference's logits, past Hugging Face's bf16 1.85e-2.)
@@ -92,6 +92,77 @@ struct Args {
   float* out;
 };
 
+#if defined(__AVX512F__)
+constexpr int kMaxTileRows = 8;  // x rows per tile: one accumulator of 16 lanes each
+
+// acc + the products of w's and x's 16-bit pairs, summed per pair: VPDPWSSD with AVX512-VNNI,
+// VPMADDWD and VPADDD without.
+inline __m512i madd_pairs(__m512i acc, __m512i w, __m512i x) {
+#if defined(__AVX512VNNI__)
+  return _mm512_dpwssd_epi32(acc, w, x);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(w, x));
+#endif
+}
+
+// The block of rows [r, r + 16) (one vector) times x rows [i, i + XR). Prefetch: this pass reads
+// the weights from DRAM. With one or two x rows each row keeps 4 / 2 chains of sums, one per
+// plane, so that no chain waits on its own latency.
+template <int XR, bool Prefetch>
+__attribute__((noinline)) void tile(const Args& a, int64_t r, int64_t i) {
+  const Int4WeightView& w = *a.w;
+  const int64_t width = int4_block_width(w.rows, r);
+  const uint32_t* qw = w.qweight + r * w.words;
+  const uint16_t* scales = w.scales + r * w.groups;
+  const uint8_t* zeros = w.zeros + r * w.groups;
+  const __mmask16 m = __mmask16((1u << width) - 1);
+  const bool full = width == kInt4Block;
+  const __m512i low4 = _mm512_set1_epi32(0x000f000f);
+  constexpr int A = XR == 1 ? 4 : XR == 2 ? 2 : 1;
+  const int16_t* xq[XR];
+  for (int j = 0; j < XR; ++j) xq[j] = a.x.q + (i + j) * a.x.kp;
+  const float* steps = a.x.steps + i * a.x.segments;
+  const float* sums = a.x.sums + i * a.x.segments;
+  __m512 out[XR];
+  for (int j = 0; j < XR; ++j) out[j] = _mm512_setzero_ps();
+  int4::for_each_segment(w, [&](int64_t g, int64_t v0, int64_t v1) {
+    __m512i acc[A][XR];
+    for (int c = 0; c < A; ++c)
+      for (int j = 0; j < XR; ++j) acc[c][j] = _mm512_setzero_si512();
+    for (int64_t u = v0; u < v1; ++u) {
+      if constexpr (Prefetch) __builtin_prefetch(qw + u * width + int4::kPrefetchWords, 0, 2);
+      const __m512i words =
+          full ? _mm512_loadu_si512(qw + u * width) : _mm512_maskz_loadu_epi32(m, qw + u * width);
+      for (int b = 0; b < 4; ++b) {
+        const __m512i plane = _mm512_and_si512(b ? _mm512_srli_epi32(words, 4 * b) : words, low4);
+        for (int j = 0; j < XR; ++j) {
+          int32_t pair;
+          std::memcpy(&pair, xq[j] + 8 * u + 2 * b, 4);
+          acc[b % A][j] = madd_pairs(acc[b % A][j], plane, _mm512_set1_epi32(pair));
+        }
+      }
+    }
+    const __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, scales + g * width));
+    const __m512 sz = _mm512_mul_ps(
+        s, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zeros + g * width))));
+    for (int j = 0; j < XR; ++j) {
+      __m512i t = acc[0][j];
+      for (int c = 1; c < A; ++c) t = _mm512_add_epi32(t, acc[c][j]);
+      const __m512 sum =
+          _mm512_mul_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(steps[j * a.x.segments]));
+      out[j] = _mm512_fmadd_ps(s, sum, out[j]);
+      out[j] = _mm512_fnmadd_ps(sz, _mm512_set1_ps(sums[j * a.x.segments]), out[j]);
+    }
+    ++steps, ++sums;
+  });
+  const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(m, a.bias + r) : _mm512_setzero_ps();
+  for (int j = 0; j < XR; ++j)
+    _mm512_mask_storeu_ps(a.out + (i + j) * w.rows + r, m, _mm512_add_ps(out[j], bias));
+}
+
+#else
+constexpr int kMaxTileRows = 2;
+
 // The block of rows [r, r + 16) (two vectors of 8 lanes) times x rows [i, i + XR). Prefetch: this
 // pass reads the weights from DRAM.
 template <int XR, bool Prefetch>
@@ -142,6 +213,7 @@ __attribute__((noinline)) void tile(const Args& a, int64_t r, int64_t i) {
   });
   int4::store_block<XR>(out, a.bias, m, r, i, w.rows, a.out);
 }
+#endif
 
 template <int XR>
 void tile_at(const Args& a, int64_t r, int64_t i, bool prefetch) {
@@ -165,6 +237,11 @@ bool matmul_int4_gemv_int16(const float* x, int64_t n, const Int4WeightView& w,
     const Range rr = split_range(w.rows, kInt4Block, omp_get_thread_num(), omp_get_num_threads());
     for (int64_t r = rr.begin; r < rr.end; r += kInt4Block) {
       int64_t i = 0;
+      if constexpr (kMaxTileRows == 8) {
+        for (; i + 8 <= n; i += 8) tile_at<8>(a, r, i, i == 0);
+        for (; i + 4 <= n; i += 4) tile_at<4>(a, r, i, i == 0);
+        if (i + 3 == n) tile_at<3>(a, r, i, i == 0), i += 3;
+      }
       for (; i + 2 <= n; i += 2) tile_at<2>(a, r, i, i == 0);
       for (; i < n; ++i) tile_at<1>(a, r, i, i == 0);
     }

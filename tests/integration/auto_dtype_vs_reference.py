@@ -17,9 +17,9 @@ picks another token at 2 of qwen3-moe's 64 positions, margins 0.15% and 0.28%), 
 quarter of the positions may be that close. `auto` must also
 differ from `--dtype float32` on every model, so that the test sees the bf16 path, not the exact
 one: on the int4 model (whose float tensors are f16) the 64-token prompt's int4 matmuls take the
-bf16 tiles; built without those but with int16 dot products (`qmpi --version`), the int4 model
-is run one token a step (`--mode incremental`) so that its decode-sized matmuls take the
-int16-activation GEMV; with neither, the int4 matmuls keep the exact path, and there `auto`
+bf16 tiles; built with int16 dot products (`qmpi --version`), the int4 model is also run one
+token a step (`--mode incremental`) so that its decode-sized matmuls take the int16-activation
+GEMV; with neither, the int4 matmuls keep the exact path, and there `auto`
 must equal `float32` on the int4 model. The FP8 model runs one token a step where the CPU has
 bf16 dot products (the decode GEMV's bf16 route), else as one prompt (the bf16-activation tiles).
 
@@ -148,9 +148,14 @@ def body(c: testlib.Checks) -> None:
     made = c.guard(label, make_int4, "awq g64", args)
     dots = testlib.cpu_dot_products()
     if made is not None:
-        # Without bf16 tiles, one token a step, so that the int16 GEMV computes every position.
-        mode = "incremental" if dots["int16"] and not dots["bf16"] else "prefill"
-        check_model(c, f"{label} ({mode})", made[0], tally, dots["bf16"] or dots["int16"], mode)
+        # The prompt's tiles where the CPU has bf16 ones, and one token a step where it has int16
+        # dot products, so that the int16 GEMV computes every position (both on AVX-512 with
+        # BF16); with neither, the prompt on the exact path.
+        modes = (["prefill"] if dots["bf16"] or not dots["int16"] else []) + \
+            (["incremental"] if dots["int16"] else [])
+        for mode in modes:
+            check_model(c, f"{label} ({mode})", made[0], tally, dots["bf16"] or dots["int16"],
+                        mode)
     made = c.guard("qwen2 fp8", make_fp8, "auto-fp8", "tiny")
     if made is not None:
         # With bf16 dot products one token a step, so that the GEMV's bf16 route computes every
