@@ -194,16 +194,19 @@ void attend(const KvLayerView& kv, const int32_t* table, const Block& blk, const
 #if defined(QMPI_CPU_VEC)
 // The decode paths' rows of one tile (keys t0 + j, j < nk, at pool vectors vec[j]) for KV head
 // `head` of the block's first: keys as bf16 pairs and values as bf16, in place or, fp8 codes,
-// widened into sc's buffers; with fp8 also each row's scales.
+// widened into sc's buffers (times 2^-8, kv_row_bf16); with fp8 also each row's scales, times
+// 2^8, so that a score or a weight is the same float as with the codes' own values.
 void tile_rows(const KvLayerView& kv, const int64_t* vec, int32_t head, int32_t nk, Scratch& sc,
                const uint32_t** keys, const uint16_t** values, float* ks, float* vs) {
   const int32_t d = kv.head_dim;
+  const E4m3ToBf16 widen;
   for (int32_t j = 0; j < nk; ++j) {
     const int64_t at = (vec[j] + head) * d;
     keys[j] = reinterpret_cast<const uint32_t*>(
-        kv_row_bf16(kv.k, kv.dtype, at, d, sc.keyb.data() + j * d));
-    values[j] = kv_row_bf16(kv.v, kv.dtype, at, d, sc.valueb.data() + j * d);
-    if (kv.dtype == DType::F8_E4M3) ks[j] = kv.k_scale[at / d], vs[j] = kv.v_scale[at / d];
+        kv_row_bf16(kv.k, kv.dtype, at, d, sc.keyb.data() + j * d, widen));
+    values[j] = kv_row_bf16(kv.v, kv.dtype, at, d, sc.valueb.data() + j * d, widen);
+    if (kv.dtype == DType::F8_E4M3)
+      ks[j] = kv.k_scale[at / d] * 256.0f, vs[j] = kv.v_scale[at / d] * 256.0f;
   }
 }
 #endif

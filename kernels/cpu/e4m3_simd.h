@@ -143,8 +143,9 @@ struct E4m3Bf16Decoder {
 
 // count codes as bf16 bits times 2^-8: a value of at most 4 significant bits is exact in bf16,
 // and none is subnormal there (the smallest, 2^-17, is far above bf16's 2^-126), so VDPBF16PS,
-// which flushes subnormal inputs, sees every weight.
-inline void e4m3_to_bf16(const uint8_t* q, int64_t count, uint16_t* dst) {
+// which flushes subnormal inputs, sees every weight. A loop over many short rows makes one
+// E4m3ToBf16 and keeps its tables in registers; e4m3_to_bf16 is one row's.
+struct E4m3ToBf16 {
 #if defined(__AVX512BF16__)
   // 64 codes at a time; with VBMI a byte shuffle first orders them so that the decoder's
   // interleaving leaves codes 0..31 in the first vector and 32..63 in the second (a third of the
@@ -154,18 +155,28 @@ inline void e4m3_to_bf16(const uint8_t* q, int64_t count, uint16_t* dst) {
       14, 15, 40, 41, 42, 43, 44, 45, 46, 47, 16, 17, 18, 19, 20, 21, 22, 23, 48, 49, 50, 51,
       52, 53, 54, 55, 24, 25, 26, 27, 28, 29, 30, 31, 56, 57, 58, 59, 60, 61, 62, 63};
   const __m512i order = _mm512_load_si512(kOrder);
-  const E4m3Bf16Decoder decode;
-  for (int64_t k = 0; k < count; k += 64) {
-    const int64_t left = count - k;
-    const __mmask64 m = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
-    __m512i c = _mm512_maskz_loadu_epi8(m, q + k);
-    if constexpr (kE4m3Bf16Interleaved) c = _mm512_permutexvar_epi8(order, c);
-    __m512i first, second;
-    decode(c, first, second);
-    _mm512_mask_storeu_epi16(dst + k, __mmask32(m), first);
-    _mm512_mask_storeu_epi16(dst + k + 32, __mmask32(m >> 32), second);
+  const E4m3Bf16Decoder decode{};
+  void operator()(const uint8_t* q, int64_t count, uint16_t* dst) const {
+    for (int64_t k = 0; k < count; k += 64) {
+      const int64_t left = count - k;
+      const __mmask64 m = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+      __m512i c = _mm512_maskz_loadu_epi8(m, q + k);
+      if constexpr (kE4m3Bf16Interleaved) c = _mm512_permutexvar_epi8(order, c);
+      __m512i first, second;
+      decode(c, first, second);
+      _mm512_mask_storeu_epi16(dst + k, __mmask32(m), first);
+      _mm512_mask_storeu_epi16(dst + k + 32, __mmask32(m >> 32), second);
+    }
   }
 #else
+  void operator()(const uint8_t* q, int64_t count, uint16_t* dst) const;
+#endif
+};
+inline void e4m3_to_bf16(const uint8_t* q, int64_t count, uint16_t* dst) {
+  E4m3ToBf16{}(q, count, dst);
+}
+#if !defined(__AVX512BF16__)
+inline void E4m3ToBf16::operator()(const uint8_t* q, int64_t count, uint16_t* dst) const {
   int64_t k = 0;
 #if defined(__AVX512F__)
   // The float32 values' high halves are their exact bf16 bits.
@@ -189,7 +200,7 @@ inline void e4m3_to_bf16(const uint8_t* q, int64_t count, uint16_t* dst) {
   }
 #endif
   for (; k < count; ++k) dst[k] = f32_to_bf16(e4m3_to_f32(q[k]) * 0x1p-8f);
-#endif
 }
+#endif
 
 }  // namespace qmpi::cpu

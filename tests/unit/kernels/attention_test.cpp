@@ -285,15 +285,19 @@ TEST(Attention, Bf16DecodeFollowsScoresThatClimbPastTheShift) {
     }
 }
 
-// fp8 codes widen to bf16 exactly (the bf16 decode path reads an fp8 cache this way): every
-// finite e4m3 code, subnormals and both zeros included.
+// fp8 codes widen to bf16 exactly, times 2^-8 (the decode paths read an fp8 cache this way):
+// every finite e4m3 code, subnormals and both zeros included, in two rows of 200 (whole 64-code
+// steps and a partial one) that together hold them all.
 TEST(KvDecode, E4m3CodesWidenToBf16Exactly) {
   std::vector<uint8_t> codes(256);
-  for (int c = 0; c < 256; ++c) codes[size_t(c)] = uint8_t((c & 0x7f) == 0x7f ? 0 : c);
-  std::vector<uint16_t> buf(256);
-  const uint16_t* got = cpu::kv_row_bf16(codes.data(), DType::F8_E4M3, 0, 256, buf.data());
-  for (int c = 0; c < 256; ++c)
-    EXPECT_EQ(got[c], f32_to_bf16(e4m3_to_f32(codes[size_t(c)]))) << "code " << c;
+  for (size_t c = 0; c < codes.size(); ++c) codes[c] = uint8_t((c & 0x7f) == 0x7f ? 0 : c);
+  std::vector<uint16_t> buf(200);
+  for (int64_t at : {0, 56}) {
+    const uint16_t* got = cpu::kv_row_bf16(codes.data(), DType::F8_E4M3, at, 200, buf.data());
+    for (int64_t c = 0; c < 200; ++c)
+      EXPECT_EQ(got[c], f32_to_bf16(e4m3_to_f32(codes[size_t(at + c)]) * 0x1p-8f))
+          << "code " << int(codes[size_t(at + c)]);
+  }
 }
 
 // What the cache holds: bf16 rounds each element to nearest even, fp8 keeps one scale per
