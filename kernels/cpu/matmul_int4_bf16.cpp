@@ -31,32 +31,72 @@ const __m512i& biased_values() {
   return t;
 }
 
-// The words q[0], q[stride], ..., count of them, as the bf16 bits of their nibbles minus z, in
-// input order, 16 words at a time: the nibbles split into low and high bytes, each plus 16 - z,
-// interleaved by VPUNPCKL/HBW, widened to 16 bits and looked up in biased_values() by VPERMW.
-// The unpacking works within 16-byte lanes, so the gather puts word order[p] in lane p: the
-// lanes' low halves then interleave to words 0-3 and 8-11, their high halves to 4-7 and 12-15.
-void words_to_bf16(const uint32_t* q, int64_t stride, int64_t count, int z, uint16_t* dst) {
-  const __m512i order = _mm512_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
-  const __m512i index = _mm512_mullo_epi32(order, _mm512_set1_epi32(int32_t(stride)));
-  const __m512i low4 = _mm512_set1_epi8(15), bias = _mm512_set1_epi8(int8_t(16 - z));
+// A row's decode takes its 16 words with word kWordOrder[p] in lane p: the unpacking below works
+// within 16-byte lanes, so the lanes' low halves then interleave to words 0-3 and 8-11, their
+// high halves to 4-7 and 12-15.
+alignas(64) constexpr int32_t kWordOrder[16] = {0, 1, 4,  5,  2,  3,  6,  7,
+                                                8, 9, 12, 13, 10, 11, 14, 15};
+
+// `words` (<= 16) of a row's words, in kWordOrder, as the bf16 bits of their nibbles minus z into
+// dst[0 .. 8 words): the nibbles split into low and high bytes, each plus its word's 16 - z
+// (`bias`, per byte), interleaved by VPUNPCKL/HBW, widened to 16 bits and looked up in
+// biased_values() by VPERMW.
+inline void row_words_to_bf16(__m512i w, __m512i bias, int64_t words, __m512i table,
+                              uint16_t* dst) {
+  const __m512i low4 = _mm512_set1_epi8(15);
+  const __m512i lo = _mm512_add_epi8(_mm512_and_si512(w, low4), bias);
+  const __m512i hi = _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi32(w, 4), low4), bias);
+  const __m512i a = _mm512_unpacklo_epi8(lo, hi), b = _mm512_unpackhi_epi8(lo, hi);
+  const __m256i parts[4] = {_mm512_castsi512_si256(a), _mm512_castsi512_si256(b),
+                            _mm512_extracti64x4_epi64(a, 1), _mm512_extracti64x4_epi64(b, 1)};
+  for (int j = 0; j < 4 && 32 * j < 8 * words; ++j) {
+    const int64_t c = std::min<int64_t>(8 * words - 32 * j, 32);
+    const __mmask32 sm = c == 32 ? ~__mmask32(0) : (__mmask32(1) << c) - 1;
+    _mm512_mask_storeu_epi16(dst + 32 * j, sm,
+                             _mm512_permutexvar_epi16(_mm512_cvtepu8_epi16(parts[j]), table));
+  }
+}
+
+// Rows [r0, r0 + mr) of a Blocks16 weight, every word, as bf16 q - z at dst[(r - r0) * ld + k]:
+// for each run of the rows in one 16-row block, 16 words at a time, the block's word vectors
+// (one 64-byte load each: that word of all the block's rows) loaded in kWordOrder and transposed
+// in registers, so that vector l holds row l's words. A gather per row and 16 words (one cache
+// line a word) took most of the decode, ~20% of an int4 prefill pass.
+void rows_to_bf16(const Int4WeightView& w, int64_t r0, int mr, int64_t ld, uint16_t* dst) {
   const __m512i table = biased_values();
-  for (int64_t v = 0; v < count; v += 16) {
-    const int64_t words = std::min<int64_t>(count - v, 16);
-    const __mmask16 m = _mm512_cmplt_epi32_mask(order, _mm512_set1_epi32(int32_t(words)));
-    const __m512i w =
-        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, index, q + v * stride, 4);
-    const __m512i lo = _mm512_add_epi8(_mm512_and_si512(w, low4), bias);
-    const __m512i hi = _mm512_add_epi8(_mm512_and_si512(_mm512_srli_epi32(w, 4), low4), bias);
-    const __m512i a = _mm512_unpacklo_epi8(lo, hi), b = _mm512_unpackhi_epi8(lo, hi);
-    const __m256i parts[4] = {_mm512_castsi512_si256(a), _mm512_castsi512_si256(b),
-                              _mm512_extracti64x4_epi64(a, 1), _mm512_extracti64x4_epi64(b, 1)};
-    for (int j = 0; j < 4 && 32 * j < 8 * words; ++j) {
-      const int64_t c = std::min<int64_t>(8 * words - 32 * j, 32);
-      const __mmask32 sm = c == 32 ? ~__mmask32(0) : (__mmask32(1) << c) - 1;
-      _mm512_mask_storeu_epi16(dst + 8 * v + 32 * j, sm,
-                               _mm512_permutexvar_epi16(_mm512_cvtepu8_epi16(parts[j]), table));
+  const __m512i order = _mm512_load_si512(kWordOrder);
+  for (int64_t r = r0; r < r0 + mr;) {
+    const int64_t b0 = r - r % kInt4Block, width = int4_block_width(w.rows, b0);
+    const int64_t end = std::min<int64_t>(r0 + mr, b0 + width);
+    const uint32_t* qb = w.qweight + b0 * w.words;  // word u of row b0 + l at qb[u * width + l]
+    const __mmask16 lanes = __mmask16((1u << width) - 1);
+    int64_t g0 = 0;  // the first group with words in [v, v + 16)
+    for (int64_t v = 0; v < w.words; v += 16) {
+      const int64_t count = std::min<int64_t>(16, w.words - v);
+      while (w.group_words[g0 + 1] <= v) ++g0;
+      vec::F t[16];
+      for (int k = 0; k < 16; ++k) {
+        const float* at = reinterpret_cast<const float*>(qb + (v + kWordOrder[k]) * width);
+        t[k] = kWordOrder[k] >= count ? _mm512_setzero_ps()
+               : width == kInt4Block  ? _mm512_loadu_ps(at)
+                                      : _mm512_maskz_loadu_ps(lanes, at);
+      }
+      vec::transpose(t);
+      const __m512i word = _mm512_add_epi32(order, _mm512_set1_epi32(int32_t(v)));
+      for (int64_t row = r; row < end; ++row) {
+        const auto bias_of = [&](int64_t g) {
+          const int z = w.zeros[int4_offset(w.layout, w.rows, w.groups, row, g)];
+          return _mm512_set1_epi8(int8_t(16 - z));
+        };
+        __m512i bias = bias_of(g0);
+        for (int64_t g = g0 + 1; g < w.groups && w.group_words[g] < v + count; ++g)
+          bias = _mm512_mask_mov_epi32(
+              bias, _mm512_cmpge_epi32_mask(word, _mm512_set1_epi32(w.group_words[g])), bias_of(g));
+        row_words_to_bf16(_mm512_castps_si512(t[row - b0]), bias, count, table,
+                          dst + (row - r0) * ld + 8 * v);
+      }
     }
+    r = end;
   }
 }
 
@@ -99,15 +139,24 @@ struct Int4Rows final : ScaledRows {
   int64_t block_start(int64_t b) const override { return int64_t(w.group_words[b]) * 8; }
   void decode(int64_t r0, int mr, int64_t ld, uint16_t* dst, float* scales,
               int64_t stride) const override {
+#if defined(__AVX512BF16__)
+    rows_to_bf16(w, r0, mr, ld, dst);
+#else
     for (int i = 0; i < mr; ++i) {
       const int64_t r = r0 + i, width = int4_block_width(w.rows, r - r % kInt4Block);
       for (int64_t g = 0; g < w.groups; ++g) {
-        const int64_t v0 = w.group_words[g], e = int4_offset(w.layout, w.rows, w.groups, r, g);
+        const int64_t v0 = w.group_words[g];
         words_to_bf16(w.qweight + int4_offset(w.layout, w.rows, w.words, r, v0), width,
-                      w.group_words[g + 1] - v0, w.zeros[e], dst + i * ld + 8 * v0);
-        scales[g * stride + i] = half_to_f32(w.scales[e]);
+                      w.group_words[g + 1] - v0,
+                      w.zeros[int4_offset(w.layout, w.rows, w.groups, r, g)],
+                      dst + i * ld + 8 * v0);
       }
     }
+#endif
+    for (int i = 0; i < mr; ++i)
+      for (int64_t g = 0; g < w.groups; ++g)
+        scales[g * stride + i] =
+            half_to_f32(w.scales[int4_offset(w.layout, w.rows, w.groups, r0 + i, g)]);
   }
 };
 
