@@ -46,9 +46,9 @@ void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, con
 // exists. AVX2 (tiles of 1-2 x rows): the 0.5B's projections, 2 threads, int16 / float GEMV
 // 8.4-9.0 / 10.4-10.9 ms at 1 row, 12 / 22 at 2, 20 / 31 at 3, but 22.6 / 21.2 at 4 (the float
 // GEMV's 4-row tile), 83 / 82 at 16. AVX-512 (tiles of 1-8 rows, VPDPWSSD): 1 row level (both
-// read the weights at the host's bandwidth), 2 rows 7.9-8.1 / 8.6-9.4, 4 rows 11.9 / 16.6-17.6,
-// 8 rows 24-26 / 32, 16 rows 49-53 / 62-65, 24 rows 69-86 / 89-96; above 24 the bf16 tiles
-// take over.
+// ~24 GB/s, waiting on each word load rather than on instructions), 2 rows 7.9-8.1 / 8.6-9.4, 4
+// rows 11.9 / 16.6-17.6, 8 rows 24-26 / 32, 16 rows 49-53 / 62-65, 24 rows 69-86 / 89-96; above 24
+// the bf16 tiles take over.
 #if defined(__AVX512F__)
 inline constexpr int64_t kInt4GemvInt16MaxRows = kInt4GemvMaxRowsBf16;
 #else
