@@ -90,6 +90,7 @@ struct Scratch {
   std::vector<float> q, kt, key, value, score, m, l, acc;
   std::vector<uint32_t> qw, ktw, pw;  // bf16 pairs: queries, transposed keys, softmax weights
   std::vector<uint16_t> keyb, valueb, zero;
+  const E4m3ToBf16 widen{};  // fp8 rows to bf16, its tables loaded once per call (tile_rows)
   explicit Scratch(int32_t d)
       : q(size_t(kMaxVectors) * d),
         kt(size_t(d) * kTile),
@@ -199,12 +200,11 @@ void attend(const KvLayerView& kv, const int32_t* table, const Block& blk, const
 void tile_rows(const KvLayerView& kv, const int64_t* vec, int32_t head, int32_t nk, Scratch& sc,
                const uint32_t** keys, const uint16_t** values, float* ks, float* vs) {
   const int32_t d = kv.head_dim;
-  const E4m3ToBf16 widen;
   for (int32_t j = 0; j < nk; ++j) {
     const int64_t at = (vec[j] + head) * d;
     keys[j] = reinterpret_cast<const uint32_t*>(
-        kv_row_bf16(kv.k, kv.dtype, at, d, sc.keyb.data() + j * d, widen));
-    values[j] = kv_row_bf16(kv.v, kv.dtype, at, d, sc.valueb.data() + j * d, widen);
+        kv_row_bf16(kv.k, kv.dtype, at, d, sc.keyb.data() + j * d, sc.widen));
+    values[j] = kv_row_bf16(kv.v, kv.dtype, at, d, sc.valueb.data() + j * d, sc.widen);
     if (kv.dtype == DType::F8_E4M3)
       ks[j] = kv.k_scale[at / d] * 256.0f, vs[j] = kv.v_scale[at / d] * 256.0f;
   }

@@ -44,7 +44,7 @@ inline const float* kv_row(const void* pool, DType t, int64_t at, int32_t d, flo
 
 // The d elements of a bf16 or fp8 `pool` from element `at` on, as bf16: bf16 vectors in place,
 // fp8 codes converted into buf[0..d) as their values times 2^-8, exactly (by `widen`, made once
-// for a loop over rows); the caller folds 2^8 into the vector's scale.
+// for many rows); the caller folds 2^8 into the vector's scale.
 inline const uint16_t* kv_row_bf16(const void* pool, DType t, int64_t at, int32_t d, uint16_t* buf,
                                    const E4m3ToBf16& widen = {}) {
   if (t == DType::BF16) return static_cast<const uint16_t*>(pool) + at;
