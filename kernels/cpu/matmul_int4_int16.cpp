@@ -174,22 +174,16 @@ __attribute__((noinline)) void tile(const Args& a, int64_t r, int64_t i) {
         }
       }
     }
-    const __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, scales + g * width));
-    const __m512 sz = _mm512_mul_ps(
-        s, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zeros + g * width))));
+    __m512 sum[XR];
     for (int j = 0; j < XR; ++j) {
       __m512i t = acc[0][j];
       for (int c = 1; c < A; ++c) t = _mm512_add_epi32(t, acc[c][j]);
-      const __m512 sum =
-          _mm512_mul_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(steps[j * a.x.segments]));
-      out[j] = _mm512_fmadd_ps(s, sum, out[j]);
-      out[j] = _mm512_fnmadd_ps(sz, _mm512_set1_ps(sums[j * a.x.segments]), out[j]);
+      sum[j] = _mm512_mul_ps(_mm512_cvtepi32_ps(t), _mm512_set1_ps(steps[j * a.x.segments]));
     }
-    ++steps, ++sums;
+    ++steps;
+    int4::add_segment<XR>(scales, zeros, g, width, m, sum, sums++, a.x.segments, out);
   });
-  const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(m, a.bias + r) : _mm512_setzero_ps();
-  for (int j = 0; j < XR; ++j)
-    _mm512_mask_storeu_ps(a.out + (i + j) * w.rows + r, m, _mm512_add_ps(out[j], bias));
+  int4::store_block<XR>(out, a.bias, m, r, i, w.rows, a.out);
 }
 
 #else

@@ -137,6 +137,31 @@ inline void segment_sums(const uint32_t* q, int64_t width, __mmask16 m, const fl
   }
 }
 
+// out[j] += s (sum[j] - z X_j) for group g's segment of a block (its rows under the mask m):
+// their scales and zero points (at scales, zeros: the block's arrays), X_j = xsum[j * stride],
+// the segment's sum of x.
+template <int XR>
+inline void add_segment(const uint16_t* scales, const uint8_t* zeros, int64_t g, int64_t width,
+                        __mmask16 m, const __m512* sum, const float* xsum, int64_t stride,
+                        __m512* out) {
+  const __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, scales + g * width));
+  const __m512 sz = _mm512_mul_ps(
+      s, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zeros + g * width))));
+  for (int j = 0; j < XR; ++j) {
+    out[j] = _mm512_fmadd_ps(s, sum[j], out[j]);
+    out[j] = _mm512_fnmadd_ps(sz, _mm512_set1_ps(xsum[j * stride]), out[j]);
+  }
+}
+
+// Rows [r, r + 16) of out (those under the mask m) for x rows [i, i + XR): acc plus the bias.
+template <int XR>
+inline void store_block(const __m512* acc, const float* bias, __mmask16 m, int64_t r, int64_t i,
+                        int64_t rows, float* out) {
+  const __m512 b = bias ? _mm512_maskz_loadu_ps(m, bias + r) : _mm512_setzero_ps();
+  for (int j = 0; j < XR; ++j)
+    _mm512_mask_storeu_ps(out + (i + j) * rows + r, m, _mm512_add_ps(acc[j], b));
+}
+
 // The block of rows [r, r + 16) times x rows [i, i + XR). Prefetch: this pass reads the weights
 // from DRAM. Not inlined: inside the caller's larger body GCC 12 kept the one-row tile's four
 // accumulators on the stack, a store and a reload per FMA (half the speed).
@@ -153,18 +178,9 @@ __attribute__((noinline)) void tile(const TileArgs& a, int64_t r, int64_t i) {
       segment_sums<XR, Prefetch, true>(q, width, m, xs, v0, v1, sum);
     else
       segment_sums<XR, Prefetch, false>(q, width, m, xs, v0, v1, sum);
-    const __m512 s = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, scales + g * width));
-    const __m512 sz = _mm512_mul_ps(
-        s, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, zeros + g * width))));
-    for (int j = 0; j < XR; ++j) {
-      out[j] = _mm512_fmadd_ps(s, sum[j], out[j]);
-      out[j] = _mm512_fnmadd_ps(sz, _mm512_set1_ps(sums[j * a.x.segments]), out[j]);
-    }
-    ++sums;
+    add_segment<XR>(scales, zeros, g, width, m, sum, sums++, a.x.segments, out);
   });
-  const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(m, a.bias + r) : _mm512_setzero_ps();
-  for (int j = 0; j < XR; ++j)
-    _mm512_mask_storeu_ps(a.out + (i + j) * w.rows + r, m, _mm512_add_ps(out[j], bias));
+  store_block<XR>(out, a.bias, m, r, i, w.rows, a.out);
 }
 
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
