@@ -7,8 +7,8 @@ namespace qmpi {
 const char* const kActivationDtypeHelp =
     "activations in the matmuls of bf16 weights: auto (= bfloat16: bf16 dot products, as vLLM "
     "and llama.cpp compute; float32 and float16 weights keep float32 activations, int4 and fp8 "
-    "prefill takes bf16 ones (fp8 decode too with bf16 dot products), int4 decode on AVX2 "
-    "builds int16 ones, GGUF "
+    "prefill takes bf16 ones (fp8 decode too with bf16 dot products), int4 decode int16 ones "
+    "(AVX2 and AVX-512 builds), GGUF "
     "Q8_0/Q4_0/Q5_0/Q4_K/Q6_K decode int8 ones: docs/user-guide.md), "
     "bfloat16, or float32 (exact: within 1e-4 of the float64 reference; CPU only)";
 
