@@ -8,11 +8,10 @@
 // bf16-activation path (BF16 weights): x rounded to bf16 and packed as (k, k+1) pairs, and
 // VDPBF16PS multiplies a broadcast weight pair straight from the checkpoint's row.
 // Quantized weights (FP8, int4: scaled_rows.h) take the bf16 tiles too: a block of rows is decoded
-// into bf16 scratch (e4m3 values times 2^-8, int4's q - z: exact in bf16), a tile runs over one
-// scale block of inputs at a time, and its sums are multiplied by each row's scale as they are
-// added up, so the only rounding beyond float32 sums is x's to bf16, as for bf16 weights. Without
-// VDPBF16PS they take the float32 tiles on those rows widened, x rounded to bf16 first: the same
-// numbers.
+// into bf16 scratch (e4m3 values times 2^-8, int4's q - z: exact in bf16), a tile sums one scale
+// block of inputs at a time and adds those sums times each row's scale, so the only rounding
+// beyond float32 sums is x's to bf16, as for bf16 weights. Without VDPBF16PS they take the float32
+// tiles on those rows widened, x rounded to bf16 first: the same numbers.
 #include <omp.h>
 
 #include <algorithm>
@@ -68,12 +67,21 @@ constexpr Shape kWide = kNarrow;
 constexpr Shape kHalf = kNarrow;
 constexpr bool kHalfPanels = false;
 #endif
+#if defined(__AVX512BF16__)
+// Quantized rows on VDPBF16PS (tile_bf16_scaled): a block's partial sums and the tile's scaled
+// totals both stay in registers, 2 x 12 accumulators.
+constexpr Shape kScaled{32, 6};
+#else
+constexpr Shape kScaled = kNarrow;  // unused: the scaled tile needs VDPBF16PS
+#endif
 // Tokens from which a bf16 chunk takes the wide shape: below 64, a 64-token panel computes too
 // much padding (48 tokens ran 10-20% slower wide than narrow).
 constexpr int64_t kWideFrom = 64;
 constexpr int kTileFloats = std::max(kNarrow.nt * kNarrow.mr, kWide.nt* kWide.mr);
-Shape shape_for(int64_t tokens, bool bf16_dot) {
+// `scaled`: quantized rows on VDPBF16PS, whose full panels take tile_bf16_scaled.
+Shape shape_for(int64_t tokens, bool bf16_dot, bool scaled) {
   if (kHalfPanels && tokens <= kNarrow.nt / 2) return kHalf;
+  if (scaled) return kScaled;
   return bf16_dot && tokens >= kWideFrom ? kWide : kNarrow;
 }
 // Tokens packed and multiplied at a time: bounds the packed copy of x for long prompts.
@@ -215,16 +223,12 @@ void tile_f32(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile
 }
 
 #if defined(__AVX512BF16__)
+// acc += rows [0, MR) of w (row stride ld) times the panel's pairs over inputs [k0, k1) (k0 even).
 template <int MR, int NV>
-void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile, Prefetch pf,
-               Epilogue ep) {
-  const uint16_t* w = static_cast<const uint16_t*>(wv);
-  const uint32_t* xp = static_cast<const uint32_t*>(xv);
-  __m512 acc[MR][NV];
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
-  const int64_t pairs = K / 2;
-  auto step = [&](int64_t kp, auto pair_of_row) {
+inline __attribute__((always_inline)) void dp_range(__m512 (&acc)[MR][NV], const uint16_t* w,
+                                                    int64_t ld, int64_t k0, int64_t k1,
+                                                    const uint32_t* xp, Prefetch& pf) {
+  const auto step = [&](int64_t kp, auto pair_of_row) {
     pf.step();
     __m512bh xs[NV];
     for (int v = 0; v < NV; ++v) xs[v] = (__m512bh)_mm512_loadu_si512(xp + kp * 16 * NV + 16 * v);
@@ -233,14 +237,24 @@ void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* til
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], xs[v], b);
     }
   };
-  for (int64_t kp = 0; kp < pairs; ++kp)
+  for (int64_t kp = k0 / 2; kp < k1 / 2; ++kp)
     step(kp, [&](int i) {
       uint32_t pr;
       std::memcpy(&pr, w + i * ld + 2 * kp, 4);
       return pr;
     });
-  if (K % 2)  // the last weight pairs with the zero that pads x
-    step(pairs, [&](int i) { return uint32_t(w[i * ld + K - 1]); });
+  if (k1 % 2)  // the last weight pairs with the zero that pads x
+    step(k1 / 2, [&](int i) { return uint32_t(w[i * ld + k1 - 1]); });
+}
+
+template <int MR, int NV>
+void tile_bf16(const void* wv, int64_t ld, int64_t K, const void* xv, float* tile, Prefetch pf,
+               Epilogue ep) {
+  __m512 acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  dp_range<MR, NV>(acc, static_cast<const uint16_t*>(wv), ld, 0, K,
+                   static_cast<const uint32_t*>(xv), pf);
   pf.finish();
   write_tile<MR, NV>(acc, tile, ep);
 }
@@ -302,6 +316,44 @@ void tile_bf16_v1x8(const void* wv, int64_t ld, int64_t K, const void* xv, float
   }
   pf.finish();
   write_tile<8, 1>(acc, tile, ep);
+}
+
+// MR quantized rows (decoded to bf16, ScaledRows) x a panel of NV vectors of tokens over all of
+// K: each scale block's sums are taken in `acc` and added to `total` times each row's scale
+// (scales[b * kMR + i]). A tile call per block, storing and reloading the totals, made an FP8
+// pass at 64-128 tokens 11-21% slower than bf16 weights' (0-10% this way: docs/perf.md). The same
+// operations in the same order as per-block tiles with the scaled epilogue (still taken by half
+// panels and the float32 tiles): the same sums.
+template <int MR, int NV>
+void tile_bf16_scaled(const uint16_t* w, int64_t ld, std::span<const int64_t> starts,
+                      const float* scales, const uint32_t* xp, float* tile, Prefetch pf) {
+  __m512 total[MR][NV], acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) total[i][v] = _mm512_setzero_ps();
+  for (size_t b = 0; b + 1 < starts.size(); ++b) {
+    for (int i = 0; i < MR; ++i)
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+    dp_range<MR, NV>(acc, w, ld, starts[b], starts[b + 1], xp, pf);
+    for (int i = 0; i < MR; ++i) {
+      const __m512 sc = _mm512_set1_ps(scales[b * kMR + i]);
+      for (int v = 0; v < NV; ++v) total[i][v] = _mm512_fmadd_ps(acc[i][v], sc, total[i][v]);
+    }
+  }
+  pf.finish();
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) _mm512_store_ps(tile + (i * NV + v) * 16, total[i][v]);
+}
+
+using ScaledTileFn = void (*)(const uint16_t* w, int64_t ld, std::span<const int64_t> starts,
+                              const float* scales, const uint32_t* xp, float* tile, Prefetch pf);
+template <int NV, int... I>
+constexpr std::array<ScaledTileFn, kScaled.mr> scaled_tiles(std::integer_sequence<int, I...>) {
+  return {&tile_bf16_scaled<I + 1, NV>...};
+}
+ScaledTileFn pick_scaled_tile(int mr, int width) {
+  static constexpr auto v1 = scaled_tiles<1>(std::make_integer_sequence<int, kScaled.mr>{});
+  static constexpr auto v2 = scaled_tiles<2>(std::make_integer_sequence<int, kScaled.mr>{});
+  return width == 16 ? v1[mr - 1] : v2[mr - 1];
 }
 #endif
 
@@ -390,7 +442,10 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
   const int64_t K = ts[0].w.cols;
   const int64_t depth = bf16_dot ? (K + 1) / 2 : K;
   const int64_t n0 = std::min(n, kChunkTokens);  // the first chunk is the largest
-  uint32_t* xp = thread_scratch<uint32_t, 0>(Panels{n0, depth, shape_for(n0, bf16_dot).nt}.size());
+  // Quantized rows on VDPBF16PS take tile_bf16_scaled outside half panels.
+  const bool scaled = sr && bf16_dot && kHaveBf16Dot;
+  uint32_t* xp =
+      thread_scratch<uint32_t, 0>(Panels{n0, depth, shape_for(n0, bf16_dot, scaled).nt}.size());
   const size_t tsize = bf16_dot ? 2 : 4;  // bytes per weight as tiles read it
   // Scale blocks of the inputs: the tiles' sums are scaled one block at a time (dense: one).
   int64_t max_blocks = 1;
@@ -402,10 +457,13 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
     float* widened = bf16_dot ? nullptr : thread_scratch<float, 1>(size_t(kMR * ld));
     uint16_t* decoded = sr ? thread_scratch<uint16_t, 4>(size_t(kMR * ld)) : nullptr;
     float* scales = sr ? thread_scratch<float, 5>(size_t(kMR * max_blocks)) : nullptr;
+    int64_t* starts = sr ? thread_scratch<int64_t, 6>(size_t(max_blocks + 1)) : nullptr;
     alignas(64) float tile[kTileFloats];
     for (int64_t c0 = 0; c0 < n; c0 += kChunkTokens) {
       const int64_t cn = std::min(kChunkTokens, n - c0);
-      const Shape shape = shape_for(cn, bf16_dot);
+      const Shape shape = shape_for(cn, bf16_dot, scaled);
+      [[maybe_unused]] const bool fused =
+          scaled && shape.mr == kScaled.mr && shape.nt == kScaled.nt;
       const Panels pn{cn, depth, shape.nt};
       const float* xc = x + c0 * K;
       const Range dr = split_range(pn.depth, 1, t, tn);
@@ -424,6 +482,7 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
         // Bytes of a row as stored (approximately, for a quantized layout: prefetching only).
         const size_t row_bytes = q ? size_t(q->row_bytes) : size_t(K) * dtype_size(w.dtype);
         const int64_t blocks = q ? q->blocks : 1;
+        for (int64_t b = 0; q && b <= blocks; ++b) starts[b] = q->block_start(b);
         for (int64_t r0 = begin; r0 < end; r0 += block) {
           const int mr = int(std::min<int64_t>(block, end - r0));
           const void* rows = wbytes + size_t(r0) * row_bytes;
@@ -444,16 +503,25 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
           const size_t next_bytes = size_t(std::max<int64_t>(next, 0)) * row_bytes;
           const char* next_rows = wbytes + size_t(r0 + mr) * row_bytes;
           for (int64_t p = 0; p < pn.count(); ++p) {
-            const TileFn tile_fn = pick_tile(bf16_dot, mr, pn.width(p));
             const uint32_t* xpp = xp + pn.offset(p);
-            for (int64_t b = 0; b < blocks; ++b) {
-              const int64_t k0 = q ? q->block_start(b) : 0, k1 = q ? q->block_start(b + 1) : K;
-              const int64_t d0 = bf16_dot ? k0 / 2 : k0;  // k0 is even where bf16_dot
-              const Prefetch pf = prefetch_slice(next_rows, next_bytes, p * blocks + b,
-                                                 pn.count() * blocks, depth / blocks);
-              const Epilogue ep = q ? Epilogue{scales + b * kMR, b > 0} : Epilogue{};
-              tile_fn(static_cast<const char*>(rows) + k0 * tsize, q ? ld : K, k1 - k0,
-                      xpp + d0 * pn.width(p), tile, pf, ep);
+#if defined(__AVX512BF16__)
+            if (fused)
+              pick_scaled_tile(mr, pn.width(p))(
+                  decoded, ld, {starts, size_t(blocks + 1)}, scales, xpp, tile,
+                  prefetch_slice(next_rows, next_bytes, p, pn.count(), depth));
+            else
+#endif
+            {
+              const TileFn tile_fn = pick_tile(bf16_dot, mr, pn.width(p));
+              for (int64_t b = 0; b < blocks; ++b) {
+                const int64_t k0 = q ? starts[b] : 0, k1 = q ? starts[b + 1] : K;
+                const int64_t d0 = bf16_dot ? k0 / 2 : k0;  // k0 is even where bf16_dot
+                const Prefetch pf = prefetch_slice(next_rows, next_bytes, p * blocks + b,
+                                                   pn.count() * blocks, depth / blocks);
+                const Epilogue ep = q ? Epilogue{scales + b * kMR, b > 0} : Epilogue{};
+                tile_fn(static_cast<const char*>(rows) + k0 * tsize, q ? ld : K, k1 - k0,
+                        xpp + d0 * pn.width(p), tile, pf, ep);
+              }
             }
             store_tile(tile, pn.width(p), mr, pn.tokens(p), r0, c0 + p * pn.nt, biases[i].get(),
                        ts[i].out, w.rows);

@@ -107,12 +107,13 @@ TEST(MatmulFp8, PathsMatchReferenceOnEveryGridShape) {
 
 // With bf16 activations the blocked path runs the bf16 GEMM's tiles on decoded rows, scaling each
 // scale block's partial sums: it equals the reference on x rounded to bf16 up to float32 sums
-// (measured 0.7e-7 .. 2.3e-7 at 64 rows). Rows 1..64 cover the GEMM's half, narrow and wide
-// panels; the shapes give tiles of rows that straddle block rows, partial and offset scale
-// blocks, an odd K (the last weight paired with x's zero) and, with an odd column offset (pairs
-// of inputs across a block edge), the float path's fallback, which is exact. matmul_fp8 as the
-// model calls it picks the GEMV below 12 rows: up to 3 rows with VDPBF16PS and scale blocks on
-// 64-code steps its bf16 route, else float32.
+// (measured 0.7e-7 .. 2.3e-7 at 64 rows). Rows 1..64 cover the GEMM's half panels (a tile per
+// scale block) and, from 17 rows, its scaled tiles on full and half-width panels; the shapes give
+// tiles of rows that straddle block rows, partial and offset scale blocks, an odd K (the last
+// weight paired with x's zero) and, with an odd column offset (pairs of inputs across a block
+// edge), the float path's fallback, which is exact. matmul_fp8 as the model calls it picks the GEMV
+// below 12 rows: up to 3 rows with VDPBF16PS and scale blocks on 64-code steps its bf16 route, else
+// float32.
 TEST(MatmulFp8, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
   std::mt19937 rng(23);
   struct Case {

@@ -182,10 +182,11 @@ TEST(MatmulInt4, PathsMatchReference) {
 
 // With bf16 activations the blocked path runs the bf16 GEMM's tiles on rows decoded to q - z,
 // scaling each group's partial sums: it equals the reference on x rounded to bf16 up to float32
-// sums. Rows 1..70 cover the GEMM's half, narrow and wide panels, and matmul_int4's crossing from
-// the GEMV; the layouts give groups of 4..896 inputs, chunks of 16 words cut by a group edge,
-// a short last group, act-order runs (gathered x, padding, an empty group), zeros up to 16, and
-// row counts that leave a narrow last Blocks16 block and tiles straddling two blocks.
+// sums. Rows 1..70 cover the GEMM's half panels (a tile per group), its scaled tiles on full and
+// half-width panels, and matmul_int4's crossing from the GEMV; the layouts give groups of 4..896
+// inputs, chunks of 16 words cut by a group edge, a short last group, act-order runs (gathered x,
+// padding, an empty group), zeros up to 16, and row counts that leave a narrow last Blocks16 block
+// and tiles straddling two blocks.
 TEST(MatmulInt4, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
   std::mt19937 rng(29);
   for (const Layout& c : kLayouts) {
