@@ -88,6 +88,13 @@ struct Fp8WeightView {
   int64_t row_offset = 0, col_offset = 0;  // in [0, block_n), [0, block_k)
 };
 
+// One int4 projection of a group that shares its input (Backend::matmul_int4_group).
+struct Int4Target {
+  Int4WeightView w;
+  const WeightView* bias;
+  float* out;
+};
+
 // One FP8 projection of a group that shares its input (Backend::matmul_fp8_group), as
 // MatmulTarget is for float weights.
 struct Fp8Target {

@@ -48,8 +48,9 @@ const float* packed_int4_input(const float* x, int64_t n, const Int4WeightView& 
   return storage.get();
 }
 
-void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
-                 float* out, const MatmulOptions& opt) {
+namespace {
+
+void check(const Int4WeightView& w, const WeightView* bias) {
   if (!w.qweight || !w.scales || !w.zeros || !w.group_words || w.groups < 1 ||
       (!w.x_index && w.words * 8 != w.in_features) || w.words * 8 < w.in_features)
     raise(Err::Internal, "int4 matmul weight of " + std::to_string(w.rows) + " rows, " +
@@ -62,17 +63,49 @@ void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const Weigh
     raise(Err::TensorShapeMismatch,
           "int4 matmul bias has " + std::to_string(bias->rows * bias->cols) +
               " elements for a weight with " + std::to_string(w.rows) + " output rows");
-  if (n <= 0 || w.rows == 0) return;
-  if (opt.bf16_activations && n > kInt4GemvMaxRowsBf16 &&
-      matmul_int4_blocked_bf16(x, n, w, bias, out, opt))
+}
+
+// Whether two weights read x alike: the same packed inputs in the same order, cut into the same
+// groups (AWQ's projections of one input; GPTQ act-order ones each have their own order).
+bool alike(const Int4WeightView& a, const Int4WeightView& b) {
+  return a.in_features == b.in_features && a.words == b.words && a.groups == b.groups &&
+         a.x_index == b.x_index &&
+         std::equal(a.group_words, a.group_words + a.groups + 1, b.group_words);
+}
+
+}  // namespace
+
+void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
+                 float* out, const MatmulOptions& opt) {
+  const Int4Target t{w, bias, out};
+  matmul_int4_group(x, n, {&t, 1}, opt);
+}
+
+void matmul_int4_group(const float* x, int64_t n, std::span<const Int4Target> targets,
+                       const MatmulOptions& opt) {
+  bool same = true;
+  int64_t rows = 0;
+  for (const Int4Target& t : targets) {
+    check(t.w, t.bias);
+    same = same && alike(t.w, targets[0].w);
+    rows += t.w.rows;
+  }
+  if (n <= 0 || rows == 0) return;
+  if (same && opt.bf16_activations && n > kInt4GemvMaxRowsBf16 &&
+      matmul_int4_blocked_bf16(x, n, targets, opt))
     return;
-  if (opt.bf16_activations && n <= kInt4GemvInt16MaxRows &&
-      matmul_int4_gemv_int16(x, n, w, bias, out, opt))
+  if (same && opt.bf16_activations && n <= kInt4GemvInt16MaxRows &&
+      matmul_int4_gemv_int16(x, n, targets, opt))
     return;
-  if (n <= kInt4GemvMaxRows)
-    matmul_int4_gemv(x, n, w, bias, out, opt);
-  else
-    matmul_int4_blocked(x, n, w, bias, out, opt);
+  for (const Int4Target& t : targets) {
+    if (t.w.rows == 0) continue;
+    if (targets.size() > 1)
+      matmul_int4(x, n, t.w, t.bias, t.out, opt);
+    else if (n <= kInt4GemvMaxRows)
+      matmul_int4_gemv(x, n, t.w, t.bias, t.out, opt);
+    else
+      matmul_int4_blocked(x, n, t.w, t.bias, t.out, opt);
+  }
 }
 
 void matmul_int4_reference(const float* x, int64_t n, const Int4WeightView& w,

@@ -10,6 +10,7 @@
 // which reads either layout, sits beside them for the tests.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/dot_products.h"
@@ -35,6 +36,11 @@ inline constexpr int64_t kInt4GemvMaxRowsBf16 = kHaveBf16Dot ? 24 : kInt4GemvMax
 // Checks the view and bias (raising a qmpi::Error) and runs the path that suits n.
 void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                  float* out, const MatmulOptions& opt);
+// matmul_int4 for projections of the same x (q/k/v, gate/up). Where they read x alike (same
+// inputs, groups and input order), the int16-activation GEMV quantizes x once and the bf16 tiles
+// pack it once for all of them, in one parallel region; else one matmul_int4 per target.
+void matmul_int4_group(const float* x, int64_t n, std::span<const Int4Target> targets,
+                       const MatmulOptions& opt);
 
 // The two paths, for tests and benchmarks; both assume matmul_int4()'s checks passed.
 void matmul_int4_gemv(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
@@ -58,13 +64,25 @@ inline constexpr int64_t kInt4GemvInt16MaxRows = 3;
 // The GEMV with int16 activations (matmul_int4_int16.cpp states the method and its error
 // bound); false, with nothing done, where the build does not use int16 dot products
 // (dot_products.h).
-bool matmul_int4_gemv_int16(const float* x, int64_t n, const Int4WeightView& w,
-                            const WeightView* bias, float* out, const MatmulOptions& opt);
+// Targets that read x alike (matmul_int4_group).
+bool matmul_int4_gemv_int16(const float* x, int64_t n, std::span<const Int4Target> targets,
+                            const MatmulOptions& opt);
+inline bool matmul_int4_gemv_int16(const float* x, int64_t n, const Int4WeightView& w,
+                                   const WeightView* bias, float* out, const MatmulOptions& opt) {
+  const Int4Target t{w, bias, out};
+  return matmul_int4_gemv_int16(x, n, {&t, 1}, opt);
+}
 
 // The blocked path with bf16 activations (x rounded to bf16, weights exact); false, with nothing
 // done, on AVX-512 without VDPBF16PS and on builds without AVX2.
-bool matmul_int4_blocked_bf16(const float* x, int64_t n, const Int4WeightView& w,
-                              const WeightView* bias, float* out, const MatmulOptions& opt);
+// Targets that read x alike (matmul_int4_group).
+bool matmul_int4_blocked_bf16(const float* x, int64_t n, std::span<const Int4Target> targets,
+                              const MatmulOptions& opt);
+inline bool matmul_int4_blocked_bf16(const float* x, int64_t n, const Int4WeightView& w,
+                                     const WeightView* bias, float* out, const MatmulOptions& opt) {
+  const Int4Target t{w, bias, out};
+  return matmul_int4_blocked_bf16(x, n, {&t, 1}, opt);
+}
 
 // The plain reference: every weight dequantized, products summed in float64.
 void matmul_int4_reference(const float* x, int64_t n, const Int4WeightView& w,

@@ -4,6 +4,7 @@
 // only rounding beyond float32 sums is x's to bf16, as for bf16 weights. On AVX2 the same rows
 // take the float32 tiles, widened (matmul_blocked_scaled).
 #include <algorithm>
+#include <vector>
 
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
@@ -162,19 +163,21 @@ struct Int4Rows final : ScaledRows {
 
 }  // namespace
 
-bool matmul_int4_blocked_bf16(const float* x, int64_t n, const Int4WeightView& w,
-                              const WeightView* bias, float* out, const MatmulOptions& opt) {
-  AlignedArray<float> gathered;
-  const Int4Rows rows(w);
-  const ScaledTarget t{&rows, bias, out};
-  matmul_blocked_scaled(packed_int4_input(x, n, w, gathered), n, {&t, 1}, opt);
+bool matmul_int4_blocked_bf16(const float* x, int64_t n, std::span<const Int4Target> targets,
+                              const MatmulOptions& opt) {
+  std::vector<Int4Rows> rows;
+  rows.reserve(targets.size());  // the targets point into it
+  std::vector<ScaledTarget> ts;
+  for (const Int4Target& t : targets) ts.push_back({&rows.emplace_back(t.w), t.bias, t.out});
+  AlignedArray<float> gathered;  // the targets read x alike: gathered by the first's order
+  matmul_blocked_scaled(packed_int4_input(x, n, targets[0].w, gathered), n, ts, opt);
   return true;
 }
 
 #else  // AVX-512 without VDPBF16PS, or no AVX2: the float32 panel GEMM serves
 
-bool matmul_int4_blocked_bf16(const float*, int64_t, const Int4WeightView&, const WeightView*,
-                              float*, const MatmulOptions&) {
+bool matmul_int4_blocked_bf16(const float*, int64_t, std::span<const Int4Target>,
+                              const MatmulOptions&) {
   return false;
 }
 

@@ -25,10 +25,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/matmul_int4.h"
 #include "kernels/cpu/matmul_int4_tile.h"
+#include "kernels/cpu/matmul_targets.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scratch.h"
 #include "kernels/cpu/x86.h"
@@ -251,33 +253,43 @@ void tile_at(const Args& a, int64_t r, int64_t i, bool prefetch) {
 
 }  // namespace
 
-bool matmul_int4_gemv_int16(const float* x, int64_t n, const Int4WeightView& w,
-                            const WeightView* bias, float* out, const MatmulOptions& opt) {
-  const int nt = threads_for(opt.threads, w.rows * w.words * 8, kGrain);
-  const AlignedArray<float> b = widen(bias);
-  const Args a{&w, alloc_int16_x(n, w), b.get(), out};
+bool matmul_int4_gemv_int16(const float* x, int64_t n, std::span<const Int4Target> targets,
+                            const MatmulOptions& opt) {
+  int64_t weights = 0;
+  for (const Int4Target& t : targets) weights += t.w.rows * t.w.words * 8;
+  const int nt = threads_for(opt.threads, weights, kGrain);
+  // The targets read x alike: it is quantized once, by the layout of the first.
+  const Int4WeightView& w0 = targets[0].w;
+  const Int16X xq = alloc_int16_x(n, w0);
+  const Biases biases = widen_biases(targets);
+  std::vector<Args> args;
+  for (size_t k = 0; k < targets.size(); ++k)
+    args.push_back({&targets[k].w, xq, biases[k].get(), targets[k].out});
 #pragma omp parallel num_threads(nt)
   {
 #pragma omp for schedule(static)
-    for (int64_t i = 0; i < n; ++i) quantize_row(x, i, w, a.x);
-    const Range rr = split_range(w.rows, kInt4Block, omp_get_thread_num(), omp_get_num_threads());
-    for (int64_t r = rr.begin; r < rr.end; r += kInt4Block) {
-      int64_t i = 0;
-      if constexpr (kMaxTileRows == 8) {
-        for (; i + 8 <= n; i += 8) tile_at<8>(a, r, i, i == 0);
-        for (; i + 4 <= n; i += 4) tile_at<4>(a, r, i, i == 0);
-        if (i + 3 == n) tile_at<3>(a, r, i, i == 0), i += 3;
-      }
-      for (; i + 2 <= n; i += 2) tile_at<2>(a, r, i, i == 0);
-      for (; i < n; ++i) tile_at<1>(a, r, i, i == 0);
-    }
+    for (int64_t i = 0; i < n; ++i) quantize_row(x, i, w0, xq);
+    for_each_share(targets, kInt4Block, omp_get_thread_num(), omp_get_num_threads(),
+                   [&](size_t k, int64_t begin, int64_t end) {
+                     const Args& a = args[k];
+                     for (int64_t r = begin; r < end; r += kInt4Block) {
+                       int64_t i = 0;
+                       if constexpr (kMaxTileRows == 8) {
+                         for (; i + 8 <= n; i += 8) tile_at<8>(a, r, i, i == 0);
+                         for (; i + 4 <= n; i += 4) tile_at<4>(a, r, i, i == 0);
+                         if (i + 3 == n) tile_at<3>(a, r, i, i == 0), i += 3;
+                       }
+                       for (; i + 2 <= n; i += 2) tile_at<2>(a, r, i, i == 0);
+                       for (; i < n; ++i) tile_at<1>(a, r, i, i == 0);
+                     }
+                   });
   }
   return true;
 }
 
 #else
 
-bool matmul_int4_gemv_int16(const float*, int64_t, const Int4WeightView&, const WeightView*, float*,
+bool matmul_int4_gemv_int16(const float*, int64_t, std::span<const Int4Target>,
                             const MatmulOptions&) {
   return false;
 }

@@ -22,19 +22,21 @@ int64_t total_elements(std::span<const Target> targets) {
 }
 
 // Calls f(target index, begin, end) for the rows of each target in thread t's share (of nt) of
-// the rows of all targets, cut in units of `quantum` of the whole range (so that no tile is
-// split between threads) and at the targets' boundaries.
+// the rows of all targets, cut in units of `quantum` rows of each target (a target's last unit
+// may be shorter), so that no tile is split between threads and every share of a target starts
+// at a multiple of `quantum` (int4's 16-row blocks).
 template <class Target, class F>
 void for_each_share(std::span<const Target> targets, int64_t quantum, int t, int nt, F&& f) {
+  const auto units = [&](const Target& tg) { return (tg.w.rows + quantum - 1) / quantum; };
   int64_t total = 0;
-  for (const Target& tg : targets) total += tg.w.rows;
-  const Range share = split_range(total, quantum, t, nt);
+  for (const Target& tg : targets) total += units(tg);
+  const Range share = split_range(total, 1, t, nt);
   int64_t offset = 0;
   for (size_t i = 0; i < targets.size(); ++i) {
-    const int64_t rows = targets[i].w.rows;
-    const int64_t b = std::max(share.begin, offset), e = std::min(share.end, offset + rows);
-    if (b < e) f(i, b - offset, e - offset);
-    offset += rows;
+    const int64_t b = std::max(share.begin, offset),
+                  e = std::min(share.end, offset + units(targets[i]));
+    if (b < e) f(i, (b - offset) * quantum, std::min(targets[i].w.rows, (e - offset) * quantum));
+    offset += units(targets[i]);
   }
 }
 

@@ -134,6 +134,11 @@ class Backend {
   virtual Int4Layout int4_layout() const { return Int4Layout::Rows; }
   virtual void matmul_int4(const float* x, int64_t n, const Int4WeightView& w,
                            const WeightView* bias, float* out) = 0;
+  // matmul_group for int4 projections of the same input; the default runs matmul_int4() once per
+  // target.
+  virtual void matmul_int4_group(const float* x, int64_t n, std::span<const Int4Target> targets) {
+    for (const Int4Target& t : targets) matmul_int4(x, n, t.w, t.bias, t.out);
+  }
   // out[n, w.rows] = x[n, w.cols] . W^T (+ bias) for a block-wise FP8 weight (see
   // Fp8WeightView), accumulated in float32.
   virtual void matmul_fp8(const float* x, int64_t n, const Fp8WeightView& w, const WeightView* bias,

@@ -30,6 +30,12 @@ void forward_group(Backend& be, const GemmInput& x, int64_t n, std::span<const L
       targets.push_back({group[i].linear->fp8.view(), bias_of(i), group[i].out});
     return be.matmul_fp8_group(x.x, n, targets);
   }
+  if (all([](const LinearOut& g) { return bool(g.linear->int4); })) {
+    std::vector<Int4Target> targets;
+    for (size_t i = 0; i < group.size(); ++i)
+      targets.push_back({group[i].linear->int4.view(), bias_of(i), group[i].out});
+    return be.matmul_int4_group(x.x, n, targets);
+  }
   if (!all([](const LinearOut& g) {
         return !g.linear->int4 && !g.linear->fp8 && !g.linear->ggml;
       })) {

@@ -51,8 +51,8 @@ struct LinearOut {
 };
 
 // Every projection of the group applied to x[n, in_features]: one backend group call (one pass
-// over the weights, one barrier) when all are dense or all FP8, else forward() one by one (the
-// int4 and GGUF kernels take no groups).
+// over the weights, one barrier) when all are dense, all FP8 or all int4, else forward() one by
+// one (the GGUF kernels take no groups).
 void forward_group(Backend& be, const GemmInput& x, int64_t n, std::span<const LinearOut> group);
 
 }  // namespace qmpi

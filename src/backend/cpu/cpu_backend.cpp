@@ -144,6 +144,10 @@ void CpuBackend::matmul_int4(const float* x, int64_t n, const Int4WeightView& w,
   cpu::matmul_int4(x, n, w, bias, out, {options_.threads, options_.bf16_activations});
 }
 
+void CpuBackend::matmul_int4_group(const float* x, int64_t n, std::span<const Int4Target> targets) {
+  cpu::matmul_int4_group(x, n, targets, {options_.threads, options_.bf16_activations});
+}
+
 void CpuBackend::rope(float* x, int64_t n, int32_t heads, const int32_t* positions,
                       const RopeFreqs& f) {
   if (f.rows != 1) return cpu::rope_per_token(x, n, heads, positions, f, options_.threads);

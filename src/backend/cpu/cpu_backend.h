@@ -55,6 +55,7 @@ class CpuBackend final : public Backend {
                    float* out) override;
   void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                    float* out) override;
+  void matmul_int4_group(const float* x, int64_t n, std::span<const Int4Target> targets) override;
   Int4Layout int4_layout() const override { return Int4Layout::Blocks16; }
   void rope(float* x, int64_t n, int32_t heads, const int32_t* positions,
             const RopeFreqs& f) override;

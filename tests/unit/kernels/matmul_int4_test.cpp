@@ -312,6 +312,45 @@ TEST(MatmulInt4, ModelWidthAndThreadCount) {
   }
 }
 
+// A group (q/k/v, gate/up) gives each target what matmul_int4 alone gives it, to the bit: targets
+// that read x alike share one quantized or packed x and one split of their 16-row blocks over the
+// threads (row counts that are not multiples of 16 put a short block inside the range), and
+// act-order targets, each with its own input order, run one by one.
+TEST(MatmulInt4, GroupGivesEachTargetItsOwnProduct) {
+  std::mt19937 rng(37);
+  // 1536 inputs: enough weights for the GEMV to take 3 threads (kGrain).
+  const std::vector<int32_t> g128(12, 16), runs = {3, 17, 1, 9, 0, 6};
+  const std::vector<std::vector<HostInt4>> groups = {
+      {random_int4(37, g128, false, rng), random_int4(24, g128, false, rng),
+       random_int4(70, g128, false, rng)},
+      {random_int4(29, runs, true, rng), random_int4(40, runs, true, rng)},
+  };
+  for (const std::vector<HostInt4>& hs : groups) {
+    const int64_t K = hs[0].in_features;
+    const std::vector<float> bias_v = random_floats(size_t(hs[0].rows), rng);
+    const WeightView bias0{bias_v.data(), DType::F32, 1, hs[0].rows, nullptr};
+    for (int64_t n : {1, 3, 8, 16, 24, 25, 40, 70}) {
+      const std::vector<float> x = random_floats(size_t(n * K), rng);
+      for (bool bf16 : {false, true})
+        for (int threads : {1, 2, 3}) {
+          std::vector<std::vector<float>> got(hs.size()), alone(hs.size());
+          std::vector<Int4Target> targets;
+          for (size_t i = 0; i < hs.size(); ++i) {
+            const WeightView* b = i == 0 ? &bias0 : nullptr;
+            got[i].assign(size_t(n * hs[i].rows), -1.0f);
+            alone[i].assign(got[i].size(), -2.0f);
+            targets.push_back({hs[i].view(), b, got[i].data()});
+            cpu::matmul_int4(x.data(), n, hs[i].view(), b, alone[i].data(), {threads, bf16});
+          }
+          cpu::matmul_int4_group(x.data(), n, targets, {threads, bf16});
+          for (size_t i = 0; i < hs.size(); ++i)
+            EXPECT_EQ(got[i], alone[i]) << "target " << i << " of " << hs.size() << " n " << n
+                                        << (bf16 ? " bf16" : "") << " threads " << threads;
+        }
+    }
+  }
+}
+
 TEST(MatmulInt4, RejectsViewsThatDoNotDescribeTheInput) {
   std::mt19937 rng(5);
   HostInt4 h = random_int4(8, {2}, false, rng);
