@@ -140,10 +140,26 @@ void pack_panel_bf16(const float* x, int64_t K, const Panels& pn, int64_t p, Ran
 [[gnu::noinline]] void store_tile(const float* tile, int width, int mr, int64_t tokens,
                                   int64_t row0, int64_t token0, const float* bias, float* out,
                                   int64_t N) {
+#if defined(QMPI_CPU_VEC)
+  // kLanes tokens at a time: the tile's rows (mr <= kLanes) transposed in registers, so that
+  // vector j holds token j's mr outputs, stored as one run. Element by element it took 6% of an
+  // int4 prefill pass at 128 tokens.
+  constexpr int L = vec::kLanes;
+  static_assert(kMR <= L);
+  const vec::F b = bias ? vec::load_first(bias + row0, mr) : vec::zero();
+  for (int64_t t0 = 0; t0 < tokens; t0 += L) {
+    vec::F v[L];
+    for (int i = 0; i < L; ++i) v[i] = i < mr ? vec::load(tile + i * width + t0) : vec::zero();
+    vec::transpose(v);
+    for (int64_t j = 0; j < L && t0 + j < tokens; ++j)
+      vec::store_first(out + (token0 + t0 + j) * N + row0, mr, vec::add(v[j], b));
+  }
+#else
   for (int64_t t = 0; t < tokens; ++t) {
     float* o = out + (token0 + t) * N + row0;
     for (int i = 0; i < mr; ++i) o[i] = tile[i * width + t] + (bias ? bias[row0 + i] : 0.0f);
   }
+#endif
 }
 
 // Lines of the next weight block to bring into L2 while a tile computes, one every `every`
