@@ -62,27 +62,16 @@ inline constexpr int64_t kInt4GemvInt16MaxRows = 3;
 #endif
 
 // The GEMV with int16 activations (matmul_int4_int16.cpp states the method and its error
-// bound); false, with nothing done, where the build does not use int16 dot products
-// (dot_products.h).
-// Targets that read x alike (matmul_int4_group).
+// bound), for targets that read x alike (matmul_int4_group); false, with nothing done, where the
+// build does not use int16 dot products (dot_products.h).
 bool matmul_int4_gemv_int16(const float* x, int64_t n, std::span<const Int4Target> targets,
                             const MatmulOptions& opt);
-inline bool matmul_int4_gemv_int16(const float* x, int64_t n, const Int4WeightView& w,
-                                   const WeightView* bias, float* out, const MatmulOptions& opt) {
-  const Int4Target t{w, bias, out};
-  return matmul_int4_gemv_int16(x, n, {&t, 1}, opt);
-}
 
-// The blocked path with bf16 activations (x rounded to bf16, weights exact); false, with nothing
-// done, on AVX-512 without VDPBF16PS and on builds without AVX2.
-// Targets that read x alike (matmul_int4_group).
+// The blocked path with bf16 activations (x rounded to bf16, weights exact), for targets that
+// read x alike; false, with nothing done, on AVX-512 without VDPBF16PS and on builds without
+// AVX2.
 bool matmul_int4_blocked_bf16(const float* x, int64_t n, std::span<const Int4Target> targets,
                               const MatmulOptions& opt);
-inline bool matmul_int4_blocked_bf16(const float* x, int64_t n, const Int4WeightView& w,
-                                     const WeightView* bias, float* out, const MatmulOptions& opt) {
-  const Int4Target t{w, bias, out};
-  return matmul_int4_blocked_bf16(x, n, {&t, 1}, opt);
-}
 
 // The plain reference: every weight dequantized, products summed in float64.
 void matmul_int4_reference(const float* x, int64_t n, const Int4WeightView& w,

@@ -125,7 +125,8 @@ void dequantize_chunk(const PanelArgs& a, int64_t r0, int64_t c0, int64_t c1, fl
 
 void matmul_int4_blocked(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
                          float* out, const MatmulOptions& opt) {
-  if (opt.bf16_activations && matmul_int4_blocked_bf16(x, n, w, bias, out, opt)) return;
+  const Int4Target t{w, bias, out};
+  if (opt.bf16_activations && matmul_int4_blocked_bf16(x, n, {&t, 1}, opt)) return;
   const int64_t kp = w.words * 8;
   AlignedArray<float> xg;
   const float* xp = packed_int4_input(x, n, w, xg);

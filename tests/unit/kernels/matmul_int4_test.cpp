@@ -201,8 +201,8 @@ TEST(MatmulInt4, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
       // Where the build has no scaled tiles for int4 (AVX-512 without bf16 dot products, no
       // AVX2) the blocked path is the exact float32 one.
       std::vector<float> probe(size_t(n * h.rows));
-      const bool scaled =
-          cpu::matmul_int4_blocked_bf16(x.data(), n, h.view(), &bias, probe.data(), {1, true});
+      const Int4Target p{h.view(), &bias, probe.data()};
+      const bool scaled = cpu::matmul_int4_blocked_bf16(x.data(), n, {&p, 1}, {1, true});
 #if defined(__AVX512F__)
       const bool tiles = cpu::kHaveBf16Dot;  // VDPBF16PS
 #else
@@ -225,9 +225,9 @@ TEST(MatmulInt4, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
         // (its bound: Int16ActivationGemvWithinItsBound), else these tiles or the float GEMV.
         cpu::matmul_int4(x.data(), n, h.view(), &bias, got.data(), {threads, true});
         std::vector<float> int16(want.size(), -1.0f);
+        const Int4Target t{h.view(), &bias, int16.data()};
         if (n <= cpu::kInt4GemvInt16MaxRows &&
-            cpu::matmul_int4_gemv_int16(x.data(), n, h.view(), &bias, int16.data(),
-                                        {threads, true}))
+            cpu::matmul_int4_gemv_int16(x.data(), n, {&t, 1}, {threads, true}))
           EXPECT_EQ(got, int16) << what << " (matmul_int4)";
         else
           EXPECT_LT(max_rel_err(got, exact), 1e-2) << what << " (matmul_int4)";
@@ -261,8 +261,8 @@ TEST(MatmulInt4, Int16ActivationGemvWithinItsBound) {
       cpu::gather_int4_input(x.data(), n, v, xg.data());
       for (int threads : {1, 2}) {
         std::vector<float> got(size_t(n * h.rows), -1.0f);
-        const bool ran =
-            cpu::matmul_int4_gemv_int16(x.data(), n, v, &bias, got.data(), {threads, true});
+        const Int4Target t{v, &bias, got.data()};
+        const bool ran = cpu::matmul_int4_gemv_int16(x.data(), n, {&t, 1}, {threads, true});
         ASSERT_EQ(ran, cpu::kHaveInt16Dot);
         if (!ran) return;
         for (int64_t i = 0; i < n; ++i)
