@@ -459,7 +459,7 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
   const int64_t depth = bf16_dot ? (K + 1) / 2 : K;
   const int64_t n0 = std::min(n, kChunkTokens);  // the first chunk is the largest
   // Quantized rows on VDPBF16PS take tile_bf16_scaled outside half panels.
-  const bool scaled = sr && bf16_dot && kHaveBf16Dot;
+  const bool scaled = sr && bf16_dot;
   uint32_t* xp =
       thread_scratch<uint32_t, 0>(Panels{n0, depth, shape_for(n0, bf16_dot, scaled).nt}.size());
   const size_t tsize = bf16_dot ? 2 : 4;  // bytes per weight as tiles read it

@@ -73,6 +73,24 @@ bool alike(const Int4WeightView& a, const Int4WeightView& b) {
          std::equal(a.group_words, a.group_words + a.groups + 1, b.group_words);
 }
 
+// The path that suits n for checked targets that read x alike: with bf16 activations the int16
+// GEMV or the bf16 tiles take them all in one call, else the float paths one by one.
+void run(const float* x, int64_t n, std::span<const Int4Target> targets, const MatmulOptions& opt) {
+  if (opt.bf16_activations && n > kInt4GemvMaxRowsBf16 &&
+      matmul_int4_blocked_bf16(x, n, targets, opt))
+    return;
+  if (opt.bf16_activations && n <= kInt4GemvInt16MaxRows &&
+      matmul_int4_gemv_int16(x, n, targets, opt))
+    return;
+  for (const Int4Target& t : targets) {
+    if (t.w.rows == 0) continue;
+    if (n <= kInt4GemvMaxRows)
+      matmul_int4_gemv(x, n, t.w, t.bias, t.out, opt);
+    else
+      matmul_int4_blocked(x, n, t.w, t.bias, t.out, opt);
+  }
+}
+
 }  // namespace
 
 void matmul_int4(const float* x, int64_t n, const Int4WeightView& w, const WeightView* bias,
@@ -91,21 +109,9 @@ void matmul_int4_group(const float* x, int64_t n, std::span<const Int4Target> ta
     rows += t.w.rows;
   }
   if (n <= 0 || rows == 0) return;
-  if (same && opt.bf16_activations && n > kInt4GemvMaxRowsBf16 &&
-      matmul_int4_blocked_bf16(x, n, targets, opt))
-    return;
-  if (same && opt.bf16_activations && n <= kInt4GemvInt16MaxRows &&
-      matmul_int4_gemv_int16(x, n, targets, opt))
-    return;
-  for (const Int4Target& t : targets) {
-    if (t.w.rows == 0) continue;
-    if (targets.size() > 1)
-      matmul_int4(x, n, t.w, t.bias, t.out, opt);
-    else if (n <= kInt4GemvMaxRows)
-      matmul_int4_gemv(x, n, t.w, t.bias, t.out, opt);
-    else
-      matmul_int4_blocked(x, n, t.w, t.bias, t.out, opt);
-  }
+  if (same) return run(x, n, targets, opt);
+  for (const Int4Target& t : targets)
+    if (t.w.rows > 0) run(x, n, {&t, 1}, opt);
 }
 
 void matmul_int4_reference(const float* x, int64_t n, const Int4WeightView& w,

@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/matmul_int4.h"
@@ -262,16 +261,13 @@ bool matmul_int4_gemv_int16(const float* x, int64_t n, std::span<const Int4Targe
   const Int4WeightView& w0 = targets[0].w;
   const Int16X xq = alloc_int16_x(n, w0);
   const Biases biases = widen_biases(targets);
-  std::vector<Args> args;
-  for (size_t k = 0; k < targets.size(); ++k)
-    args.push_back({&targets[k].w, xq, biases[k].get(), targets[k].out});
 #pragma omp parallel num_threads(nt)
   {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) quantize_row(x, i, w0, xq);
     for_each_share(targets, kInt4Block, omp_get_thread_num(), omp_get_num_threads(),
                    [&](size_t k, int64_t begin, int64_t end) {
-                     const Args& a = args[k];
+                     const Args a{&targets[k].w, xq, biases[k].get(), targets[k].out};
                      for (int64_t r = begin; r < end; r += kInt4Block) {
                        int64_t i = 0;
                        if constexpr (kMaxTileRows == 8) {
