@@ -162,8 +162,14 @@ void ServeLoop::run(const std::function<bool()>& stop_requested) {
           draining = true;
           hub_.set_health(Health::Draining);
           if (const auto no_time = opts_.cut_short ? opts_.cut_short() : std::nullopt;
-              no_time && (pipeline_.active() > 0 || hub_.queued() > 0))
+              no_time && (pipeline_.active() > 0 || hub_.queued() > 0)) {
+            // The launcher ends a job mostly because a rank died. One more poll over the mesh
+            // says which: a dead rank never joins it, and the wait's watchdog then ends the job
+            // naming that rank (RankDied), which tells the clients more than this reason does.
+            pipeline_.dispatch(sched_.drain());
+            stop_requested();
             throw *no_time;
+          }
           spdlog::info("stop requested: finishing {} requests in flight, taking no new ones",
                        pipeline_.active() + size_t(hub_.queued()));
         }

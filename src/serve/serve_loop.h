@@ -35,8 +35,9 @@ struct ServeLoopOptions {
   // other ranks alone. Null: none.
   std::function<bool()> stop_here;
   // Why a stop leaves no time to drain (the launcher is ending the job and kills every rank a
-  // moment later), checked when a stop is seen: the requests in flight and queued get this error
-  // at once, and run() raises it. Null, or nullopt: the stop drains.
+  // moment later), checked when a stop is seen: after one more stop poll (where a dead rank's
+  // absence raises its own error first), the requests in flight and queued get this error at
+  // once, and run() raises it. Null, or nullopt: the stop drains.
   std::function<std::optional<Error>()> cut_short;
   // vLLM's logging: a stats line this often (0: none; --disable-log-stats), and with
   // log_requests (--enable-log-requests) a line per request received, its prompt cut to

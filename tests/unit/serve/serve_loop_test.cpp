@@ -284,13 +284,39 @@ TEST(ServeLoop, AStopWithNoTimeToDrainFailsEveryRequestAtOnce) {
   s.opts.cut_short = [] { return std::optional<Error>(Error(Err::Interrupted, "job ending")); };
   const auto sinks = submit_long_requests(s, "c");
   ServeLoop loop(s.opts, s.model, s.sched, s.hub, s.metrics);
+  int polls = 0;
   try {
-    loop.run([] { return false; });
+    loop.run([&] { return ++polls < 0; });
     ADD_FAILURE() << "the loop drained instead of failing the requests";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), Err::Interrupted);
   }
+  EXPECT_EQ(polls, 2) << "the first poll, then one over the mesh before failing the requests";
   expect_every_request_failed(sinks, Err::Interrupted);
+}
+
+// The launcher's SIGTERM can reach rank 0 between two steps, after a rank died: the last poll
+// over the mesh is where that rank's absence shows (the watchdog raises RankDied there), and
+// that is the error the clients get, not the launcher's vaguer one.
+TEST(ServeLoop, AStopWithNoTimeToDrainNamesARankThatDiedFirst) {
+  Server s;
+  s.opts.stop_poll = std::chrono::hours(1);
+  int checks = 0;
+  s.opts.stop_here = [&] { return ++checks > 2; };
+  s.opts.cut_short = [] { return std::optional<Error>(Error(Err::Interrupted, "job ending")); };
+  const auto sinks = submit_long_requests(s, "c");
+  ServeLoop loop(s.opts, s.model, s.sched, s.hub, s.metrics);
+  int polls = 0;
+  try {
+    loop.run([&] {
+      if (++polls > 1) raise(Err::RankDied, "rank 1 on host b died");
+      return false;
+    });
+    ADD_FAILURE() << "the loop drained instead of failing the requests";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Err::RankDied);
+  }
+  expect_every_request_failed(sinks, Err::RankDied);
 }
 
 TEST(ServeLoop, AStopWithNoTimeToDrainButNothingInFlightIsClean) {
