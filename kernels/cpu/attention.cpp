@@ -121,34 +121,51 @@ void vectors_of(const KvLayerView& kv, const int32_t* table, int32_t kvh, int64_
   }
 }
 
-// Asks for the K and V vectors (and fp8 scales) of KV heads [kvh, kvh + kvhs) of the tile that
-// starts at t0, one tile ahead of use: waiting for a tile's lines was most of its time. Non-
-// temporal (PREFETCHNTA): the lines are read once, and a tile of K and V (16 KB for the 0.5B
-// shape on the bf16 decode path) plus the next one fill L1, where ordinary prefetches evicted
-// the current tile (qmpi_kernel_bench --attention, 32k bf16, 1 thread: 1.40 ms against 1.64
-// into L1 and 1.82 into L2; two tiles ahead was slower still). Locality is __builtin_prefetch's:
-// kToL2 (PREFETCHT1) for the second, farther prefetch of both paths (on the AVX2 EPYC host the
-// exact path's 32k layer went from 4.7 to 3.4 ms with it, 2 threads; four tiles ahead measured
-// no better).
-constexpr int kToL2 = 2;
-template <int Locality = 0>
-void prefetch_tile(const KvLayerView& kv, const int32_t* table, int32_t kvh, int32_t kvhs,
-                   int64_t t0, int64_t k1) {
-  if (t0 >= k1) return;
-  const int32_t n = int32_t(std::min<int64_t>(kTile, k1 - t0));
-  int64_t vec[kTile];
-  vectors_of(kv, table, kvh, t0, n, vec);
-  const int64_t row = int64_t(kv.head_dim) * int64_t(dtype_size(kv.dtype));
-  for (int32_t j = 0; j < n; ++j)
-    for (int64_t b = 0; b < row * kvhs; b += 64) {
-      __builtin_prefetch(static_cast<const char*>(kv.k) + vec[j] * row + b, 0, Locality);
-      __builtin_prefetch(static_cast<const char*>(kv.v) + vec[j] * row + b, 0, Locality);
-    }
-  if (kv.dtype == DType::F8_E4M3) {
-    for (const float* s : {kv.k_scale, kv.v_scale})
-      __builtin_prefetch(s + vec[0], 0, Locality), __builtin_prefetch(s + vec[n - 1], 0, Locality);
+// Asks for the K and V lines (and fp8 scales) of KV heads [kvh, kvh + kvhs) of the tile two
+// ahead of the one in use, into L2 (PREFETCHT1), a few lines at each of the `points` calls to
+// next() that the tile's computations make: issued in one burst, a tile's prefetches (256 lines
+// for the 0.5B shape's two KV heads) held every miss buffer of the core until DRAM answered,
+// and the computations stalled behind them. qmpi_kernel_bench --attention, 32k bf16 KV, bf16
+// path, Zen 4, alternating rounds: 1 thread 2.68-3.06 -> 1.21-1.26 ms a layer, 2 threads
+// 1.75-1.90 -> 0.97-1.01. A nearer prefetch into L1 (PREFETCHNTA one tile ahead, or of the
+// current V rows) measured 1.25-1.92 ms next to these; three and four tiles ahead no better.
+class TilePrefetch {
+ public:
+  static constexpr int64_t kAhead = 2 * kTile;
+  void start(const KvLayerView& kv, const int32_t* table, int32_t kvh, int32_t kvhs, int64_t t0,
+             int64_t k1, int32_t points) {
+    next_ = total_ = 0;
+    t0 += kAhead;
+    if (t0 >= k1) return;
+    const int32_t n = int32_t(std::min<int64_t>(kTile, k1 - t0));
+    vectors_of(kv, table, kvh, t0, n, vec_);
+    k_ = static_cast<const char*>(kv.k), v_ = static_cast<const char*>(kv.v);
+    row_ = int64_t(kv.head_dim) * int64_t(dtype_size(kv.dtype));
+    per_key_ = int32_t((row_ * kvhs + 63) / 64);
+    total_ = n * per_key_;
+    step_ = (total_ + points - 1) / points;
+    if (kv.dtype == DType::F8_E4M3)
+      for (const float* s : {kv.k_scale, kv.v_scale})
+        __builtin_prefetch(s + vec_[0], 0, kToL2), __builtin_prefetch(s + vec_[n - 1], 0, kToL2);
   }
-}
+  // The division spaces the prefetches between the computations' own loads; walking the lines
+  // with a running pointer instead measured 1.41 ms against 1.24 (1 thread, 32k), and pacing
+  // one or two lines into the dot-product loops 1.5-1.6.
+  void next() {
+    for (int32_t end = std::min(total_, next_ + step_); next_ < end; ++next_) {
+      const int64_t at = vec_[next_ / per_key_] * row_ + int64_t(next_ % per_key_) * 64;
+      __builtin_prefetch(k_ + at, 0, kToL2);
+      __builtin_prefetch(v_ + at, 0, kToL2);
+    }
+  }
+
+ private:
+  static constexpr int kToL2 = 2;  // __builtin_prefetch's locality for PREFETCHT1
+  int64_t vec_[kTile];
+  const char *k_ = nullptr, *v_ = nullptr;
+  int64_t row_ = 0;
+  int32_t per_key_ = 1, next_ = 0, total_ = 0, step_ = 0;
+};
 
 // Folds keys [k0, k1) into `run` for the block's scaled queries sc.q; row r sees keys below
 // limit[r]. A tile costs one rescale of each output instead of one per key, and no score
@@ -160,17 +177,21 @@ void attend(const KvLayerView& kv, const int32_t* table, const Block& blk, const
   float* score = sc.score.data();
   const float* rows[kTile];
   int64_t vec[kTile];
+  TilePrefetch ahead;
   for (int64_t t0 = k0; t0 < k1; t0 += kTile) {
     const int32_t nk = int32_t(std::min<int64_t>(kTile, k1 - t0));
     vectors_of(kv, table, blk.kvh, t0, nk, vec);
-    prefetch_tile(kv, table, blk.kvh, 1, t0 + kTile, k1);
-    prefetch_tile<kToL2>(kv, table, blk.kvh, 1, t0 + 2 * kTile, k1);
+    ahead.start(kv, table, blk.kvh, 1, t0, k1, 4 + blk.rows);
     for (int32_t j = 0; j < nk; ++j)
       rows[j] = kv_row(kv.k, kv.dtype, vec[j] * d, d, fp8 ? kv.k_scale[vec[j]] : 1.0f,
                        sc.key.data() + j * d);
+    ahead.next();
     attn::transpose_keys(rows, nk, d, sc.kt.data());
+    ahead.next();
     attn::tile_scores(sc.q.data(), nv, d, sc.kt.data(), score);
+    ahead.next();
     for (int32_t r = 0; r < blk.rows; ++r) {
+      ahead.next();
       // Keys this row may see in the tile; the rest weigh 0.
       const int32_t seen = int32_t(std::clamp<int64_t>(limit[r] - t0, 0, nk));
       for (int32_t g = 0; g < blk.heads; ++g) {
@@ -188,6 +209,7 @@ void attend(const KvLayerView& kv, const int32_t* table, const Block& blk, const
     for (int32_t j = 0; j < nk; ++j)
       rows[j] = kv_row(kv.v, kv.dtype, vec[j] * d, d, fp8 ? kv.v_scale[vec[j]] : 1.0f,
                        sc.value.data() + j * d);
+    ahead.next();
     attn::tile_values(score, nv, rows, nk, d, run.acc);
   }
 }
@@ -238,19 +260,23 @@ void attend_decode(const KvLayerView& kv, const int32_t* table, const int32_t* f
   alignas(64) float ks[kTile], vs[kTile];
   F lsum[kMaxVectors];  // per vector, l in kLanes lanes, summed at the end
   for (int32_t v = 0; v < blk.heads; ++v) lsum[v] = load_first(run.l + v, 1);
+  TilePrefetch ahead;
   for (int64_t t0 = k0; t0 < k1; t0 += kTile) {
     const int32_t nk = int32_t(std::min<int64_t>(kTile, k1 - t0));
     vectors_of(kv, table, blk.kvh, t0, nk, vec);
-    prefetch_tile(kv, table, blk.kvh, blk.kvhs, t0 + kTile, k1);
-    prefetch_tile<kToL2>(kv, table, blk.kvh, blk.kvhs, t0 + 2 * kTile, k1);
+    ahead.start(kv, table, blk.kvh, blk.kvhs, t0, k1, 3 * blk.kvhs + blk.heads);
     for (int32_t kvh = blk.kvh; kvh < blk.kvh + blk.kvhs; ++kvh) {
       const int32_t v0 = std::max(first[kvh], blk.head0) - blk.head0;
       const int32_t nv = std::min(first[kvh + 1], blk.head0 + blk.heads) - blk.head0 - v0;
       tile_rows(kv, vec, kvh - blk.kvh, nk, sc, keys, values, ks, vs);
       if (fp8) std::fill(ks + nk, ks + kTile, 1.0f), std::fill(vs + nk, vs + kTile, 1.0f);
+      ahead.next();
       attn::transpose_bf16_keys(keys, nk, words, sc.kt.data());
+      ahead.next();
       attn::tile_scores(sc.q.data() + int64_t(v0) * d, nv, d, sc.kt.data(), sc.score.data());
+      ahead.next();
       for (int32_t i = 0; i < nv; ++i) {
+        ahead.next();
         const int32_t v = v0 + i;
         float* sv = sc.score.data() + i * kTile;
         if (nk < kTile) std::fill(sv + nk, sv + kTile, -std::numeric_limits<float>::infinity());
@@ -311,15 +337,11 @@ void attend_bf16(const KvLayerView& kv, const int32_t* table, const int32_t* fir
   __m512 lsum[kMaxVectors];
   for (int32_t v = 0; v < blk.heads; ++v)
     lsum[v] = _mm512_maskz_mov_ps(1, _mm512_set1_ps(run.l[v]));
+  TilePrefetch ahead;
   for (int64_t t0 = k0; t0 < k1; t0 += kTile) {
     const int32_t nk = int32_t(std::min<int64_t>(kTile, k1 - t0));
     vectors_of(kv, table, blk.kvh, t0, nk, vec);
-    // The tile after next into L2 as well: one core's L1 misses in flight bound its stream
-    // (16 GB/s over two cores at 32k), and the L1 prefetch of the next tile then finds its lines
-    // in L2 (qmpi_kernel_bench --attention, 32k bf16, 1 thread, CPU ms: 1.63-1.88 against
-    // 1.91-2.28 in alternating runs at load 6; three tiles ahead gained nothing).
-    prefetch_tile(kv, table, blk.kvh, blk.kvhs, t0 + kTile, k1);
-    prefetch_tile<kToL2>(kv, table, blk.kvh, blk.kvhs, t0 + 2 * kTile, k1);
+    ahead.start(kv, table, blk.kvh, blk.kvhs, t0, k1, 3 * blk.kvhs + blk.heads);
     const __mmask16 seen[2] = {__mmask16((1u << std::min(nk, 16)) - 1),
                                __mmask16((1u << std::max(nk - 16, 0)) - 1)};
     // One KV head at a time: vectors [v0, v0 + nv) of the block read KV head kvh.
@@ -329,9 +351,13 @@ void attend_bf16(const KvLayerView& kv, const int32_t* table, const int32_t* fir
       tile_rows(kv, vec, kvh - blk.kvh, nk, sc, keys, values, ks, vs);
       for (int32_t j = nk; j < kTile; ++j)  // weight 0 against zeros: no NaN from the pool there
         values[j] = sc.zero.data(), ks[j] = vs[j] = 0.0f;
+      ahead.next();
       attn::transpose_keys(keys, nk, words, sc.ktw.data());
+      ahead.next();
       attn::tile_scores(sc.qw.data() + v0 * words, nv, words, sc.ktw.data(), sc.score.data());
+      ahead.next();
       for (int32_t i = 0; i < nv; ++i) {
+        ahead.next();
         const int32_t v = v0 + i;
         __m512 s[2], p[2];
         for (int z = 0; z < 2; ++z) {
