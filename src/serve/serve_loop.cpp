@@ -151,12 +151,7 @@ void ServeLoop::run(const std::function<bool()>& stop_requested) {
         bool stop = opts_.stop_here && opts_.stop_here();
         if (!stop && Clock::now() - last_poll >= opts_.stop_poll) {
           last_poll = Clock::now();
-          // A collective over every rank: no step may be in flight in the pipeline.
-          const std::vector<TokenEvent> events = sched_.drain();
-          step_end_ = Clock::now();
-          pipeline_.dispatch(events);
-          flushed_ = false;
-          stop = stop_requested();
+          stop = poll_mesh(stop_requested);
         }
         if (stop) {
           draining = true;
@@ -166,8 +161,7 @@ void ServeLoop::run(const std::function<bool()>& stop_requested) {
             // The launcher ends a job mostly because a rank died. One more poll over the mesh
             // says which: a dead rank never joins it, and the wait's watchdog then ends the job
             // naming that rank (RankDied), which tells the clients more than this reason does.
-            pipeline_.dispatch(sched_.drain());
-            stop_requested();
+            poll_mesh(stop_requested);
             throw *no_time;
           }
           spdlog::info("stop requested: finishing {} requests in flight, taking no new ones",
@@ -190,6 +184,15 @@ void ServeLoop::run(const std::function<bool()>& stop_requested) {
     }
     throw;
   }
+}
+
+bool ServeLoop::poll_mesh(const std::function<bool()>& stop_requested) {
+  // A collective over every rank: no step may be in flight in the pipeline.
+  const std::vector<TokenEvent> events = sched_.drain();
+  step_end_ = Clock::now();
+  pipeline_.dispatch(events);
+  flushed_ = false;
+  return stop_requested();
 }
 
 void ServeLoop::publish(Health h) {

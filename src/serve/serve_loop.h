@@ -66,6 +66,9 @@ class ServeLoop {
   void admit(ServeRequest r);
   void log_received(const ServeRequest& r) const;
   void step();
+  // Lets every step in flight finish and delivers its tokens, then polls stop_requested (a
+  // collective over the mesh); returns its answer.
+  bool poll_mesh(const std::function<bool()>& stop_requested);
   void publish(Health h);
 
   const ServeLoopOptions& opts_;
