@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/splitmix64.h"
@@ -14,21 +14,26 @@ namespace qmpi {
 namespace {
 
 // HF's repetition penalty (divide positive logits, multiply negative ones) and OpenAI's
-// presence/frequency penalties, each over the tokens the sequence has seen.
-void apply_penalties(std::span<float> logits, const SamplingParams& p,
-                     std::span<const int32_t> history) {
-  if (history.empty() ||
-      (p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f))
-    return;
-  std::unordered_map<int32_t, int> counts;
+// presence/frequency penalties, each over the distinct tokens the sequence has seen. Returns those
+// tokens with their logits before the penalties. Counted in a table over the vocabulary, not a
+// hash map: the history holds the whole context (32k tokens and more), and this runs every step.
+std::vector<std::pair<int32_t, float>> apply_penalties(std::span<float> row,
+                                                       const SamplingParams& p,
+                                                       std::span<const int32_t> history) {
+  std::vector<int32_t> count(row.size(), 0);
   for (int32_t t : history)
-    if (t >= 0 && size_t(t) < logits.size()) ++counts[t];
-  for (auto [t, c] : counts) {
-    float& l = logits[size_t(t)];
+    if (t >= 0 && size_t(t) < row.size()) ++count[size_t(t)];
+  std::vector<std::pair<int32_t, float>> raw;
+  for (int32_t t : history) {
+    if (t < 0 || size_t(t) >= row.size() || count[size_t(t)] == 0) continue;
+    float& l = row[size_t(t)];
+    raw.emplace_back(t, l);
     if (p.repetition_penalty != 1.0f)
       l = l > 0 ? l / p.repetition_penalty : l * p.repetition_penalty;
-    l -= p.presence_penalty + p.frequency_penalty * float(c);
+    l -= p.presence_penalty + p.frequency_penalty * float(count[size_t(t)]);
+    count[size_t(t)] = 0;  // each token once
   }
+  return raw;
 }
 
 // The k largest entries of the raw row, as log-probabilities, most likely first (lowest id on
@@ -73,13 +78,14 @@ Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const Samplin
   std::vector<TokenLogprob> alternatives;
   if (p.top_logprobs > 0) alternatives = top_of(row, raw_lse, p.top_logprobs);
 
-  // Penalties change the row in place; keep the raw values of the tokens they touch.
-  std::unordered_map<int32_t, float> raw;
-  for (int32_t t : history)
-    if (t >= 0 && size_t(t) < V) raw.emplace(t, row[size_t(t)]);
-  apply_penalties(row, p, history);
+  // Penalties change the row in place; the reported logprob is of the raw value.
+  std::vector<std::pair<int32_t, float>> raw;
+  if (!history.empty() &&
+      (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f))
+    raw = apply_penalties(row, p, history);
   const auto logprob = [&](int32_t tok) {
-    const auto it = raw.find(tok);
+    const auto it =
+        std::find_if(raw.begin(), raw.end(), [&](const auto& e) { return e.first == tok; });
     return float(double(it != raw.end() ? it->second : row[size_t(tok)]) - raw_lse);
   };
 

@@ -144,6 +144,27 @@ TEST(Sampler, TopLogprobsAreTheRawMostLikely) {
   EXPECT_FLOAT_EQ(s.logprob, s.top[1].logprob);
 }
 
+// Each distinct token is penalized once, by how often it was seen; ids outside the vocabulary
+// are ignored; the picked token's logprob is of its raw logit.
+TEST(Sampler, PenaltiesCountEachSeenTokenOnce) {
+  std::vector<float> row = kLogits;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.repetition_penalty = 1.5f;
+  p.presence_penalty = 0.5f;
+  p.frequency_penalty = 0.4f;
+  const std::vector<int32_t> history = {0, 5, 0, 7, -1, 0, 12, 5};
+  const Sampled s = sample_token(row, 10, p, 0, history);
+  EXPECT_FLOAT_EQ(row[0], 2.0f / 1.5f - (0.5f + 0.4f * 3));
+  EXPECT_FLOAT_EQ(row[5], 3.0f / 1.5f - (0.5f + 0.4f * 2));
+  EXPECT_FLOAT_EQ(row[7], -2.0f * 1.5f - (0.5f + 0.4f));
+  for (int t : {1, 2, 3, 4, 6, 8, 9}) EXPECT_EQ(row[t], kLogits[t]) << "token " << t;
+  EXPECT_EQ(s.token, 1) << "1.5 is the best logit once 5 (1.2) and 0 (-0.37) are penalized";
+  double lse = 0;
+  for (float l : kLogits) lse += std::exp(double(l));
+  EXPECT_NEAR(s.logprob, 1.5 - std::log(lse), 1e-5);
+}
+
 TEST(Sampler, OnlyValidVocabIsSampled) {
   std::vector<float> row = kLogits;
   SamplingParams p;
