@@ -159,7 +159,7 @@ TEST(Sampler, PenaltiesCountEachSeenTokenOnce) {
   EXPECT_FLOAT_EQ(row[5], 3.0f / 1.5f - (0.5f + 0.4f * 2));
   EXPECT_FLOAT_EQ(row[7], -2.0f * 1.5f - (0.5f + 0.4f));
   for (int t : {1, 2, 3, 4, 6, 8, 9}) EXPECT_EQ(row[t], kLogits[t]) << "token " << t;
-  EXPECT_EQ(s.token, 1) << "1.5 is the best logit once 5 (1.2) and 0 (-0.37) are penalized";
+  EXPECT_EQ(s.token, 1) << "1.5 is the best logit once 5 (0.7) and 0 (-0.37) are penalized";
   double lse = 0;
   for (float l : kLogits) lse += std::exp(double(l));
   EXPECT_NEAR(s.logprob, 1.5 - std::log(lse), 1e-5);
