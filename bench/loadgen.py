@@ -3,9 +3,10 @@
 
 Requests arrive as a Poisson process at --rate per second (inf: all at once) for --duration
 seconds, each with a fixed prompt of --prompt-tokens random token ids and exactly
---output-tokens generated tokens (greedy, ignore_eos), streamed over ZeroMQ (--zmq) or the HTTP
-API (--http). Reports request and token throughput and p50/p90/p99 of time to first token
-(TTFT), inter-token latency (ITL) and end-to-end latency. With --metrics URL (the server's
+--output-tokens generated tokens (greedy, or with --sampled each server's own sampling;
+ignore_eos), streamed over ZeroMQ (--zmq) or the HTTP API (--http). Reports request and token
+throughput and p50/p90/p99 of time to first token (TTFT), inter-token latency (ITL) and
+end-to-end latency. With --metrics URL (the server's
 /metrics) it also reports the server's own mean step time, TTFT and ITL over the run: the
 client's TTFT and ITL minus the server's are what the fronts and the transport add.
 
@@ -42,6 +43,12 @@ import urllib.request
 import zmq
 
 
+# The sampling fields every request carries: greedy, unless --sampled leaves them to the server
+# (qmpi: the model's generation_config.json, Qwen2.5's temperature 0.7, top-p 0.8, top-k 20,
+# repetition penalty 1.05; llama-server: its own defaults).
+SAMPLING = {"temperature": 0}
+
+
 class Result:
     def __init__(self):
         self.ok = False
@@ -58,7 +65,7 @@ def zmq_request(endpoint: str, rid: str, prompt: list, n_out: int, timeout: floa
     try:
         r.start = time.perf_counter()
         sock.send_json({"v": 1, "type": "generate", "id": rid, "prompt": prompt,
-                        "max_tokens": n_out, "temperature": 0, "ignore_eos": True,
+                        "max_tokens": n_out, **SAMPLING, "ignore_eos": True,
                         "stream": True})
         while True:
             if not sock.poll(int(timeout * 1000)):
@@ -83,7 +90,7 @@ def zmq_request(endpoint: str, rid: str, prompt: list, n_out: int, timeout: floa
 def http_request(url: str, key: str, prompt: list, n_out: int, timeout: float, r: Result):
     u = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port or 80, timeout=timeout)
-    body = {"prompt": prompt, "max_tokens": n_out, "temperature": 0, "ignore_eos": True,
+    body = {"prompt": prompt, "max_tokens": n_out, **SAMPLING, "ignore_eos": True,
             "stream": True, "return_token_ids": True}
     headers = {"Content-Type": "application/json"}
     if key:
@@ -147,12 +154,12 @@ async def stream_async(host: str, port: int, key: str, prompt: list, n_out: int,
                        llama: bool = False):
     if llama:
         path = b"/completion"
-        body = json.dumps({"prompt": prompt, "n_predict": n_out, "temperature": 0,
+        body = json.dumps({"prompt": prompt, "n_predict": n_out, **SAMPLING,
                            "ignore_eos": True, "stream": True, "return_tokens": True,
                            "cache_prompt": False}).encode()
     else:
         path = b"/v1/completions"
-        body = json.dumps({"prompt": prompt, "max_tokens": n_out, "temperature": 0,
+        body = json.dumps({"prompt": prompt, "max_tokens": n_out, **SAMPLING,
                            "ignore_eos": True, "stream": True, "return_token_ids": True}).encode()
     auth = f"Authorization: Bearer {key}\r\n".encode() if key else b""
     writer = None
@@ -302,7 +309,8 @@ def sweep(args) -> int:
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps(dict(row, prompt_tokens=args.prompt_tokens,
-                                        output_tokens=args.output_tokens)) + "\n")
+                                        output_tokens=args.output_tokens,
+                                        sampled=args.sampled)) + "\n")
     if args.plot:
         plot_sweep(rows, args.plot, f"qmpi serve HTTP front: streams of {args.prompt_tokens} "
                    f"prompt / {args.output_tokens} output tokens opened at once")
@@ -322,6 +330,8 @@ def main() -> int:
     ap.add_argument("--max-requests", type=int, default=10000)
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per message")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sampled", action="store_true",
+                    help="send no temperature: each server samples with its own defaults")
     ap.add_argument("--metrics", help="the server's /metrics URL, for its own step time and ITL")
     ap.add_argument("--json", help="append the summary as one JSON line to this file")
     ap.add_argument("--sweep", help="HTTP: comma-separated stream counts opened at once, each "
@@ -332,6 +342,8 @@ def main() -> int:
     ap.add_argument("--llama-server", action="store_true",
                     help="--sweep against llama.cpp's llama-server (its /completion endpoint)")
     args = ap.parse_args()
+    if args.sampled:
+        SAMPLING.clear()
     if args.sweep:
         if not args.http:
             ap.error("--sweep drives the HTTP front: give --http")

@@ -12,7 +12,9 @@
 # Usage: bench/llama_cpp/serve_compare.sh [build dir]
 #   STREAMS (64), PROMPT_LEN (128), GEN_LEN (64), QMPI_THREADS (2), QMPI_PRESET (qwen2.5-0.5b),
 #   DURATION (600: seconds a level may take), QMPI_SERVE_ARGS (extra qmpi serve flags),
-#   QMPI_BENCH_OUT (bench/results/serve-llama-cpp-<date>.jsonl)
+#   QMPI_BENCH_OUT (bench/results/serve-llama-cpp-<date>.jsonl), SAMPLED (1: the requests name no
+#   temperature, so each server samples with its own defaults: qmpi the model's
+#   generation_config.json, llama-server its built-in chain)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build="${1:-$here/build}"
@@ -48,7 +50,7 @@ sweep() {  # sweep ENGINE [loadgen flags]
   shift
   /usr/bin/python3 "$here/bench/loadgen.py" --http "http://127.0.0.1:$port" --sweep "$streams" \
     --prompt-tokens "$prompt" --output-tokens "$gen" --duration "$duration" --pid "$server" \
-    --json "$side/sweep.json" "$@" >&2
+    --json "$side/sweep.json" ${SAMPLED:+--sampled} "$@" >&2
   sed "s#^{#{\"engine\":\"$engine\",#" "$side/sweep.json" >>"$out"
   rm -f "$side/sweep.json"
 }

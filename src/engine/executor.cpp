@@ -132,7 +132,11 @@ void Executor::execute(const StepPlan& plan) {
       if (logits_.size() < n) logits_.resize(n);
       const std::span<float> logits(logits_.data(), n);
       model_.logits(batch, hidden, logits.data());  // every TP rank of the stage takes part
-      if (pos_.tp_rank == 0) result = last_.finish_step(plan, logits, V);
+      if (pos_.tp_rank == 0)
+        result = last_.finish_step(plan, logits, V,
+                                   [this](int64_t n, const std::function<void(int64_t)>& task) {
+                                     be_.run_tasks(n, task);
+                                   });
     }
   }
   last_.forget(plan.finished);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 #include <utility>
@@ -36,17 +37,62 @@ std::vector<std::pair<int32_t, float>> apply_penalties(std::span<float> row,
   return raw;
 }
 
+// A key whose ascending order is the candidates' order: the larger logit first, the lower id on
+// ties (the greedy pick's).
+uint64_t rank_key(float logit, int32_t id) {
+  if (logit == 0.0f) logit = 0.0f;  // -0 ties with +0
+  uint32_t b;
+  std::memcpy(&b, &logit, sizeof b);
+  b = (b & 0x80000000u) ? ~b : (b | 0x80000000u);  // ascending with the float
+  return (uint64_t(~b) << 32) | uint32_t(id);
+}
+
+// The ids of the row's entries by logit, largest first (lowest id on ties), only the top_k first
+// where top_k > 0. Qwen's default sampling (top-k 20) ran nth_element over all 152k ids, 1.6-1.7
+// ms a sampled token, serial on the last stage for every sequence of a step; the top k are now
+// kept in one pass that compares each logit with the k-th best so far and keys only the few that
+// beat it (0.10 ms). Without top-k the whole vocabulary is sorted, as 64-bit keys rather than ids
+// compared through the row (9.8 ms against 16.8).
+std::vector<int32_t> ranked(std::span<const float> row, int32_t top_k) {
+  const size_t V = row.size();
+  std::vector<uint64_t> keys;
+  if (top_k > 0 && size_t(top_k) < V) {
+    const size_t k = size_t(top_k);
+    keys.reserve(2 * k);
+    float bar = -std::numeric_limits<float>::infinity();  // the k-th best logit so far
+    uint64_t worst = ~uint64_t(0);                        // and its key
+    for (size_t i = 0; i < V; ++i) {
+      if (row[i] < bar) continue;
+      const uint64_t key = rank_key(row[i], int32_t(i));
+      if (key >= worst) continue;
+      keys.push_back(key);
+      if (keys.size() == 2 * k) {
+        std::nth_element(keys.begin(), keys.begin() + long(k - 1), keys.end());
+        keys.resize(k);
+        worst = keys[k - 1];
+        bar = row[size_t(uint32_t(worst))];
+      }
+    }
+    std::sort(keys.begin(), keys.end());
+    if (keys.size() > k) keys.resize(k);
+  } else {
+    keys.resize(V);
+    for (size_t i = 0; i < V; ++i) keys[i] = rank_key(row[i], int32_t(i));
+    std::sort(keys.begin(), keys.end());
+  }
+  std::vector<int32_t> ids(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) ids[i] = int32_t(uint32_t(keys[i]));
+  return ids;
+}
+
 // The k largest entries of the raw row, as log-probabilities, most likely first (lowest id on
 // ties, like the greedy pick).
 std::vector<TokenLogprob> top_of(std::span<const float> row, double lse, int32_t k) {
-  const size_t n = std::min<size_t>(size_t(std::max(k, 0)), row.size());
-  std::vector<int32_t> idx(row.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  std::partial_sort(idx.begin(), idx.begin() + long(n), idx.end(), [&](int32_t a, int32_t b) {
-    return row[size_t(a)] > row[size_t(b)] || (row[size_t(a)] == row[size_t(b)] && a < b);
-  });
-  std::vector<TokenLogprob> top(n);
-  for (size_t i = 0; i < n; ++i) top[i] = {idx[i], float(double(row[size_t(idx[i])]) - lse)};
+  if (k <= 0) return {};
+  const std::vector<int32_t> idx = ranked(row, k);
+  std::vector<TokenLogprob> top(std::min<size_t>(size_t(k), idx.size()));
+  for (size_t i = 0; i < top.size(); ++i)
+    top[i] = {idx[i], float(double(row[size_t(idx[i])]) - lse)};
   return top;
 }
 
@@ -96,18 +142,7 @@ Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const Samplin
   }
 
   // Candidates sorted by logit, cut by top-k, then probabilities at this temperature.
-  std::vector<int32_t> idx(V);
-  std::iota(idx.begin(), idx.end(), 0);
-  const auto by_logit = [&](int32_t a, int32_t b) {
-    return row[size_t(a)] > row[size_t(b)] || (row[size_t(a)] == row[size_t(b)] && a < b);
-  };
-  size_t keep = V;
-  if (p.top_k > 0 && size_t(p.top_k) < V) {
-    keep = size_t(p.top_k);
-    std::nth_element(idx.begin(), idx.begin() + long(keep), idx.end(), by_logit);
-    idx.resize(keep);
-  }
-  std::sort(idx.begin(), idx.end(), by_logit);
+  std::vector<int32_t> idx = ranked(row, p.top_k);
   // Masked ids (-inf) are never candidates; the mask always leaves at least one.
   while (idx.size() > 1 && std::isinf(row[size_t(idx.back())]) && row[size_t(idx.back())] < 0)
     idx.pop_back();

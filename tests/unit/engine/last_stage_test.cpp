@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "engine/last_stage.h"
 #include "engine/sampler.h"
@@ -113,6 +114,47 @@ TEST(LastStage, ValidVocabAndPaddedAlternatives) {
   EXPECT_EQ(r.top_tokens[0], 2);
   EXPECT_EQ(r.top_tokens[4], -1);
   EXPECT_TRUE(std::isinf(r.top_logprobs[5]) && r.top_logprobs[5] < 0);
+}
+
+// The sequences' samples may run in any order and side by side (Backend::run_tasks): the result
+// is still in plan order, each sequence with its own row, history and accepted guesses.
+TEST(LastStage, TasksInAnyOrderGiveThePlanOrder) {
+  std::mt19937 rng(11);
+  StepPlan p;
+  for (int64_t id = 1; id <= 6; ++id) {
+    p.seqs.push_back(seq(id, {int32_t(id), int32_t(id + 1)}, 0, true));
+    p.seqs.back().sampling.temperature = id % 2 ? 0.0f : 0.9f;
+    p.seqs.back().sampling.top_logprobs = int32_t(id % 3);
+  }
+  // Sequence 4 carries 1 guess after its 2 prompt tokens: rows for the token and the guess.
+  p.seqs[3].tokens.push_back(7);
+  p.seqs[3].draft = 1;
+  std::vector<float> logits = random_rows(7, rng);
+  // Make its guess the greedy pick of its first row, so that it is accepted.
+  p.seqs[3].sampling.temperature = 0.0f;
+  logits[size_t(3 * V + 7)] = 50.0f;
+  std::vector<float> in_order = logits;
+  const StepResult want = LastStage().finish_step(p, in_order, V);
+  ASSERT_EQ(want.counts, (std::vector<int32_t>{1, 1, 1, 2, 1, 1}));
+
+  const auto reversed = [](int64_t n, const std::function<void(int64_t)>& task) {
+    for (int64_t i = n - 1; i >= 0; --i) task(i);
+  };
+  const auto threads = [](int64_t n, const std::function<void(int64_t)>& task) {
+    std::vector<std::thread> ts;
+    for (int64_t i = 0; i < n; ++i) ts.emplace_back(task, i);
+    for (auto& t : ts) t.join();
+  };
+  for (const LastStage::TaskRunner& run :
+       {LastStage::TaskRunner(reversed), LastStage::TaskRunner(threads)}) {
+    std::vector<float> l = logits;
+    const StepResult got = LastStage().finish_step(p, l, V, run);
+    EXPECT_EQ(got.counts, want.counts);
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_EQ(got.logprobs, want.logprobs);
+    EXPECT_EQ(got.top_tokens, want.top_tokens);
+    EXPECT_EQ(got.top_logprobs, want.top_logprobs);
+  }
 }
 
 }  // namespace

@@ -165,6 +165,36 @@ TEST(Sampler, PenaltiesCountEachSeenTokenOnce) {
   EXPECT_NEAR(s.logprob, 1.5 - std::log(lse), 1e-5);
 }
 
+// Top-k and the top-logprob report keep the k largest logits, the lowest ids first among equal
+// ones, on a vocabulary wide enough that the selection discards candidates many times over: 4000
+// logits taking 50 values, each value at 80 ids spread over the row.
+TEST(Sampler, TopKKeepsTheLowestIdsAmongEqualLogits) {
+  constexpr int32_t kV = 4000, kK = 7;
+  std::vector<float> logits(kV);
+  for (int32_t i = 0; i < kV; ++i) logits[size_t(i)] = float((i * 37) % 50) / 4.0f;
+  std::vector<int32_t> best;  // ids of the largest value, ascending
+  for (int32_t i = 0; i < kV; ++i)
+    if ((i * 37) % 50 == 49) best.push_back(i);
+  ASSERT_EQ(best.size(), 80u);
+
+  SamplingParams p;
+  p.temperature = 1000.0f;  // close to uniform over what top-k keeps
+  p.top_k = kK;
+  p.seed = 5;
+  p.top_logprobs = 20;
+  std::set<int32_t> drawn;
+  for (uint32_t i = 0; i < 2000; ++i) {
+    std::vector<float> row = logits;
+    const Sampled s = sample_token(row, kV, p, i, {});
+    drawn.insert(s.token);
+    if (i == 0) {
+      ASSERT_EQ(s.top.size(), 20u);
+      for (size_t j = 0; j < 20; ++j) EXPECT_EQ(s.top[j].token, best[j]) << "alternative " << j;
+    }
+  }
+  EXPECT_EQ(drawn, std::set<int32_t>(best.begin(), best.begin() + kK));
+}
+
 TEST(Sampler, OnlyValidVocabIsSampled) {
   std::vector<float> row = kLogits;
   SamplingParams p;
