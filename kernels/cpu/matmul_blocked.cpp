@@ -491,7 +491,7 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
       }
 #pragma omp barrier
       const int block = shape.mr;
-      for_each_share(ts, block, t, tn, [&](size_t i, int64_t begin, int64_t end) {
+      for_each_share(ts, block, [&](size_t i, int64_t begin, int64_t end) {
         const WeightView& w = ts[i].w;
         const ScaledRows* q = sr ? sr[i] : nullptr;
         const char* wbytes = q ? q->bytes : static_cast<const char*>(w.data);

@@ -319,28 +319,26 @@ void gemv(const float* x, int64_t n, std::span<const Fp8Target> ts, const Matmul
 #pragma omp parallel num_threads(nt)
   {
     float* xs = bf16 ? nullptr : thread_scratch<float, 3>(size_t(n * Kp));
-    for_each_share(ts, kRows, omp_get_thread_num(), omp_get_num_threads(),
-                   [&](size_t i, int64_t first, int64_t last) {
-                     const Fp8WeightView& w = ts[i].w;
-                     const auto rows = [&]<class X>(const X* xr, int64_t begin, int64_t end) {
-                       int64_t r = begin;
-                       for (; r + kRows <= end; r += kRows)
-                         tile_rows<kRows>(w, r, xr, Kp, n, b[i].get(), ts[i].out);
-                       for (; r < end; ++r) tile_rows<1>(w, r, xr, Kp, n, b[i].get(), ts[i].out);
-                     };
-                     for (int64_t begin = first; begin < last;) {
-                       const int64_t block_row = (begin + w.row_offset) / w.block_n;
-                       const int64_t end =
-                           std::min(last, (block_row + 1) * w.block_n - w.row_offset);
-                       if (bf16) {
-                         rows(static_cast<const uint16_t*>(xb), begin, end);
-                       } else {
-                         scale_x(w, block_row, x, n, xs, Kp);
-                         rows(static_cast<const float*>(xs), begin, end);
-                       }
-                       begin = end;
-                     }
-                   });
+    for_each_share(ts, kRows, [&](size_t i, int64_t first, int64_t last) {
+      const Fp8WeightView& w = ts[i].w;
+      const auto rows = [&]<class X>(const X* xr, int64_t begin, int64_t end) {
+        int64_t r = begin;
+        for (; r + kRows <= end; r += kRows)
+          tile_rows<kRows>(w, r, xr, Kp, n, b[i].get(), ts[i].out);
+        for (; r < end; ++r) tile_rows<1>(w, r, xr, Kp, n, b[i].get(), ts[i].out);
+      };
+      for (int64_t begin = first; begin < last;) {
+        const int64_t block_row = (begin + w.row_offset) / w.block_n;
+        const int64_t end = std::min(last, (block_row + 1) * w.block_n - w.row_offset);
+        if (bf16) {
+          rows(static_cast<const uint16_t*>(xb), begin, end);
+        } else {
+          scale_x(w, block_row, x, n, xs, Kp);
+          rows(static_cast<const float*>(xs), begin, end);
+        }
+        begin = end;
+      }
+    });
   }
 }
 

@@ -176,7 +176,7 @@ void gemv(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Bia
     }
   };
 #pragma omp parallel num_threads(nt)
-  for_each_share(ts, kRows, omp_get_thread_num(), omp_get_num_threads(), rows_of_target);
+  for_each_share(ts, kRows, rows_of_target);
 }
 
 #if defined(__AVX512BF16__)
@@ -283,7 +283,7 @@ void gemv_bf16_dot(const float* x, int64_t n, std::span<const MatmulTarget> ts, 
     for (; r < end; ++r) dot_rows<1>(g, r, n);
   };
 #pragma omp parallel num_threads(nt)
-  for_each_share(ts, kRows, omp_get_thread_num(), omp_get_num_threads(), rows_of_target);
+  for_each_share(ts, kRows, rows_of_target);
 }
 #endif
 
@@ -315,7 +315,7 @@ void gemv(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Bia
         }
       }
     };
-    for_each_share(ts, kRows, omp_get_thread_num(), omp_get_num_threads(), rows_of_target);
+    for_each_share(ts, kRows, rows_of_target);
   }
 }
 

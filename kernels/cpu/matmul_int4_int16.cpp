@@ -265,20 +265,19 @@ bool matmul_int4_gemv_int16(const float* x, int64_t n, std::span<const Int4Targe
   {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) quantize_row(x, i, w0, xq);
-    for_each_share(targets, kInt4Block, omp_get_thread_num(), omp_get_num_threads(),
-                   [&](size_t k, int64_t begin, int64_t end) {
-                     const Args a{&targets[k].w, xq, biases[k].get(), targets[k].out};
-                     for (int64_t r = begin; r < end; r += kInt4Block) {
-                       int64_t i = 0;
-                       if constexpr (kMaxTileRows == 8) {
-                         for (; i + 8 <= n; i += 8) tile_at<8>(a, r, i, i == 0);
-                         for (; i + 4 <= n; i += 4) tile_at<4>(a, r, i, i == 0);
-                         if (i + 3 == n) tile_at<3>(a, r, i, i == 0), i += 3;
-                       }
-                       for (; i + 2 <= n; i += 2) tile_at<2>(a, r, i, i == 0);
-                       for (; i < n; ++i) tile_at<1>(a, r, i, i == 0);
-                     }
-                   });
+    for_each_share(targets, kInt4Block, [&](size_t k, int64_t begin, int64_t end) {
+      const Args a{&targets[k].w, xq, biases[k].get(), targets[k].out};
+      for (int64_t r = begin; r < end; r += kInt4Block) {
+        int64_t i = 0;
+        if constexpr (kMaxTileRows == 8) {
+          for (; i + 8 <= n; i += 8) tile_at<8>(a, r, i, i == 0);
+          for (; i + 4 <= n; i += 4) tile_at<4>(a, r, i, i == 0);
+          if (i + 3 == n) tile_at<3>(a, r, i, i == 0), i += 3;
+        }
+        for (; i + 2 <= n; i += 2) tile_at<2>(a, r, i, i == 0);
+        for (; i < n; ++i) tile_at<1>(a, r, i, i == 0);
+      }
+    });
   }
   return true;
 }

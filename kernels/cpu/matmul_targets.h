@@ -1,7 +1,9 @@
 // How the CPU matmul paths share out the targets of a matmul group (MatmulTarget, Fp8Target):
-// the weight rows of all targets, laid end to end, are split over the threads as one range, and
-// each target's bias is widened to float32 once per call.
+// the weight rows of all targets, laid end to end, are claimed by the threads in runs, and each
+// target's bias is widened to float32 once per call.
 #pragma once
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <span>
@@ -21,22 +23,38 @@ int64_t total_elements(std::span<const Target> targets) {
   return sum;
 }
 
-// Calls f(target index, begin, end) for the rows of each target in thread t's share (of nt) of
-// the rows of all targets, cut in units of `quantum` rows of each target (a target's last unit
-// may be shorter), so that no tile is split between threads and every share of a target starts
-// at a multiple of `quantum` (int4's 16-row blocks).
+// Calls f(target index, begin, end) for runs of the rows of all targets (laid end to end) that
+// this thread claims, cut in units of `quantum` rows of each target (a target's last unit may be
+// shorter), so that no tile is split between threads and every run of a target starts at a
+// multiple of `quantum` (int4's 16-row blocks). Every thread of the enclosing parallel region
+// calls it. The runs are claimed as the threads get to them, large ones first (guided), not cut
+// into equal shares: the two vCPUs of a shared host do not run at the same speed, and with equal
+// shares the faster thread of a decode step's GEMVs waited for the other ~12% of the step (perf,
+// qwen2.5-0.5b, 2 threads). Each output row is still one thread's, summed in the same order.
 template <class Target, class F>
-void for_each_share(std::span<const Target> targets, int64_t quantum, int t, int nt, F&& f) {
+void for_each_share(std::span<const Target> targets, int64_t quantum, F&& f) {
   const auto units = [&](const Target& tg) { return (tg.w.rows + quantum - 1) / quantum; };
   int64_t total = 0;
   for (const Target& tg : targets) total += units(tg);
-  const Range share = split_range(total, 1, t, nt);
-  int64_t offset = 0;
-  for (size_t i = 0; i < targets.size(); ++i) {
-    const int64_t b = std::max(share.begin, offset),
-                  e = std::min(share.end, offset + units(targets[i]));
-    if (b < e) f(i, (b - offset) * quantum, std::min(targets[i].w.rows, (e - offset) * quantum));
-    offset += units(targets[i]);
+  const int64_t nt = omp_get_num_threads();
+  // Run j is units [bounds[j], bounds[j + 1]): half of an equal share of what is left, down to
+  // 1/16 of an equal share of the whole.
+  const int64_t least = std::max<int64_t>(1, total / (16 * nt));
+  std::vector<int64_t> bounds{0};
+  while (bounds.back() < total) {
+    const int64_t left = total - bounds.back();
+    bounds.push_back(bounds.back() + std::min(left, std::max(least, left / (2 * nt))));
+  }
+  const int64_t runs = int64_t(bounds.size()) - 1;
+#pragma omp for schedule(dynamic, 1) nowait
+  for (int64_t j = 0; j < runs; ++j) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const int64_t b = std::max(bounds[size_t(j)], offset),
+                    e = std::min(bounds[size_t(j) + 1], offset + units(targets[i]));
+      if (b < e) f(i, (b - offset) * quantum, std::min(targets[i].w.rows, (e - offset) * quantum));
+      offset += units(targets[i]);
+    }
   }
 }
 
