@@ -316,10 +316,11 @@ void gemv(const float* x, int64_t n, std::span<const Fp8Target> ts, const Matmul
   const int64_t Kp = (cols + step - 1) / step * step;
   uint16_t* xb = bf16 ? thread_scratch<uint16_t, 5>(size_t(n * Kp)) : nullptr;
   if (bf16) pack_x_bf16(x, n, cols, Kp, xb);
+  std::atomic<int64_t> next{0};
 #pragma omp parallel num_threads(nt)
   {
     float* xs = bf16 ? nullptr : thread_scratch<float, 3>(size_t(n * Kp));
-    for_each_share(ts, kRows, [&](size_t i, int64_t first, int64_t last) {
+    for_each_share(ts, kRows, &next, [&](size_t i, int64_t first, int64_t last) {
       const Fp8WeightView& w = ts[i].w;
       const auto rows = [&]<class X>(const X* xr, int64_t begin, int64_t end) {
         int64_t r = begin;

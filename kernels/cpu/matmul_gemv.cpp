@@ -175,8 +175,9 @@ void gemv(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Bia
         return rows_range<DType::F32>(g, n, begin, end);
     }
   };
+  std::atomic<int64_t> next{0};
 #pragma omp parallel num_threads(nt)
-  for_each_share(ts, kRows, rows_of_target);
+  for_each_share(ts, kRows, &next, rows_of_target);
 }
 
 #if defined(__AVX512BF16__)
@@ -282,8 +283,9 @@ void gemv_bf16_dot(const float* x, int64_t n, std::span<const MatmulTarget> ts, 
     for (; r + kRows <= end; r += kRows) dot_rows<kRows>(g, r, n);
     for (; r < end; ++r) dot_rows<1>(g, r, n);
   };
+  std::atomic<int64_t> next{0};
 #pragma omp parallel num_threads(nt)
-  for_each_share(ts, kRows, rows_of_target);
+  for_each_share(ts, kRows, &next, rows_of_target);
 }
 #endif
 
@@ -293,6 +295,7 @@ void gemv(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Bia
           int nt) {
   const int64_t K = ts[0].w.cols;
   const size_t esize = dtype_size(ts[0].w.dtype);
+  std::atomic<int64_t> next{0};
 #pragma omp parallel num_threads(nt)
   {
     AlignedArray<float> wf = make_aligned<float>(size_t(kRows * K));
@@ -315,7 +318,7 @@ void gemv(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Bia
         }
       }
     };
-    for_each_share(ts, kRows, rows_of_target);
+    for_each_share(ts, kRows, &next, rows_of_target);
   }
 }
 

@@ -265,7 +265,7 @@ bool matmul_int4_gemv_int16(const float* x, int64_t n, std::span<const Int4Targe
   {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < n; ++i) quantize_row(x, i, w0, xq);
-    for_each_share(targets, kInt4Block, [&](size_t k, int64_t begin, int64_t end) {
+    for_each_share(targets, kInt4Block, nullptr, [&](size_t k, int64_t begin, int64_t end) {
       const Args a{&targets[k].w, xq, biases[k].get(), targets[k].out};
       for (int64_t r = begin; r < end; r += kInt4Block) {
         int64_t i = 0;
