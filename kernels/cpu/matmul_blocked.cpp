@@ -496,62 +496,60 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
       }
 #pragma omp barrier
       const int block = shape.mr;
-      for_each_share(
-          ts, block, sr ? nullptr : &next[size_t(c0 / kChunkTokens)],
-          [&](size_t i, int64_t begin, int64_t end) {
-            const WeightView& w = ts[i].w;
-            const ScaledRows* q = sr ? sr[i] : nullptr;
-            const char* wbytes = q ? q->bytes : static_cast<const char*>(w.data);
-            // Bytes of a row as stored (approximately, for a quantized layout: prefetching only).
-            const size_t row_bytes = q ? size_t(q->row_bytes) : size_t(K) * dtype_size(w.dtype);
-            const int64_t blocks = q ? q->blocks : 1;
-            for (int64_t b = 0; q && b <= blocks; ++b) starts[b] = q->block_start(b);
-            for (int64_t r0 = begin; r0 < end; r0 += block) {
-              const int mr = int(std::min<int64_t>(block, end - r0));
-              const void* rows = wbytes + size_t(r0) * row_bytes;
-              if (q) {
-                q->decode(r0, mr, ld, decoded, scales, kMR);
-                rows = decoded;
-                if (!bf16_dot) {  // the float32 tiles take the decoded rows widened
-                  for (int i = 0; i < mr; ++i)
-                    convert_to_f32(decoded + i * ld, DType::BF16, K, widened + i * ld);
-                  rows = widened;
-                }
-              } else if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32
-                                       // weights)
-                convert_to_f32(rows, w.dtype, mr * K, widened);
-                rows = widened;
-              }
-              // The next block's rows come from DRAM: ask for them while this block computes.
-              const int64_t next = std::min<int64_t>(block, end - r0 - mr);
-              const size_t next_bytes = size_t(std::max<int64_t>(next, 0)) * row_bytes;
-              const char* next_rows = wbytes + size_t(r0 + mr) * row_bytes;
-              for (int64_t p = 0; p < pn.count(); ++p) {
-                const uint32_t* xpp = xp + pn.offset(p);
+      std::atomic<int64_t>* claims = sr ? nullptr : &next[size_t(c0 / kChunkTokens)];
+      for_each_share(ts, block, claims, [&](size_t i, int64_t begin, int64_t end) {
+        const WeightView& w = ts[i].w;
+        const ScaledRows* q = sr ? sr[i] : nullptr;
+        const char* wbytes = q ? q->bytes : static_cast<const char*>(w.data);
+        // Bytes of a row as stored (approximately, for a quantized layout: prefetching only).
+        const size_t row_bytes = q ? size_t(q->row_bytes) : size_t(K) * dtype_size(w.dtype);
+        const int64_t blocks = q ? q->blocks : 1;
+        for (int64_t b = 0; q && b <= blocks; ++b) starts[b] = q->block_start(b);
+        for (int64_t r0 = begin; r0 < end; r0 += block) {
+          const int mr = int(std::min<int64_t>(block, end - r0));
+          const void* rows = wbytes + size_t(r0) * row_bytes;
+          if (q) {
+            q->decode(r0, mr, ld, decoded, scales, kMR);
+            rows = decoded;
+            if (!bf16_dot) {  // the float32 tiles take the decoded rows widened
+              for (int i = 0; i < mr; ++i)
+                convert_to_f32(decoded + i * ld, DType::BF16, K, widened + i * ld);
+              rows = widened;
+            }
+          } else if (!bf16_dot) {  // float32 rows in a contiguous scratch (a copy for F32 weights)
+            convert_to_f32(rows, w.dtype, mr * K, widened);
+            rows = widened;
+          }
+          // The next block's rows come from DRAM: ask for them while this block computes.
+          const int64_t next = std::min<int64_t>(block, end - r0 - mr);
+          const size_t next_bytes = size_t(std::max<int64_t>(next, 0)) * row_bytes;
+          const char* next_rows = wbytes + size_t(r0 + mr) * row_bytes;
+          for (int64_t p = 0; p < pn.count(); ++p) {
+            const uint32_t* xpp = xp + pn.offset(p);
 #if defined(__AVX512BF16__)
-                if (fused)
-                  pick_scaled_tile(mr, pn.width(p))(
-                      decoded, ld, {starts, size_t(blocks + 1)}, scales, xpp, tile,
-                      prefetch_slice(next_rows, next_bytes, p, pn.count(), depth));
-                else
+            if (fused)
+              pick_scaled_tile(mr, pn.width(p))(
+                  decoded, ld, {starts, size_t(blocks + 1)}, scales, xpp, tile,
+                  prefetch_slice(next_rows, next_bytes, p, pn.count(), depth));
+            else
 #endif
-                {
-                  const TileFn tile_fn = pick_tile(bf16_dot, mr, pn.width(p));
-                  for (int64_t b = 0; b < blocks; ++b) {
-                    const int64_t k0 = q ? starts[b] : 0, k1 = q ? starts[b + 1] : K;
-                    const int64_t d0 = bf16_dot ? k0 / 2 : k0;  // k0 is even where bf16_dot
-                    const Prefetch pf = prefetch_slice(next_rows, next_bytes, p * blocks + b,
-                                                       pn.count() * blocks, depth / blocks);
-                    const Epilogue ep = q ? Epilogue{scales + b * kMR, b > 0} : Epilogue{};
-                    tile_fn(static_cast<const char*>(rows) + k0 * tsize, q ? ld : K, k1 - k0,
-                            xpp + d0 * pn.width(p), tile, pf, ep);
-                  }
-                }
-                store_tile(tile, pn.width(p), mr, pn.tokens(p), r0, c0 + p * pn.nt, biases[i].get(),
-                           ts[i].out, w.rows);
+            {
+              const TileFn tile_fn = pick_tile(bf16_dot, mr, pn.width(p));
+              for (int64_t b = 0; b < blocks; ++b) {
+                const int64_t k0 = q ? starts[b] : 0, k1 = q ? starts[b + 1] : K;
+                const int64_t d0 = bf16_dot ? k0 / 2 : k0;  // k0 is even where bf16_dot
+                const Prefetch pf = prefetch_slice(next_rows, next_bytes, p * blocks + b,
+                                                   pn.count() * blocks, depth / blocks);
+                const Epilogue ep = q ? Epilogue{scales + b * kMR, b > 0} : Epilogue{};
+                tile_fn(static_cast<const char*>(rows) + k0 * tsize, q ? ld : K, k1 - k0,
+                        xpp + d0 * pn.width(p), tile, pf, ep);
               }
             }
-          });
+            store_tile(tile, pn.width(p), mr, pn.tokens(p), r0, c0 + p * pn.nt, biases[i].get(),
+                       ts[i].out, w.rows);
+          }
+        }
+      });
 #pragma omp barrier  // the next chunk overwrites the panels
     }
   }

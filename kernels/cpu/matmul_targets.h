@@ -35,9 +35,10 @@ int64_t total_elements(std::span<const Target> targets) {
 // qwen2.5-0.5b, 2 threads). A counter rather than `omp for schedule(dynamic)`, which sets up a
 // work share on every call. Each output row is still one thread's, summed in the same order.
 //
-// With no counter (`next` null) each thread takes its equal share, one run: the int4 paths, whose
-// passes measured 4-10% slower end to end with claimed runs (AWQ decode and prefill, 3
-// alternating rounds, not understood; left as they were).
+// With no counter (`next` null) each thread takes its equal share, one run: the int4 GEMV and
+// the blocked GEMM on quantized rows (int4 and FP8 decoded to bf16), as they were. With claimed
+// runs AWQ measured 4-10% slower end to end (decode and prefill, 3 alternating rounds, not
+// understood); FP8 prefill was not measured either way.
 template <class Target, class F>
 void for_each_share(std::span<const Target> targets, int64_t quantum, std::atomic<int64_t>* next,
                     F&& f) {

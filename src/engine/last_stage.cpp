@@ -70,7 +70,7 @@ StepResult LastStage::finish_step(const StepPlan& plan, std::span<float> logits,
   const auto job = [&](int64_t j) { sample_rows(jobs[size_t(j)], logits, V, valid); };
   if (jobs.size() > 1)
     run(int64_t(jobs.size()), job);
-  else if (jobs.size() == 1)
+  else if (jobs.size() == 1)  // a lone sequence pays no fork and join
     job(0);
 
   for (const SampleJob& j : jobs) {
