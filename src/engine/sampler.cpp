@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -96,6 +97,31 @@ std::vector<TokenLogprob> top_of(std::span<const float> row, double lse, int32_t
   return top;
 }
 
+// The index of the row's first largest entry (std::max_element's pick), given the largest value
+// where it is known. std::max_element runs one entry a cycle, a greedy pick 0.04 ms for every
+// sequence of a step; comparing 64 entries at a time with the largest vectorizes. A row whose
+// largest is not found (NaN) takes max_element.
+size_t first_max(std::span<const float> row, std::optional<float> largest) {
+  float m = -std::numeric_limits<float>::infinity();
+  if (largest) {
+    m = *largest;
+  } else {
+#pragma omp simd reduction(max : m)
+    for (size_t i = 0; i < row.size(); ++i) m = std::max(m, row[i]);
+  }
+  constexpr size_t kRun = 64;
+  for (size_t b = 0; b < row.size(); b += kRun) {
+    const size_t e = std::min(row.size(), b + kRun);
+    bool hit = false;
+#pragma omp simd reduction(| : hit)
+    for (size_t i = b; i < e; ++i) hit |= row[i] == m;
+    if (hit)
+      for (size_t i = b; i < e; ++i)
+        if (row[i] == m) return i;
+  }
+  return size_t(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
 }  // namespace
 
 uint64_t choice_seed(uint64_t seed, uint32_t choice) {
@@ -120,7 +146,8 @@ Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const Samplin
 
   // Raw log-softmax for the reported logprob (vectorized: it spans the whole vocabulary for
   // every sampled token).
-  const double raw_lse = cpu::log_sum_exp(row.data(), int64_t(row.size())).lse;
+  const cpu::LogSumExp lse = cpu::log_sum_exp(row.data(), int64_t(row.size()));
+  const double raw_lse = lse.lse;
   std::vector<TokenLogprob> alternatives;
   if (p.top_logprobs > 0) alternatives = top_of(row, raw_lse, p.top_logprobs);
 
@@ -136,8 +163,7 @@ Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const Samplin
   };
 
   if (p.greedy() || p.top_k == 1) {
-    const auto it = std::max_element(row.begin(), row.end());  // first maximum on ties
-    const auto tok = int32_t(it - row.begin());
+    const auto tok = int32_t(first_max(row, raw.empty() ? std::optional(lse.max) : std::nullopt));
     return {tok, logprob(tok), std::move(alternatives)};
   }
 

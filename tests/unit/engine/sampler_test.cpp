@@ -97,6 +97,41 @@ TEST(Sampler, GreedyPicksTheArgmaxAndReportsRawLogprob) {
   EXPECT_NEAR(s.logprob, 3.0 - std::log(lse), 1e-5);
 }
 
+// The greedy pick is the first largest logit, as std::max_element picks, wherever the ties fall
+// among the runs the scan compares at once (in one, across two, at the row's ragged end), with
+// and without penalties, and -0 ties with +0.
+TEST(Sampler, GreedyPicksTheFirstOfEqualLargestLogits) {
+  constexpr int32_t kV = 1000;
+  const std::vector<std::vector<int32_t>> cases = {{0, 1},     {63, 64}, {64, 70},
+                                                   {500, 999}, {999},    {130, 131, 700}};
+  for (const auto& at : cases)
+    for (bool penalized : {false, true}) {
+      std::vector<float> logits(kV);
+      for (int32_t i = 0; i < kV; ++i) logits[size_t(i)] = float((i * 29) % 97) / 100.0f;
+      for (int32_t i : at) logits[size_t(i)] = 5.0f;
+      std::vector<float> row = logits;
+      SamplingParams p;
+      p.temperature = 0.0f;
+      std::vector<int32_t> history;
+      if (penalized) {  // the penalty lowers the first tie: the next one is the pick
+        p.repetition_penalty = 2.0f;
+        history = {at[0]};
+      }
+      const Sampled s = sample_token(row, kV, p, 0, history);
+      const int32_t expect = penalized ? (at.size() > 1 ? at[1] : -1) : at[0];
+      if (expect >= 0)
+        EXPECT_EQ(s.token, expect) << "ties at " << at[0] << (penalized ? ", penalized" : "");
+      else
+        EXPECT_EQ(s.token, int32_t(std::max_element(row.begin(), row.end()) - row.begin()));
+    }
+  std::vector<float> zeros(200, -1.0f);
+  zeros[70] = -0.0f;
+  zeros[71] = 0.0f;
+  SamplingParams p;
+  p.temperature = 0.0f;
+  EXPECT_EQ(sample_token(zeros, 200, p, 0, {}).token, 70);
+}
+
 TEST(Sampler, SameSeedAndIndexGiveTheSameToken) {
   SamplingParams p;
   p.temperature = 1.0f;
