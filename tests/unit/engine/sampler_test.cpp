@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <set>
@@ -130,6 +131,15 @@ TEST(Sampler, GreedyPicksTheFirstOfEqualLargestLogits) {
   SamplingParams p;
   p.temperature = 0.0f;
   EXPECT_EQ(sample_token(zeros, 200, p, 0, {}).token, 70);
+  for (int32_t nan_at : {0, 90}) {  // with a NaN the pick is max_element's
+    std::vector<float> row(200, -1.0f);
+    row[50] = 2.0f;
+    row[size_t(nan_at)] = std::numeric_limits<float>::quiet_NaN();
+    const std::vector<float> copy = row;
+    EXPECT_EQ(sample_token(row, 200, p, 0, {}).token,
+              int32_t(std::max_element(copy.begin(), copy.end()) - copy.begin()))
+        << "NaN at " << nan_at;
+  }
 }
 
 TEST(Sampler, SameSeedAndIndexGiveTheSameToken) {
