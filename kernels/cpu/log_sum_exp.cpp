@@ -7,7 +7,7 @@
 
 namespace qmpi::cpu {
 
-LogSumExp log_sum_exp(const float* x, int64_t n) {
+LogSumExp log_sum_exp(const float* x, int64_t n, float scale) {
   float mx = x[0];
   int64_t i = 0;
 #if defined(QMPI_CPU_VEC)
@@ -24,16 +24,17 @@ LogSumExp log_sum_exp(const float* x, int64_t n) {
 #if defined(QMPI_CPU_VEC)
   constexpr int64_t kRun = 1024;
   const vec::F shift = vec::splat(mx);
+  const vec::F vscale = vec::splat(scale);
   for (; i + vec::kLanes <= n;) {
     vec::F acc = vec::zero();
     const int64_t end = std::min(n - (vec::kLanes - 1), i + kRun);
     for (; i < end; i += vec::kLanes)
-      acc = vec::add(acc, exp_ps(vec::sub(vec::load(x + i), shift)));
+      acc = vec::add(acc, exp_ps(vec::mul(vec::sub(vec::load(x + i), shift), vscale)));
     sum += double(vec::sum(acc));
   }
 #endif
-  for (; i < n; ++i) sum += std::exp(double(x[i]) - double(mx));
-  return {mx, double(mx) + std::log(sum)};
+  for (; i < n; ++i) sum += std::exp((double(x[i]) - double(mx)) * double(scale));
+  return {mx, double(mx) * double(scale) + std::log(sum)};
 }
 
 }  // namespace qmpi::cpu

@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -47,12 +48,26 @@ uint64_t rank_key(float logit, int32_t id) {
   return (uint64_t(~b) << 32) | uint32_t(id);
 }
 
+// Sorts rank keys made in ascending id order by their logit half alone: a stable LSD radix sort
+// (three passes of 11 bits) keeps the ids ascending among equal logits. std::sort of the keys of
+// a 152k-entry row took 10-15 ms; the passes take a few.
+void sort_by_logit(std::vector<uint64_t>& keys) {
+  std::vector<uint64_t> spare(keys.size());
+  for (int shift = 32; shift < 64; shift += 11) {
+    std::array<size_t, 2048> start{};
+    for (uint64_t k : keys) ++start[(k >> shift) & 2047];
+    size_t at = 0;
+    for (size_t& s : start) at += std::exchange(s, at);
+    for (uint64_t k : keys) spare[start[(k >> shift) & 2047]++] = k;
+    keys.swap(spare);
+  }
+}
+
 // The ids of the row's entries by logit, largest first (lowest id on ties), only the top_k first
 // where top_k > 0. Qwen's default sampling (top-k 20) ran nth_element over all 152k ids, 1.6-1.7
 // ms a sampled token, serial on the last stage for every sequence of a step; the top k are now
 // kept in one pass that compares each logit with the k-th best so far and keys only the few that
-// beat it (0.10 ms). Without top-k the whole vocabulary is sorted, as 64-bit keys rather than ids
-// compared through the row (9.8 ms against 16.8).
+// beat it (0.10 ms). Without top-k the whole vocabulary is sorted (sort_by_logit).
 std::vector<int32_t> ranked(std::span<const float> row, int32_t top_k) {
   const size_t V = row.size();
   std::vector<uint64_t> keys;
@@ -78,7 +93,7 @@ std::vector<int32_t> ranked(std::span<const float> row, int32_t top_k) {
   } else {
     keys.resize(V);
     for (size_t i = 0; i < V; ++i) keys[i] = rank_key(row[i], int32_t(i));
-    std::sort(keys.begin(), keys.end());
+    sort_by_logit(keys);
   }
   std::vector<int32_t> ids(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) ids[i] = int32_t(uint32_t(keys[i]));
@@ -119,6 +134,106 @@ size_t first_max(std::span<const float> row) {
         if (row[i] == m) return i;
   }
   return size_t(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+// The tokens a sampled pick can take, most likely first, with their probabilities at the
+// temperature (over the whole row, or over the top k with top-k).
+struct Candidates {
+  std::vector<int32_t> ids;
+  std::vector<double> prob;
+
+  // Keeps the smallest prefix whose mass reaches top_p (at least one token), then the tokens at
+  // least min_p times the most likely one. Returns whether a cut fell inside, so that the prefix
+  // of the ranked row held here is known to hold every candidate.
+  bool cut(const SamplingParams& p) {
+    bool inside = false;
+    size_t n = prob.size();
+    if (p.top_p < 1.0f) {
+      double cum = 0.0;
+      for (size_t i = 0; i < prob.size(); ++i)
+        if ((cum += prob[i]) >= double(p.top_p)) {
+          n = i + 1;
+          inside = true;
+          break;
+        }
+    }
+    if (p.min_p > 0.0f && n > 0) {
+      const double floor = double(p.min_p) * prob[0];
+      for (size_t i = 1; i < n; ++i)
+        if (prob[i] < floor) {
+          n = i;
+          inside = true;
+          break;
+        }
+    }
+    ids.resize(n);
+    prob.resize(n);
+    return inside;
+  }
+
+  // The candidate where the running mass passes `target`, or -1 where it never does.
+  int32_t at_mass(double target) const {
+    double cum = 0.0;
+    for (size_t i = 0; i < prob.size(); ++i)
+      if (target < (cum += prob[i])) return ids[i];
+    return -1;
+  }
+
+  // The pick for a uniform draw u in [0, 1): the candidates are not renormalized after the cuts,
+  // the draw is scaled by their mass instead.
+  int32_t pick(double u) const {
+    const int32_t tok = at_mass(u * std::accumulate(prob.begin(), prob.end(), 0.0));
+    return tok >= 0 ? tok : ids.back();
+  }
+};
+
+// Temperature, top-k, top-p and min-p, then the draw u. The order of the candidates decides
+// which token a draw lands on, so every path picks what sorting the whole row would.
+int32_t draw(std::span<const float> row, const SamplingParams& p, double u) {
+  const size_t V = row.size();
+  const double inv_t = 1.0 / double(p.temperature);
+  Candidates c;
+  // Probabilities relative to the most likely candidate, divided by `sum` (by their own sum
+  // where it is 0).
+  const auto fill = [&](double sum) {
+    // Masked ids (-inf) are never candidates; the mask always leaves at least one.
+    while (c.ids.size() > 1 && std::isinf(row[size_t(c.ids.back())]) &&
+           row[size_t(c.ids.back())] < 0)
+      c.ids.pop_back();
+    const double top = double(row[size_t(c.ids[0])]);
+    c.prob.resize(c.ids.size());
+    double own = 0.0;
+    for (size_t i = 0; i < c.ids.size(); ++i)
+      own += c.prob[i] = std::exp((double(row[size_t(c.ids[i])]) - top) * inv_t);
+    for (double& q : c.prob) q /= sum > 0.0 ? sum : own;
+  };
+  // Without top-k the candidates up to a top-p or min-p cut, or up to the draw itself, are a
+  // prefix of the ranked row, usually a few dozen tokens: rank the top k' in one pass,
+  // normalized by one vectorized sum over the whole row, and widen k' until the cut or the draw
+  // falls inside. Sorting all 152k ids took 12-16 ms a sampled token; only a flat distribution
+  // (random weights) or a draw deep in the tail still ends in the full sort. The vectorized sum is
+  // good to about 1e-6, so a draw that close to a boundary may land on its neighbour.
+  if (p.top_k <= 0 || size_t(p.top_k) >= V) {
+    const cpu::LogSumExp all = cpu::log_sum_exp(row.data(), int64_t(V), float(inv_t));
+    const double sum = std::exp(all.lse - double(all.max) * inv_t);
+    const bool cuts = p.top_p < 1.0f || p.min_p > 0.0f;
+    // The mass the prefix must reach: top-p's, or the draw's without cuts (min-p sets none).
+    const double target = p.top_p < 1.0f ? double(p.top_p) : cuts ? 0.0 : u;
+    for (double k = 64; k < double(V / 8);) {
+      c.ids = ranked(row, int32_t(k));
+      fill(sum);
+      if (c.cut(p)) return c.pick(u);
+      if (const int32_t tok = cuts ? -1 : c.at_mass(u); tok >= 0) return tok;
+      // Every later token is at most as likely as the prefix's last, so a flat row goes
+      // straight to the full sort instead of ranking ever wider prefixes first.
+      const double missing = target - std::accumulate(c.prob.begin(), c.prob.end(), 0.0);
+      k = std::max(k * 16, c.prob.back() > 0 ? k + missing / c.prob.back() : double(V));
+    }
+  }
+  c.ids = ranked(row, p.top_k);
+  fill(0.0);
+  c.cut(p);
+  return c.pick(u);
 }
 
 }  // namespace
@@ -165,48 +280,7 @@ Sampled sample_token(std::span<float> logits, int64_t valid_vocab, const Samplin
     return {tok, logprob(tok), std::move(alternatives)};
   }
 
-  // Candidates sorted by logit, cut by top-k, then probabilities at this temperature.
-  std::vector<int32_t> idx = ranked(row, p.top_k);
-  // Masked ids (-inf) are never candidates; the mask always leaves at least one.
-  while (idx.size() > 1 && std::isinf(row[size_t(idx.back())]) && row[size_t(idx.back())] < 0)
-    idx.pop_back();
-  const double inv_t = 1.0 / double(p.temperature);
-  const double top = double(row[size_t(idx[0])]);
-  std::vector<double> prob(idx.size());
-  double sum = 0.0;
-  for (size_t i = 0; i < idx.size(); ++i)
-    sum += prob[i] = std::exp((double(row[size_t(idx[i])]) - top) * inv_t);
-  for (auto& q : prob) q /= sum;
-
-  // top-p: the smallest prefix whose mass reaches p (always at least one token).
-  if (p.top_p < 1.0f) {
-    double cum = 0.0;
-    size_t n = 0;
-    while (n < prob.size()) {
-      cum += prob[n++];
-      if (cum >= double(p.top_p)) break;
-    }
-    prob.resize(n);
-  }
-  // min-p: drop tokens below min_p times the most likely one.
-  if (p.min_p > 0.0f) {
-    const double floor = double(p.min_p) * prob[0];
-    size_t n = 1;
-    while (n < prob.size() && prob[n] >= floor) ++n;
-    prob.resize(n);
-  }
-  const double kept = std::accumulate(prob.begin(), prob.end(), 0.0);
-  const double u = sampling_uniform(p.seed, sample_index) * kept;
-  double cum = 0.0;
-  size_t pick = prob.size() - 1;
-  for (size_t i = 0; i < prob.size(); ++i) {
-    cum += prob[i];
-    if (u < cum) {
-      pick = i;
-      break;
-    }
-  }
-  const int32_t tok = idx[pick];
+  const int32_t tok = draw(row, p, sampling_uniform(p.seed, sample_index));
   return {tok, logprob(tok), std::move(alternatives)};
 }
 

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 
+#include "core/splitmix64.h"
 #include "engine/sampler.h"
 
 namespace qmpi {
@@ -238,6 +239,88 @@ TEST(Sampler, TopKKeepsTheLowestIdsAmongEqualLogits) {
     }
   }
   EXPECT_EQ(drawn, std::set<int32_t>(best.begin(), best.begin() + kK));
+}
+
+// A full sort of the row: ranked by logit (lowest id on ties), probabilities at the temperature
+// over every unmasked id, the top-p prefix, then the min-p floor; pick() scales the draw by what
+// is kept.
+struct FullSort {
+  std::vector<int32_t> order;
+  std::vector<double> prob;
+
+  FullSort(const std::vector<float>& logits, const SamplingParams& p) {
+    for (size_t i = 0; i < logits.size(); ++i)
+      if (!std::isinf(logits[i])) order.push_back(int32_t(i));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
+    const double top = logits[size_t(order[0])];
+    double sum = 0;
+    for (int32_t id : order) {
+      prob.push_back(std::exp((double(logits[size_t(id)]) - top) / p.temperature));
+      sum += prob.back();
+    }
+    size_t keep = prob.size();
+    double cum = 0;
+    for (size_t i = 0; i < keep && p.top_p < 1.0f; ++i)
+      if ((cum += prob[i] / sum) >= p.top_p) keep = i + 1;
+    for (size_t i = 1; i < keep; ++i)
+      if (prob[i] < p.min_p * prob[0]) keep = i;
+    prob.resize(keep);
+  }
+
+  int32_t pick(double uniform) const {
+    const double u = uniform * std::accumulate(prob.begin(), prob.end(), 0.0);
+    double cum = 0;
+    for (size_t i = 0; i < prob.size(); ++i)
+      if (u < (cum += prob[i])) return order[i];
+    return order[prob.size() - 1];
+  }
+};
+
+// Without top-k, the top-p or min-p cut and the draw itself fall in a prefix of the ranked row
+// that the sampler finds without sorting the whole vocabulary; the picks are those of a full
+// sort, for peaked rows (a prefix of a few tokens), wider ones (hundreds), flat ones (most of the
+// row), a masked row, and with the temperature alone.
+TEST(Sampler, WithoutTopKThePicksAreAFullSortsPicks) {
+  constexpr size_t kV = 20000;
+  uint64_t state = 17;
+  const auto normal = [&] {  // Box-Muller on splitmix64 draws
+    const double a = double((state = splitmix64(state)) >> 11) * 0x1.0p-53 + 1e-300;
+    const double b = double((state = splitmix64(state)) >> 11) * 0x1.0p-53;
+    return std::sqrt(-2 * std::log(a)) * std::cos(2 * M_PI * b);
+  };
+  struct Case {
+    double spread;
+    float temperature, top_p, min_p;
+    bool masked;
+  };
+  for (const Case c : {Case{5, 0.7f, 0.9f, 0.0f, false}, Case{4, 1.0f, 0.95f, 0.0f, false},
+                       Case{3, 1.0f, 1.0f, 0.05f, false}, Case{2.5, 0.8f, 0.8f, 0.02f, false},
+                       Case{2, 1.0f, 0.9f, 0.0f, false}, Case{0.5, 1.3f, 1.0f, 0.5f, false},
+                       Case{1, 1.0f, 0.9f, 0.0f, false}, Case{4, 1.0f, 0.95f, 0.0f, true},
+                       Case{4, 0.7f, 1.0f, 0.0f, false}, Case{1, 1.0f, 1.0f, 0.0f, false}}) {
+    std::vector<float> logits(kV);
+    for (float& l : logits) l = float(c.spread * normal());
+    if (c.masked)  // a constraint leaving every third id
+      for (size_t i = 0; i < kV; ++i)
+        if (i % 3) logits[i] = -std::numeric_limits<float>::infinity();
+    SamplingParams p;
+    p.temperature = c.temperature;
+    p.top_p = c.top_p;
+    p.min_p = c.min_p;
+    p.seed = 321;
+    const FullSort want(logits, p);
+    std::set<int32_t> drawn;
+    for (uint32_t i = 0; i < 200; ++i) {
+      std::vector<float> row = logits;
+      const int32_t got = sample_token(row, int64_t(kV), p, i, {}).token;
+      ASSERT_EQ(got, want.pick(sampling_uniform(p.seed, i)))
+          << "spread " << c.spread << " T=" << c.temperature << " top_p=" << c.top_p
+          << " min_p=" << c.min_p << (c.masked ? " masked" : "") << ", draw " << i;
+      drawn.insert(got);
+    }
+    EXPECT_GT(drawn.size(), 1u) << "spread " << c.spread << ": the draws should vary";
+  }
 }
 
 TEST(Sampler, OnlyValidVocabIsSampled) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/errors.h"
 #include "kernel_test_util.h"
@@ -161,6 +162,17 @@ TEST(LogSumExp, MatchesReference) {
   }
   std::vector<float> wide{-200.0f, 3.0f, -1e4f, 2.5f, 0.0f};
   EXPECT_NEAR(cpu::log_sum_exp(wide.data(), 5).lse, cpu::ref::log_sum_exp(wide.data(), 5), 1e-6);
+  // At a sampling temperature: the log-sum-exp of scale * x, with -inf entries (masked ids).
+  for (float scale : {1.0f / 0.7f, 1.0f / 1.3f}) {
+    std::vector<float> x = test::random_floats(5000, rng);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = i % 7 == 3 ? -std::numeric_limits<float>::infinity() : x[i] * 12.0f;
+    std::vector<float> scaled = x;
+    for (float& v : scaled) v *= scale;
+    const double want = cpu::ref::log_sum_exp(scaled.data(), 5000);
+    EXPECT_NEAR(cpu::log_sum_exp(x.data(), 5000, scale).lse, want, 1e-5 * std::abs(want))
+        << "scale " << scale;
+  }
 }
 
 TEST(Embedding, RowsInsideTheSliceAreWidenedAndOthersAreZero) {
