@@ -31,7 +31,7 @@ void matmul_ggml(const float* x, int64_t n, const GgmlWeightView& w, const Weigh
   if (n <= kGemvMaxRows) {
     if (opt.bf16_activations && matmul_ggml_gemv_int8(x, n, w, bias, out, opt)) return;
     matmul_ggml_gemv(x, n, w, bias, out, opt);
-  } else
+  } else if (!opt.bf16_activations || !matmul_ggml_blocked_bf16(x, n, w, bias, out, opt))
     matmul_ggml_blocked(x, n, w, bias, out, opt);
 }
 

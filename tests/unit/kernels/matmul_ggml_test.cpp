@@ -12,6 +12,8 @@
 #include "backend/cpu/cpu_backend.h"
 #include "core/errors.h"
 #include "kernel_test_util.h"
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/ggml_dequant.h"
 #include "tests/unit/kernels/ggml_test_util.h"
 
@@ -94,6 +96,58 @@ TEST(MatmulGgml, BiasAndAColumnSliceOfWholeBlocks) {
       std::memcpy(&padded[size_t(i * full.v.cols + be)], &x[size_t(i * slice.cols)],
                   size_t(slice.cols) * 4);
     EXPECT_LT(max_rel_err(got, reference(full.v, padded, 5, &bias)), 2e-5) << type_name(t);
+  }
+}
+
+// With bf16 activations the prefill of Q8_0, Q4_0 and Q5_0 runs the bf16 GEMM's tiles on their
+// integer quants, scaling each 32-element block's partial sums: the reference on x rounded to
+// bf16 up to float32 sums, for 17 to 70 rows of x (the scaled tiles on full and half panels and
+// the half panels' per-block tiles), odd output rows, a bias and a TP slice of whole blocks.
+// matmul_ggml takes it above the GEMV's rows; the 32-element types with a min (and CPUs without
+// VDPBF16PS) keep the float panels, as do the k-quants.
+TEST(MatmulGgml, Bf16ActivationPrefillMatchesReferenceOnRoundedInput) {
+  std::mt19937 rng(41);
+  for (GgmlType t :
+       {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q5_0, GgmlType::Q4_1, GgmlType::Q5_1}) {
+    const bool tiles =
+        cpu::kHaveBf16Dot && (t == GgmlType::Q8_0 || t == GgmlType::Q4_0 || t == GgmlType::Q5_0);
+    const HostGgml full = random_ggml(t, 37, 12 * 32, rng);  // 37 rows: tiles of 32 and 5
+    GgmlWeightView slice = full.v;                           // blocks 2 .. 10 of each row
+    slice.data += 2 * ggml_type_info(uint32_t(t))->block_bytes;
+    slice.cols = 9 * 32;
+    const std::vector<float> bias_v = random_floats(37, rng);
+    const WeightView bias{bias_v.data(), DType::F32, 1, 37, nullptr};
+    for (const GgmlWeightView& w : {full.v, slice})
+      for (int64_t n : {17, 33, 70}) {
+        const std::vector<float> x = random_floats(size_t(n * w.cols), rng);
+        std::vector<float> xr(x.size());
+        cpu::round_to_bf16(x.data(), int64_t(x.size()), xr.data());
+        const std::vector<float> exact = reference(w, x, n, &bias);
+        const std::vector<float> want = reference(w, tiles ? xr : x, n, &bias);
+        const std::string what =
+            type_name(t) + " cols " + std::to_string(w.cols) + " n " + std::to_string(n);
+        std::vector<float> got(want.size(), -1.0f);
+        EXPECT_EQ(cpu::matmul_ggml_blocked_bf16(x.data(), n, w, &bias, got.data(), {2, true}),
+                  tiles)
+            << what;
+        if (tiles) {
+          EXPECT_LT(max_rel_err(got, want), 1e-5) << what;
+        }
+        cpu::matmul_ggml(x.data(), n, w, &bias, got.data(), {2, true});
+        EXPECT_LT(max_rel_err(got, want), tiles ? 1e-5 : 2e-5) << what << " (matmul_ggml)";
+        // Against exact activations x's rounding shows, as for bf16 weights.
+        if (tiles) {
+          EXPECT_GT(max_rel_err(got, exact), 1e-5) << what << " (matmul_ggml)";
+        }
+        EXPECT_LT(max_rel_err(got, exact), 1e-2) << what << " (matmul_ggml)";
+      }
+  }
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K}) {
+    const HostGgml h = random_ggml(t, 3, 256, rng);
+    const std::vector<float> x = random_floats(20 * 256, rng);
+    std::vector<float> got(60);
+    EXPECT_FALSE(cpu::matmul_ggml_blocked_bf16(x.data(), 20, h.v, nullptr, got.data(), {2, true}))
+        << type_name(t);
   }
 }
 
