@@ -8,8 +8,9 @@
 // stack buffer that every row of x then uses. F32/F16/BF16 weights in whole rows go to the dense
 // float kernels (matmul.h). With opt.bf16_activations (`--dtype auto`), decode of Q8_0, Q4_0,
 // Q5_0, Q4_K and Q6_K quantizes x to int8 and uses integer dot products instead (as llama.cpp does;
-// matmul_ggml_int8.cpp states its error bound), and prefill of Q8_0, Q4_0 and Q5_0 rounds x to bf16
-// for the bf16 GEMM's tiles. A float64 reference sits beside them for tests.
+// matmul_ggml_int8.cpp states its error bound), and prefill of every type but Q2_K and Q3_K rounds
+// x to bf16 for the bf16 GEMM's tiles. A float64 reference sits beside them for
+// tests.
 #pragma once
 #include <cstdint>
 
@@ -43,8 +44,7 @@ bool matmul_ggml_gemv_int8(const float* x, int64_t n, const GgmlWeightView& w,
 
 // The prefill with x rounded to bf16 on the bf16 GEMM's tiles (matmul_ggml_bf16.cpp), which
 // matmul_ggml() runs above kGemvMaxRows rows of x when opt.bf16_activations is set. False, with
-// nothing done, where the type has no such decoder (only Q8_0, Q4_0 and Q5_0 do) or the CPU lacks
-// VDPBF16PS.
+// nothing done, where the type has no such decoder (Q2_K, Q3_K) or the CPU lacks VDPBF16PS.
 bool matmul_ggml_blocked_bf16(const float* x, int64_t n, const GgmlWeightView& w,
                               const WeightView* bias, float* out, const MatmulOptions& opt);
 
