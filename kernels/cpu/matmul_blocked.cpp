@@ -70,11 +70,14 @@ constexpr Shape kHalf = kNarrow;
 constexpr bool kHalfPanels = false;
 #endif
 #if defined(__AVX512BF16__)
-// Quantized rows on VDPBF16PS (tile_bf16_scaled): a block's partial sums and the tile's scaled
-// totals both stay in registers, 2 x 12 accumulators.
+// Quantized rows on VDPBF16PS (tile_bf16_scaled): below kWideFrom tokens a block's partial sums
+// and the tile's scaled totals both stay in registers (2 x 12 accumulators); from it the wide
+// shape's 24 accumulators take the partial sums and the totals wait in the tile's L1 buffer.
 constexpr Shape kScaled{32, 6};
+constexpr Shape kScaledWide{64, 6};
 #else
 constexpr Shape kScaled = kNarrow;  // unused: the scaled tile needs VDPBF16PS
+constexpr Shape kScaledWide = kNarrow;
 #endif
 // Tokens from which a bf16 chunk takes the wide shape: below 64, a 64-token panel computes too
 // much padding (48 tokens ran 10-20% slower wide than narrow).
@@ -83,7 +86,7 @@ constexpr int kTileFloats = std::max(kNarrow.nt * kNarrow.mr, kWide.nt* kWide.mr
 // `scaled`: quantized rows on VDPBF16PS, whose full panels take tile_bf16_scaled.
 Shape shape_for(int64_t tokens, bool bf16_dot, bool scaled) {
   if (kHalfPanels && tokens <= kNarrow.nt / 2) return kHalf;
-  if (scaled) return kScaled;
+  if (scaled) return tokens >= kWideFrom ? kScaledWide : kScaled;
   return bf16_dot && tokens >= kWideFrom ? kWide : kNarrow;
 }
 // Tokens packed and multiplied at a time: bounds the packed copy of x for long prompts.
@@ -347,11 +350,31 @@ void tile_bf16_v1x8(const void* wv, int64_t ld, int64_t K, const void* xv, float
 // (scales[b * kMR + i]). A tile call per block, storing and reloading the totals, made an FP8
 // pass at 64-128 tokens 11-21% slower than bf16 weights' (0-10% this way: docs/perf.md). The same
 // operations in the same order as per-block tiles with the scaled epilogue (still taken by half
-// panels and the float32 tiles): the same sums.
+// panels and the float32 tiles): the same sums. With 4 vectors (the wide shape) the totals live
+// in `tile` (L1) instead: 24 accumulators issue 10 loads per 24 VDPBF16PS where 12 issue 8 per
+// 12, and a block's 24 loads and stores of totals come once per 16 or more steps.
 template <int MR, int NV>
 void tile_bf16_scaled(const uint16_t* w, int64_t ld, std::span<const int64_t> starts,
                       const float* scales, const uint32_t* xp, float* tile, const Prefetch& pf_in) {
   Prefetch pf = pf_in;
+  if constexpr (NV > 2) {
+    __m512 acc[MR][NV];
+    for (size_t b = 0; b + 1 < starts.size(); ++b) {
+      for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+      dp_range<MR, NV>(acc, w, ld, starts[b], starts[b + 1], xp, pf);
+      for (int i = 0; i < MR; ++i) {
+        const __m512 sc = _mm512_set1_ps(scales[b * kMR + i]);
+        for (int v = 0; v < NV; ++v) {
+          float* t = tile + (i * NV + v) * 16;
+          _mm512_store_ps(
+              t, _mm512_fmadd_ps(acc[i][v], sc, b == 0 ? _mm512_setzero_ps() : _mm512_load_ps(t)));
+        }
+      }
+    }
+    pf.finish();
+    return;
+  }
   __m512 total[MR][NV], acc[MR][NV];
   for (int i = 0; i < MR; ++i)
     for (int v = 0; v < NV; ++v) total[i][v] = _mm512_setzero_ps();
@@ -377,9 +400,11 @@ constexpr std::array<ScaledTileFn, kScaled.mr> scaled_tiles(std::integer_sequenc
   return {&tile_bf16_scaled<I + 1, NV>...};
 }
 ScaledTileFn pick_scaled_tile(int mr, int width) {
+  static_assert(kScaledWide.mr == kScaled.mr);
   static constexpr auto v1 = scaled_tiles<1>(std::make_integer_sequence<int, kScaled.mr>{});
   static constexpr auto v2 = scaled_tiles<2>(std::make_integer_sequence<int, kScaled.mr>{});
-  return width == 16 ? v1[mr - 1] : v2[mr - 1];
+  static constexpr auto v4 = scaled_tiles<4>(std::make_integer_sequence<int, kScaled.mr>{});
+  return width == 16 ? v1[mr - 1] : width == 32 ? v2[mr - 1] : v4[mr - 1];
 }
 #endif
 
@@ -492,8 +517,8 @@ void blocked(const float* x, int64_t n, std::span<const MatmulTarget> ts, const 
     for (int64_t c0 = 0; c0 < n; c0 += kChunkTokens) {
       const int64_t cn = std::min(kChunkTokens, n - c0);
       const Shape shape = shape_for(cn, bf16_dot, scaled);
-      [[maybe_unused]] const bool fused =
-          scaled && shape.mr == kScaled.mr && shape.nt == kScaled.nt;
+      [[maybe_unused]] const bool fused = scaled && shape.mr == kScaled.mr &&
+                                          (shape.nt == kScaled.nt || shape.nt == kScaledWide.nt);
       const Panels pn{cn, depth, shape.nt};
       const float* xc = x + c0 * K;
       const Range dr = split_range(pn.depth, 1, t, tn);
