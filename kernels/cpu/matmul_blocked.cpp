@@ -357,39 +357,30 @@ template <int MR, int NV>
 void tile_bf16_scaled(const uint16_t* w, int64_t ld, std::span<const int64_t> starts,
                       const float* scales, const uint32_t* xp, float* tile, const Prefetch& pf_in) {
   Prefetch pf = pf_in;
-  if constexpr (NV > 2) {
-    __m512 acc[MR][NV];
-    for (size_t b = 0; b + 1 < starts.size(); ++b) {
-      for (int i = 0; i < MR; ++i)
-        for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
-      dp_range<MR, NV>(acc, w, ld, starts[b], starts[b + 1], xp, pf);
-      for (int i = 0; i < MR; ++i) {
-        const __m512 sc = _mm512_set1_ps(scales[b * kMR + i]);
-        for (int v = 0; v < NV; ++v) {
-          float* t = tile + (i * NV + v) * 16;
-          _mm512_store_ps(
-              t, _mm512_fmadd_ps(acc[i][v], sc, b == 0 ? _mm512_setzero_ps() : _mm512_load_ps(t)));
-        }
-      }
-    }
-    pf.finish();
-    return;
-  }
+  constexpr bool in_tile = NV > 2;  // the totals' place
   __m512 total[MR][NV], acc[MR][NV];
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) total[i][v] = _mm512_setzero_ps();
   for (size_t b = 0; b + 1 < starts.size(); ++b) {
     for (int i = 0; i < MR; ++i)
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
     dp_range<MR, NV>(acc, w, ld, starts[b], starts[b + 1], xp, pf);
     for (int i = 0; i < MR; ++i) {
       const __m512 sc = _mm512_set1_ps(scales[b * kMR + i]);
-      for (int v = 0; v < NV; ++v) total[i][v] = _mm512_fmadd_ps(acc[i][v], sc, total[i][v]);
+      for (int v = 0; v < NV; ++v) {
+        float* t = tile + (i * NV + v) * 16;
+        const __m512 before = b == 0    ? _mm512_setzero_ps()
+                              : in_tile ? _mm512_load_ps(t)
+                                        : total[i][v];
+        if constexpr (in_tile)
+          _mm512_store_ps(t, _mm512_fmadd_ps(acc[i][v], sc, before));
+        else
+          total[i][v] = _mm512_fmadd_ps(acc[i][v], sc, before);
+      }
     }
   }
   pf.finish();
-  for (int i = 0; i < MR; ++i)
-    for (int v = 0; v < NV; ++v) _mm512_store_ps(tile + (i * NV + v) * 16, total[i][v]);
+  if constexpr (!in_tile)
+    for (int i = 0; i < MR; ++i)
+      for (int v = 0; v < NV; ++v) _mm512_store_ps(tile + (i * NV + v) * 16, total[i][v]);
 }
 
 using ScaledTileFn = void (*)(const uint16_t* w, int64_t ld, std::span<const int64_t> starts,
