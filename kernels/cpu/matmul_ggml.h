@@ -9,8 +9,7 @@
 // float kernels (matmul.h). With opt.bf16_activations (`--dtype auto`), decode of Q8_0, Q4_0,
 // Q5_0, Q4_K and Q6_K quantizes x to int8 and uses integer dot products instead (as llama.cpp does;
 // matmul_ggml_int8.cpp states its error bound), and prefill of every type but Q2_K and Q3_K rounds
-// x to bf16 for the bf16 GEMM's tiles. A float64 reference sits beside them for
-// tests.
+// x to bf16 for the bf16 GEMM's tiles. A float64 reference sits beside them for tests.
 #pragma once
 #include <cstdint>
 

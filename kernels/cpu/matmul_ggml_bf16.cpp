@@ -17,6 +17,7 @@
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/ggml_dequant.h"
+#include "kernels/cpu/ggml_simd.h"
 #include "kernels/cpu/matmul_ggml.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/scaled_rows.h"
@@ -24,7 +25,7 @@
 
 namespace qmpi::cpu {
 
-#if defined(__AVX512BF16__)
+#if defined(__AVX512BF16__) && defined(QMPI_GGML_SIMD)
 namespace {
 
 constexpr int64_t kBlock = 32;
@@ -33,18 +34,7 @@ bool has_min(GgmlType t) {
   return t == GgmlType::Q4_1 || t == GgmlType::Q5_1 || t == GgmlType::Q4_K || t == GgmlType::Q5_K;
 }
 
-// The bf16 bits of i - bias for i in [0, 32), looked up by VPERMW.
-__m512i biased_table(int bias) {
-  alignas(64) uint16_t v[32];
-  for (int i = 0; i < 32; ++i) v[i] = f32_to_bf16(float(i - bias));
-  return _mm512_load_si512(v);
-}
-
-float f16_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return half_to_f32(h);
-}
+using ggml_simd::f16_at;
 
 // A block's 32 quants in element order as bytes: byte i of Q4_0/Q4_1 holds element i in its low
 // nibble and i + 16 in its high one; Q5_0/Q5_1 add bit i of their 32-bit qh as element i's
@@ -60,22 +50,14 @@ inline __m256i fifth_bits(const uint8_t* qh) {
   return _mm256_maskz_mov_epi8(__mmask32(bits), _mm256_set1_epi8(16));
 }
 
-// A 64-entry table of the bf16 bits of i - 32 for Q6_K's 6-bit quants, looked up by VPERMT2W.
-struct Q6Table {
-  __m512i lo, hi;
-};
-Q6Table q6_table() {
-  alignas(64) uint16_t v[64];
-  for (int i = 0; i < 64; ++i) v[i] = f32_to_bf16(float(i - 32));
-  return {_mm512_load_si512(v), _mm512_load_si512(v + 32)};
-}
-
 struct GgmlRows final : ScaledRows {
   const GgmlWeightView& w;
   const GgmlTypeInfo& info;
   const int64_t scales_per_chunk;  // Q6_K scales 16 weights, the others 32
-  const __m512i plain = biased_table(0), q4_0 = biased_table(8), q5_0 = biased_table(16);
-  const Q6Table q6 = q6_table();
+  // Look-up tables of quant -> bf16 of the weight's integer: q, q - 8, q - 16, and Q6_K's 64
+  // entries of q - 32 (VPERMT2W over two).
+  const __m512i plain = bf16_int_words(0), q4_0 = bf16_int_words(-8), q5_0 = bf16_int_words(-16);
+  const __m512i q6_lo = bf16_int_words(-32), q6_hi = bf16_int_words(0);
   explicit GgmlRows(const GgmlWeightView& v)
       : w(v),
         info(*ggml_type_info(uint32_t(v.type))),
@@ -115,7 +97,7 @@ struct GgmlRows final : ScaledRows {
         const __m256i hi =
             _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), _mm256_set1_epi8(3));
         const __m512i idx = _mm512_cvtepu8_epi16(_mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
-        _mm512_storeu_si512(out, _mm512_permutex2var_epi16(q6.lo, idx, q6.hi));
+        _mm512_storeu_si512(out, _mm512_permutex2var_epi16(q6_lo, idx, q6_hi));
         return;
       }
       case GgmlType::Q4_0:
@@ -240,7 +222,7 @@ void subtract_mins(const GgmlRows& rows, const float* x, int64_t n, float* out,
 
 bool matmul_ggml_blocked_bf16(const float* x, int64_t n, const GgmlWeightView& w,
                               const WeightView* bias, float* out, const MatmulOptions& opt) {
-#if defined(__AVX512BF16__)
+#if defined(__AVX512BF16__) && defined(QMPI_GGML_SIMD)
   switch (w.type) {
     case GgmlType::Q8_0:
     case GgmlType::Q4_0:

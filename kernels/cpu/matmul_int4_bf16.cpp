@@ -24,11 +24,7 @@ namespace {
 // The bf16 bits of i - 16 for i in [0, 32): looked up by nibble + 16 - z (zeros lie in [0, 16],
 // model/int4_loader.cpp).
 const __m512i& biased_values() {
-  static const __m512i t = [] {
-    alignas(64) uint16_t v[32];
-    for (int i = 0; i < 32; ++i) v[i] = f32_to_bf16(float(i - 16));
-    return _mm512_load_si512(v);
-  }();
+  static const __m512i t = bf16_int_words(-16);
   return t;
 }
 

@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/x86.h"
 
 namespace qmpi::cpu {
 
@@ -28,6 +30,16 @@ struct ScaledRows {
   virtual void decode(int64_t r0, int mr, int64_t ld, uint16_t* rows, float* scales,
                       int64_t stride) const = 0;
 };
+
+#if defined(__AVX512BF16__)
+// The bf16 bits of the integers first, first + 1, ..., first + 31 (exact in bf16): the table
+// that the decoders look small quants up in by VPERMW to write the tiles' rows.
+inline __m512i bf16_int_words(int first) {
+  alignas(64) uint16_t v[32];
+  for (int i = 0; i < 32; ++i) v[i] = f32_to_bf16(float(first + i));
+  return _mm512_load_si512(v);
+}
+#endif
 
 // One projection of a group that shares its input, as MatmulTarget is for float weights.
 struct ScaledTarget {

@@ -164,7 +164,8 @@ def check_case(c: testlib.Checks, label: str, kind: str, untied: bool, options, 
     types = sorted({t for t, _, _ in gguf_ref.read(path)[1].values()})
     print(f"  {label}: {os.path.basename(path)} holds {', '.join(types)}", flush=True)
     ids = np.random.default_rng(37).integers(0, K256["vocab_size"], size=LOGITS_LEN).tolist()
-    want = reference(base, path).logits(ids)
+    ref = reference(base, path)
+    want = ref.logits(ids)
     for tp, pp in layouts:
         name = f"{label} {tp}x{pp}"
         got = c.guard(name, testlib.qmpi_logits, path, ids=ids,
@@ -189,7 +190,7 @@ def check_case(c: testlib.Checks, label: str, kind: str, untied: bool, options, 
                                                       size=PREFILL_LEN).tolist()
         got = c.guard(f"{label} auto prefill", auto_logits, path, long_ids)
         if got is not None:
-            err = testlib.rel_err(got, reference(base, path).logits(long_ids))
+            err = testlib.rel_err(got, ref.logits(long_ids))
             what = (f"{label} --dtype auto, {PREFILL_LEN} positions in one prefill: "
                     f"rel err {err:.2e}")
             if testlib.cpu_dot_products()["bf16"]:
