@@ -41,7 +41,19 @@ if [[ "${QMPI_SKIP_APT:-0}" != 1 ]]; then
       exit 1
     fi
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # apt prints dpkg's own errors (a full disk, a broken package) on stdout: keep them for a
+    # failure, so the reason is not reduced to "dpkg returned an error code".
+    apt_log="$(mktemp /tmp/qmpi-setup-apt.XXXXXX)"
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$apt_log" 2>&1; then
+      echo "setup: apt-get install failed; its last lines:" >&2
+      tail -n 25 "$apt_log" >&2
+      echo "setup: free space where apt unpacks: $(df -h --output=avail / | tail -n 1 | tr -d ' ') on /," \
+        "$(df -h --output=avail /var/cache/apt | tail -n 1 | tr -d ' ') for /var/cache/apt; a line" \
+        "above saying 'No space left on device' means: free disk space and run this again" >&2
+      rm -f "$apt_log"
+      exit 1
+    fi
+    rm -f "$apt_log"
   else
     echo "setup: all Debian packages present"
   fi

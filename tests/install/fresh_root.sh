@@ -20,6 +20,14 @@ command -v mmdebstrap >/dev/null || { echo "fresh_root: mmdebstrap missing: run 
 [[ -s "$tok/tokenizer.json" ]] || { echo "fresh_root: no tokenizer in $tok: run scripts/setup.sh" >&2; exit 1; }
 source "$here/scripts/timed.sh"
 
+# The root with its packages, build and tiny model came to 2.5 GB (2026-12-05); a disk that
+# fills midway fails inside dpkg, far from the cause, so the space is checked first.
+need_kb=$((4 * 1024 * 1024))
+free_kb=$(df -k --output=avail /tmp | tail -n 1 | tr -d ' ')
+if ((free_kb < need_kb)); then
+  echo "fresh_root: $((free_kb / 1024)) MB free in /tmp, the Debian root needs about 4 GB: free some (old CI clones, build trees) and run it again" >&2
+  exit 1
+fi
 work="$(mktemp -d /tmp/qmpi-fresh-root.XXXXXX)"
 root="$work/root"
 mounts=()
