@@ -107,14 +107,38 @@ struct Panels {
 
 // Depths [d.begin, d.end) of panel p: the threads split the depth, not the panels, so that a
 // single panel (batched decode) is packed by all of them.
+// dst[k * w + t] = src[t * ld + k] for the 32-bit words k < n of the rows t < cnt (cnt <= w).
+// With vectors, kLanes rows and kLanes words at a time, transposed in registers: one word at a
+// time, the packing of batched decode's 16-token panels took 2.5% of the step.
+void transpose_into_panel(const uint32_t* src, int64_t ld, int64_t cnt, int64_t n, int w,
+                          uint32_t* dst) {
+  int64_t k = 0;
+#if defined(QMPI_CPU_VEC)
+  constexpr int L = vec::kLanes;
+  if (w % L == 0)
+    for (; k + L <= n; k += L)
+      for (int64_t t0 = 0; t0 < cnt; t0 += L) {
+        vec::F v[L];
+        for (int j = 0; j < L; ++j)
+          v[j] = t0 + j < cnt ? vec::load(reinterpret_cast<const float*>(src + (t0 + j) * ld + k))
+                              : vec::zero();
+        vec::transpose(v);
+        // Lanes past cnt store zeros inside the panel's width: its padding.
+        for (int j = 0; j < L; ++j)
+          vec::store(reinterpret_cast<float*>(dst + (k + j) * w + t0), v[j]);
+      }
+#endif
+  for (int64_t t = 0; t < cnt; ++t)
+    for (int64_t kk = k; kk < n; ++kk)  // memcpy: the words are floats or bf16 pairs
+      std::memcpy(dst + kk * w + t, src + t * ld + kk, 4);
+}
+
 void pack_panel_f32(const float* x, int64_t K, const Panels& pn, int64_t p, Range d, float* dst) {
   const int w = pn.width(p);
   const int64_t cnt = pn.tokens(p);
   if (cnt < w) std::fill(dst + d.begin * w, dst + d.end * w, 0.0f);
-  for (int64_t t = 0; t < cnt; ++t) {
-    const float* row = x + (p * pn.nt + t) * K;
-    for (int64_t k = d.begin; k < d.end; ++k) dst[k * w + t] = row[k];
-  }
+  transpose_into_panel(reinterpret_cast<const uint32_t*>(x + p * pn.nt * K + d.begin), K, cnt,
+                       d.end - d.begin, w, reinterpret_cast<uint32_t*>(dst + d.begin * w));
 }
 
 void pack_panel_bf16(const float* x, int64_t K, const Panels& pn, int64_t p, Range d,
@@ -125,18 +149,15 @@ void pack_panel_bf16(const float* x, int64_t K, const Panels& pn, int64_t p, Ran
   if (d.begin >= d.end) return;
   // The row's elements rounded 16 at a time (to_bf16), then each (k, k + 1) pair moved as one
   // 32-bit word: element k in the low half, as the little-endian pair VDPBF16PS reads.
-  uint16_t* pairs = thread_scratch<uint16_t, 2>(size_t(2 * (d.end - d.begin)));
-  const int64_t k0 = 2 * d.begin, k1 = std::min(2 * d.end, K);
+  const int64_t n = d.end - d.begin, k0 = 2 * d.begin, k1 = std::min(2 * d.end, K);
+  uint16_t* pairs = thread_scratch<uint16_t, 2>(size_t(2 * n * cnt));
   for (int64_t t = 0; t < cnt; ++t) {
-    const float* row = x + (p * pn.nt + t) * K;
-    to_bf16(row + k0, k1 - k0, pairs);
-    if (k1 < 2 * d.end) pairs[k1 - k0] = 0;  // odd K: the last weight pairs with a zero
-    for (int64_t kp = d.begin; kp < d.end; ++kp) {
-      uint32_t word;
-      std::memcpy(&word, pairs + 2 * (kp - d.begin), 4);
-      dst[kp * w + t] = word;
-    }
+    uint16_t* rounded = pairs + 2 * n * t;
+    to_bf16(x + (p * pn.nt + t) * K + k0, k1 - k0, rounded);
+    if (k1 < 2 * d.end) rounded[k1 - k0] = 0;  // odd K: the last weight pairs with a zero
   }
+  // Each rounded pair is one 32-bit word, read whole (the scratch is aligned).
+  transpose_into_panel(reinterpret_cast<const uint32_t*>(pairs), n, cnt, n, w, dst + d.begin * w);
 }
 
 // A finished tile: tile[i][t] (row stride: the panel's width) is out[token0 + t, row0 + i].
@@ -151,6 +172,31 @@ void pack_panel_bf16(const float* x, int64_t K, const Panels& pn, int64_t p, Ran
   // int4 prefill pass at 128 tokens.
   constexpr int L = vec::kLanes;
   static_assert(kMR <= L);
+#if defined(__AVX512F__)
+  // Up to 8 rows (batched decode's tiles, the wide shape's): the two 8-token halves of each
+  // register transposed side by side, each vector then holding two tokens' outputs (token j in
+  // lanes 0-7, j + 8 in 8-15). The full transpose of 16 registers, half of them zeros, took
+  // 3.3% of a 16-sequence decode step.
+  if (mr <= 8) {
+    const __mmask16 lo = __mmask16((1u << mr) - 1), hi = __mmask16(lo << 8);
+    // The bias in both halves; a masked load touches only the lanes it keeps.
+    const vec::F b =
+        bias ? _mm512_mask_loadu_ps(_mm512_maskz_loadu_ps(lo, bias + row0), hi, bias + row0 - 8)
+             : vec::zero();
+    for (int64_t t0 = 0; t0 < tokens; t0 += L) {
+      vec::F v[8];
+      for (int i = 0; i < 8; ++i) v[i] = i < mr ? vec::load(tile + i * width + t0) : vec::zero();
+      vec::transpose_halves(v);
+      for (int64_t j = 0; j < 8 && t0 + j < tokens; ++j) {
+        const vec::F o = vec::add(v[j], b);
+        _mm512_mask_storeu_ps(out + (token0 + t0 + j) * N + row0, lo, o);
+        if (t0 + j + 8 < tokens)  // lanes 8.. land at row0 of token j + 8
+          _mm512_mask_storeu_ps(out + (token0 + t0 + j + 8) * N + row0 - 8, hi, o);
+      }
+    }
+    return;
+  }
+#endif
   const vec::F b = bias ? vec::load_first(bias + row0, mr) : vec::zero();
   for (int64_t t0 = 0; t0 < tokens; t0 += L) {
     vec::F v[L];

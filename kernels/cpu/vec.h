@@ -95,7 +95,7 @@ inline void split_bf16_pairs(F v, F& even, F& odd) {
 // swap the off-diagonal H x H blocks of every 2H x 2H block (H = 8, 4, 2, 1). Each round's H is
 // a constant, so the rows stay in registers: with H a loop variable the compiler kept v[] on the
 // stack and the transpose cost more than the FMAs it feeds.
-template <int H>
+template <int H, int N = 16>
 inline void transpose_round(F* v) {
   struct Index {
     alignas(64) int32_t upper[16], lower[16];
@@ -109,7 +109,7 @@ inline void transpose_round(F* v) {
   static constexpr Index idx;
   const __m512i upper = _mm512_load_si512(idx.upper), lower = _mm512_load_si512(idx.lower);
 #pragma GCC unroll 16
-  for (int p = 0; p < 16; ++p) {
+  for (int p = 0; p < N; ++p) {
     if (p & H) continue;
     const F a = v[p], b = v[p + H];
     v[p] = _mm512_permutex2var_ps(a, upper, b);
@@ -121,6 +121,13 @@ inline void transpose(F* v) {
   transpose_round<4>(v);
   transpose_round<2>(v);
   transpose_round<1>(v);
+}
+// Eight registers' halves transposed as two 8 x 8 blocks: v[j] lanes 0-7 = the old v[l] lane j,
+// lanes 8-15 = the old v[l] lane 8 + j (l < 8). 24 permutes where a full transpose takes 64.
+inline void transpose_halves(F* v) {
+  transpose_round<4, 8>(v);
+  transpose_round<2, 8>(v);
+  transpose_round<1, 8>(v);
 }
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #define QMPI_CPU_VEC 1
