@@ -18,6 +18,11 @@ namespace {
 
 // Weight rows handled together.
 constexpr int kRows = 4;
+// Decode (one row of x) takes 8 weight rows a tile: eight streams of weights in flight instead of
+// four. qmpi_kernel_bench --rows 1 --huge-pages, 2 threads, Zen 5, 3 alternating rounds: the
+// 0.5B's projections with --bf16-activations 14.3-15.2 -> 12.6-12.8 ms a pass (56 GB/s; 16
+// rows 13.8-13.9), the exact path's whole pass 29.4-32.2 -> 27.0-28.0 ms.
+constexpr int kRowsOne = 8;
 // Below this many weight elements per thread, extra threads cost more than they bring.
 constexpr int64_t kGrain = 32 * 1024;
 
@@ -154,6 +159,7 @@ void tile_rows(const GemvArgs& g, int64_t row, int64_t n) {
 template <DType WT>
 void rows_range(const GemvArgs& g, int64_t n, int64_t r0, int64_t r1) {
   int64_t r = r0;
+  for (; n == 1 && r + kRowsOne <= r1; r += kRowsOne) tile<WT, kRowsOne, 1>(g, r, 0, true);
   for (; r + kRows <= r1; r += kRows) tile_rows<WT, kRows>(g, r, n);
   for (; r < r1; ++r) tile_rows<WT, 1>(g, r, n);
 }
@@ -177,7 +183,7 @@ void gemv(const float* x, int64_t n, std::span<const MatmulTarget> ts, const Bia
   };
   std::atomic<int64_t> next{0};
 #pragma omp parallel num_threads(nt)
-  for_each_share(ts, kRows, &next, rows_of_target);
+  for_each_share(ts, n == 1 ? kRowsOne : kRows, &next, rows_of_target);
 }
 
 #if defined(__AVX512BF16__)
@@ -188,10 +194,6 @@ static_assert(kStep == 32, "the bf16 dot products take 32 bf16 values per regist
 // on the exact path, so a weight tile read once from DRAM serves up to kDotMaxRows rows of x
 // before the arithmetic, not the memory, sets the pace (batched decode).
 constexpr int kDotXRows = 4;
-// Decode (one row of x) takes 8 weight rows a tile: eight streams in flight instead of four read
-// the 0.5B's projections 13% faster (qmpi_kernel_bench --rows 1 --bf16-activations, 2 threads,
-// Zen 5, 3 alternating rounds: 14.3-15.2 -> 12.6-12.8 ms a pass, 56 GB/s; 16 rows: 13.8-13.9).
-constexpr int kDotRowsOne = 8;
 
 struct DotArgs {
   const uint16_t* w;
@@ -284,14 +286,13 @@ void gemv_bf16_dot(const float* x, int64_t n, std::span<const MatmulTarget> ts, 
     const auto* w = static_cast<const uint16_t*>(ts[i].w.data);
     const DotArgs g{w, K, ts[i].w.rows, xb, Kp, bias[i].get(), ts[i].out};
     int64_t r = begin;
-    for (; n == 1 && r + kDotRowsOne <= end; r += kDotRowsOne)
-      dot_tile<kDotRowsOne, 1, true>(g, r, 0);
+    for (; n == 1 && r + kRowsOne <= end; r += kRowsOne) dot_tile<kRowsOne, 1, true>(g, r, 0);
     for (; r + kRows <= end; r += kRows) dot_rows<kRows>(g, r, n);
     for (; r < end; ++r) dot_rows<1>(g, r, n);
   };
   std::atomic<int64_t> next{0};
 #pragma omp parallel num_threads(nt)
-  for_each_share(ts, n == 1 ? kDotRowsOne : kRows, &next, rows_of_target);
+  for_each_share(ts, n == 1 ? kRowsOne : kRows, &next, rows_of_target);
 }
 #endif
 
