@@ -105,8 +105,6 @@ struct Panels {
   size_t size() const { return size_t(count()) * nt * size_t(depth); }
 };
 
-// Depths [d.begin, d.end) of panel p: the threads split the depth, not the panels, so that a
-// single panel (batched decode) is packed by all of them.
 // dst[k * w + t] = src[t * ld + k] for the 32-bit words k < n of the rows t < cnt (cnt <= w).
 // With vectors, kLanes rows and kLanes words at a time, transposed in registers: one word at a
 // time, the packing of batched decode's 16-token panels took 2.5% of the step.
@@ -133,6 +131,8 @@ void transpose_into_panel(const uint32_t* src, int64_t ld, int64_t cnt, int64_t 
       std::memcpy(dst + kk * w + t, src + t * ld + kk, 4);
 }
 
+// Depths [d.begin, d.end) of panel p: the threads split the depth, not the panels, so that a
+// single panel (batched decode) is packed by all of them.
 void pack_panel_f32(const float* x, int64_t K, const Panels& pn, int64_t p, Range d, float* dst) {
   const int w = pn.width(p);
   const int64_t cnt = pn.tokens(p);
@@ -179,10 +179,9 @@ void pack_panel_bf16(const float* x, int64_t K, const Panels& pn, int64_t p, Ran
   // 3.3% of a 16-sequence decode step.
   if (mr <= 8) {
     const __mmask16 lo = __mmask16((1u << mr) - 1), hi = __mmask16(lo << 8);
-    // The bias in both halves; a masked load touches only the lanes it keeps.
-    const vec::F b =
-        bias ? _mm512_mask_loadu_ps(_mm512_maskz_loadu_ps(lo, bias + row0), hi, bias + row0 - 8)
-             : vec::zero();
+    // The bias in both halves (its first 8 lanes copied into the upper 8).
+    const vec::F b0 = bias ? _mm512_maskz_loadu_ps(lo, bias + row0) : vec::zero();
+    const vec::F b = _mm512_shuffle_f32x4(b0, b0, _MM_SHUFFLE(1, 0, 1, 0));
     for (int64_t t0 = 0; t0 < tokens; t0 += L) {
       vec::F v[8];
       for (int i = 0; i < 8; ++i) v[i] = i < mr ? vec::load(tile + i * width + t0) : vec::zero();
