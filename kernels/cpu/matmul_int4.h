@@ -61,6 +61,10 @@ inline constexpr int64_t kInt4GemvInt16MaxRows = kInt4GemvMaxRowsBf16;
 inline constexpr int64_t kInt4GemvInt16MaxRows = 3;
 #endif
 
+// The int16-activation GEMV's levels: x is quantized per segment to q = round(x / dx) with dx =
+// max|x| / kInt4ActivationLevels (32639, not 32767: VNNI builds split q into two signed bytes).
+inline constexpr float kInt4ActivationLevels = 32639.0f;
+
 // The GEMV with int16 activations (matmul_int4_int16.cpp states the method and its error
 // bound), for targets that read x alike (matmul_int4_group); false, with nothing done, where the
 // build does not use int16 dot products (dot_products.h).

@@ -238,10 +238,11 @@ TEST(MatmulInt4, Bf16ActivationBlockedPathMatchesReferenceOnRoundedInput) {
 
 // The int16-activation GEMV (matmul_int4_int16.cpp) against the float64 product of the same
 // weights: every output within the bound its header states, sum over segments of
-// max|x_seg| / 65534 * sum |w| over the segment, plus float32 rounding (1e-5 of sum |w x|), on
-// the layouts above, x rows with an outlier 100x the rest, and 1..64 rows of x (its 2-row tiles
-// and a last single row); and equal, up to float32 rounding, to the product with x quantized as
-// stated. Where the build does not use int16 dot products it must say so by returning false.
+// max|x_seg| / (2 kInt4ActivationLevels) * sum |w| over the segment, plus float32 rounding (1e-5 of
+// sum |w x|), on the layouts above, x rows with an outlier 100x the rest, and 1..64 rows of x (its
+// 2-row tiles and a last single row); and equal, up to float32 rounding, to the product with x
+// quantized as stated. Where the build does not use int16 dot products it must say so by returning
+// false.
 TEST(MatmulInt4, Int16ActivationGemvWithinItsBound) {
   std::mt19937 rng(41);
   double worst = 0.0, worst_emulated = 0.0;
@@ -280,9 +281,10 @@ TEST(MatmulInt4, Int16ActivationGemvWithinItsBound) {
                   wsum += std::fabs(wv);
                   magnitude += std::fabs(xv * wv);
                 }
-                bound += amax / 65534.0 * wsum;
-                // x as the kernel quantizes it: step max|x| / 32767, rounded to nearest even
-                const float step = amax / 32767.0f, inv = amax > 0.0f ? 32767.0f / amax : 0.0f;
+                bound += amax / (2.0 * cpu::kInt4ActivationLevels) * wsum;
+                // x as the kernel quantizes it: step max|x| / levels, rounded to nearest even
+                const float step = amax / cpu::kInt4ActivationLevels,
+                            inv = amax > 0.0f ? cpu::kInt4ActivationLevels / amax : 0.0f;
                 for (int64_t k = 8 * s; k < 8 * e; ++k)
                   emulated += double(wd[size_t(r * kp + k)]) * double(step) *
                               std::nearbyint(double(xg[size_t(i * kp + k)] * inv));
