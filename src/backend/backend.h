@@ -104,6 +104,12 @@ class Backend {
   // decoded to float32 as matmul_ggml decodes it, so the table is never held whole in float32.
   virtual void embedding_ggml(const int32_t* ids, int64_t n, const GgmlWeightView& table,
                               int64_t row_offset, float* out) = 0;
+  // The dtype a float matrix (dense projection, embedding, head, router) of file dtype `file` is
+  // held in: the file's, unless the backend would take it through a slower path than the dtype
+  // it asks for instead (CpuBackend: F16 becomes BF16 under bf16 activations). The loader rounds
+  // to nearest even, as torch does when a float16 checkpoint loads with torch_dtype=bfloat16.
+  virtual DType matrix_dtype(DType file) const { return file; }
+
   // The dtype this backend's dense GEMM reads its input in for a weight of dtype `weight`: F32
   // (x as it is) on the CPU; BF16 for BF16 weights on CUDA, whose tensor-core GEMMs would
   // otherwise round x first. Where it is not F32, the model passes the op that writes the GEMM's

@@ -16,7 +16,7 @@
 namespace qmpi {
 
 struct Linear {
-  Weight weight;    // dense: [out_features, in_features] in the checkpoint dtype
+  Weight weight;    // dense: [out_features, in_features], dtype Backend::matrix_dtype(file's)
   Int4Weight int4;  // int4 (AWQ / GPTQ) checkpoints instead of `weight`
   Fp8Weight fp8;    // block-wise FP8 checkpoints instead of `weight`
   GgmlWeight ggml;  // block-quantized GGUF tensors instead of `weight`

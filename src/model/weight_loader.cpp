@@ -1,5 +1,6 @@
 #include "model/weight_loader.h"
 
+#include "core/dtype.h"
 #include "core/errors.h"
 #include "model/ggml_weight.h"
 #include "model/int4_loader.h"
@@ -50,9 +51,17 @@ Weight WeightLoader::load(const std::string& name, const std::vector<int64_t>& s
     bytes_ += w.storage.bytes();
     return w;
   }
-  Weight w =
-      be_.make_weight(info.dtype, rows, cols, [&](void* dst) { src_.read(name, slice, dst); });
-  bytes_ += uint64_t(rows * cols) * dtype_size(info.dtype);
+  const DType dtype = shape.size() == 2 ? be_.matrix_dtype(info.dtype) : info.dtype;
+  if (dtype != info.dtype && !(info.dtype == DType::F16 && dtype == DType::BF16))
+    raise(Err::Internal, "the backend asks for " + name + " as " + std::string(dtype_name(dtype)) +
+                             "; the loader converts only F16 to BF16");
+  Weight w = be_.make_weight(dtype, rows, cols, [&](void* dst) {
+    src_.read(name, slice, dst);
+    if (dtype == info.dtype) return;
+    auto* h = static_cast<uint16_t*>(dst);  // the same width: rounded in place
+    for (int64_t i = 0; i < rows * cols; ++i) h[i] = f32_to_bf16(f16_to_f32(h[i]));
+  });
+  bytes_ += uint64_t(rows * cols) * dtype_size(dtype);
   return w;
 }
 

@@ -8,6 +8,7 @@
 #include "core/errors.h"
 #include "kernels/cpu/aligned.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/dot_products.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/embedding.h"
 #include "kernels/cpu/host_pages.h"
@@ -84,6 +85,10 @@ Buffer CpuBackend::alloc_zeroed(size_t bytes) {
   Buffer b = alloc(bytes);
   if (bytes < kMappedFrom) fill_zero(b.data(), bytes);  // a fresh mapping reads as zeros
   return b;
+}
+
+DType CpuBackend::matrix_dtype(DType file) const {
+  return options_.bf16_activations && cpu::kHaveBf16Dot && file == DType::F16 ? DType::BF16 : file;
 }
 
 Weight CpuBackend::make_weight(DType dtype, int64_t rows, int64_t cols,
