@@ -102,10 +102,9 @@ void DecoderModel::logits(const BatchInput& batch, const float* hidden, float* h
   if (tp_.size() == 1) {
     // A backend in host memory writes the logits where the caller reads them: through a scratch
     // they were a second copy of 9.7 MB a 16-row step (39 MB at 64 rows) and its memcpy.
-    if (be_.host_memory()) return w_.head_matmul(be_, {rows, rows16}, R, host_logits);
-    float* out = scratch_.get(kLogits, size_t(R * local));
+    float* out = be_.host_memory() ? host_logits : scratch_.get(kLogits, size_t(R * local));
     w_.head_matmul(be_, {rows, rows16}, R, out);
-    be_.copy_to_host(host_logits, out, size_t(R * V) * sizeof(float));
+    if (out != host_logits) be_.copy_to_host(host_logits, out, size_t(R * V) * sizeof(float));
     return;
   }
   // Vocab slices may be uneven (the first ranks hold a split unit more): gather equal-sized,
